@@ -1,0 +1,1 @@
+"""The Kiln application: command line today, main window later."""

@@ -1,0 +1,1 @@
+"""Kiln's compiler: a pure library (no Qt) from model file to bundle."""

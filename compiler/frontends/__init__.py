@@ -1,0 +1,1 @@
+"""Model file readers (ONNX now, TFLite later) that build a Kiln graph."""

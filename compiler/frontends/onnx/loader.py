@@ -1,0 +1,428 @@
+"""Read an ONNX model into a Kiln graph, refusing bad files with one clear sentence.
+
+Models come from strangers: loading never runs code from the file, never reads external data
+outside the model's folder, refuses absurd tensor sizes before allocating them, and reports every
+unsupported operator at once. Older opsets are translated to Kiln's canonical form (the newest
+ONNX semantics) by each operator's `from_onnx` hook; the graph remembers the opset so that it can
+be saved back in the same encoding.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from compiler import ops
+from compiler.errors import KilnError, ModelError
+from compiler.frontends.onnx.attributes import check_attributes, decode_attributes
+from compiler.ir.graph import Graph, Value
+from compiler.ir.types import DTYPE_OF_ONNX, MAX_ELEMENTS, TensorType
+from compiler.ops.infer import infer_node, known_constants
+
+# Opsets of the default domain Kiln reads. The upper end follows the operators' conformance
+# tests (onnx.backend.test), which all pass for the operators Kiln claims.
+SUPPORTED_OPSETS = range(7, 29)
+
+# Domains whose import is tolerated as long as no node uses them (tf2onnx adds ai.onnx.ml).
+_HARMLESS_DOMAINS = {"ai.onnx.ml"}
+
+# Files larger than this are refused up front (protobuf itself cannot exceed 2 GiB).
+MAX_FILE_BYTES = 2**31
+
+
+def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
+              shapes: Mapping[str, tuple[int, ...]] | None = None,
+              *, label: str | None = None) -> Graph:
+    """Load an ONNX model from a path, raw bytes or a ModelProto.
+
+    Args:
+        source: The model.
+        shapes: Static shapes for graph inputs, overriding the file (the CLI's `--shape`).
+        label: The name used in error messages (defaults to the file name).
+
+    Raises:
+        ModelError: for anything wrong with the file, naming the file, the node and the reason.
+    """
+    base_dir: Path | None = None
+    if isinstance(source, onnx.ModelProto):
+        label = label or "<model>"
+        model = source
+    else:
+        if isinstance(source, (bytes, bytearray)):
+            label = label or "<bytes>"
+            data = bytes(source)
+        else:
+            path = Path(source)
+            label = label or path.name
+            base_dir = path.resolve().parent
+            data = _read_file(path, label)
+        model = _parse(data, label)
+    try:
+        return _Importer(model, label, base_dir, shapes or {}).run()
+    except ModelError as exc:
+        raise exc.with_file(label) from None
+    except KilnError as exc:
+        raise ModelError(str(exc), file=label) from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+            UnicodeDecodeError, MemoryError, RecursionError) as exc:
+        # A malformed file can trip numpy or protobuf in ways no check anticipates; the user
+        # still gets one line, and the cause stays inspectable for a bug report.
+        raise ModelError(f"the model is malformed ({type(exc).__name__}: {exc})",
+                         file=label) from exc
+
+
+def _read_file(path: Path, label: str) -> bytes:
+    if not path.exists():
+        raise ModelError("no such file", file=label)
+    if not path.is_file():
+        raise ModelError("not a regular file", file=label)
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ModelError("the file is larger than 2 GiB, the limit of an ONNX protobuf", file=label)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"cannot read the file ({exc.strerror})", file=label) from None
+
+
+def _parse(data: bytes, label: str) -> onnx.ModelProto:
+    if not data:
+        raise ModelError("the file is empty, not an ONNX model", file=label)
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception:  # protobuf raises DecodeError and, on some builds, other errors
+        raise ModelError("not an ONNX model (the file does not parse as an ONNX protobuf; "
+                         "it may be truncated or of another format)", file=label) from None
+    if not model.HasField("graph") or model.ir_version <= 0 or not model.opset_import:
+        raise ModelError("not an ONNX model (no graph, IR version or opset in the file)",
+                         file=label)
+    return model
+
+
+def _node_label(node: onnx.NodeProto, index: int) -> str:
+    name = node.name or f"#{index}"
+    return f"{name} ({node.op_type})"
+
+
+class _Importer:
+    """One import: holds the name table while nodes are translated in topological order."""
+
+    def __init__(self, model: onnx.ModelProto, label: str, base_dir: Path | None,
+                 shapes: Mapping[str, tuple[int, ...]]):
+        self.model = model
+        self.label = label
+        self.base_dir = base_dir
+        self.shapes = dict(shapes)
+        self.graph = Graph(model.graph.name or "graph", self._opset())
+        self.values: dict[str, Value] = {}
+        self.known: dict[int, np.ndarray] = {}
+        self.present: set[str] = set()  # attributes the current node's file entry spells out
+
+    # -- whole-model checks -------------------------------------------------------------------
+
+    def _opset(self) -> int:
+        versions = {imp.domain: imp.version for imp in self.model.opset_import}
+        opset = versions.get("", versions.get("ai.onnx"))
+        if opset is None:
+            raise ModelError("the model imports no version of the default ONNX operator set")
+        if opset not in SUPPORTED_OPSETS:
+            raise ModelError(f"opset {opset} is not supported (Kiln reads opsets "
+                             f"{SUPPORTED_OPSETS.start} to {SUPPORTED_OPSETS.stop - 1})")
+        return opset
+
+    def run(self) -> Graph:
+        g = self.model.graph
+        self._check_supported(g)
+        order = self._topological_order(g)
+        self._add_constants(g)
+        self._add_inputs(g)
+        self.known = known_constants(self.graph)
+        for index in order:
+            self._add_node(g.node[index], index)
+        for out in g.output:
+            if out.name not in self.values:
+                raise ModelError(f"graph output {out.name!r} is produced by no node")
+            self.graph.outputs.append(self.values[out.name])
+        if not self.graph.outputs:
+            raise ModelError("the graph has no outputs")
+        self.graph.metadata = {
+            "ir_version": self.model.ir_version,
+            "producer_name": self.model.producer_name,
+            "producer_version": self.model.producer_version,
+            "domain": self.model.domain,
+            "model_version": self.model.model_version,
+            "doc_string": self.model.doc_string,
+            "graph_doc_string": g.doc_string,
+            "opset_imports": {imp.domain: imp.version for imp in self.model.opset_import},
+            "metadata_props": {p.key: p.value for p in self.model.metadata_props},
+        }
+        self.graph.next_id = len(g.node)
+        return self.graph
+
+    def _check_supported(self, g: onnx.GraphProto) -> None:
+        """Report every node Kiln cannot handle in one message."""
+        missing = []
+        for index, node in enumerate(g.node):
+            if node.domain not in ("", "ai.onnx"):
+                missing.append(f"{node.name or '#' + str(index)} ({node.domain}::{node.op_type})")
+            elif ops.get(node.op_type) is None:
+                missing.append(_node_label(node, index))
+        if missing:
+            count = len(missing)
+            raise ModelError(f"{count} unsupported operator{'s' if count > 1 else ''}: "
+                             + ", ".join(missing))
+
+    def _topological_order(self, g: onnx.GraphProto) -> list[int]:
+        """Kahn's algorithm over tensor names, detecting duplicates, dangling inputs and cycles."""
+        producer: dict[str, int] = {}
+        external = {i.name for i in g.initializer} | {i.name for i in g.input}
+        for index, node in enumerate(g.node):
+            for name in node.output:
+                if not name:
+                    continue
+                if name in producer or name in external:
+                    raise ModelError(f"tensor name {name!r} is defined more than once",
+                                     node=_node_label(node, index))
+                producer[name] = index
+        waiting = [0] * len(g.node)
+        consumers: dict[int, list[int]] = {i: [] for i in range(len(g.node))}
+        for index, node in enumerate(g.node):
+            for name in node.input:
+                if not name or name in external:
+                    continue
+                if name not in producer:
+                    raise ModelError(f"input {name!r} is not produced by any node, "
+                                     "initializer or graph input", node=_node_label(node, index))
+                waiting[index] += 1
+                consumers[producer[name]].append(index)
+        ready = [i for i, n in enumerate(waiting) if n == 0]
+        order: list[int] = []
+        while ready:
+            index = ready.pop(0)
+            order.append(index)
+            for user in consumers[index]:
+                waiting[user] -= 1
+                if waiting[user] == 0:
+                    ready.append(user)
+            ready.sort()  # keep the file's order where it is valid
+        if len(order) != len(g.node):
+            stuck = next(i for i, n in enumerate(waiting) if n > 0)
+            raise ModelError("the graph has a cycle", node=_node_label(g.node[stuck], stuck))
+        return order
+
+    # -- values -------------------------------------------------------------------------------
+
+    def _add_constants(self, g: onnx.GraphProto) -> None:
+        names = set()
+        for tensor in g.initializer:
+            if tensor.name in names:
+                raise ModelError(f"initializer {tensor.name!r} is defined more than once")
+            names.add(tensor.name)
+            data = tensor_to_array(tensor, self.base_dir)
+            self.values[tensor.name] = self.graph.add_constant(tensor.name, data)
+        for sparse in g.sparse_initializer:
+            raise ModelError(f"sparse initializer {sparse.values.name!r} is not supported")
+
+    def _add_inputs(self, g: onnx.GraphProto) -> None:
+        declared = set()
+        for info in g.input:
+            if info.name in declared:
+                raise ModelError(f"graph input {info.name!r} is declared more than once")
+            declared.add(info.name)
+            if info.name in self.values:
+                continue  # old-IR style: an initializer also listed as an input is a constant
+            self.values[info.name] = self.graph.add_input(info.name, self._input_type(info))
+        unknown = set(self.shapes) - {i.name for i in self.graph.inputs}
+        if unknown:
+            names = ", ".join(i.name for i in self.graph.inputs)
+            raise ModelError(f"--shape names no graph input: {', '.join(sorted(unknown))} "
+                             f"(inputs are: {names})")
+
+    def _input_type(self, info: onnx.ValueInfoProto) -> TensorType:
+        if info.type.WhichOneof("value") != "tensor_type":
+            raise ModelError(f"graph input {info.name!r} is not a tensor")
+        tensor_type = info.type.tensor_type
+        dtype = DTYPE_OF_ONNX.get(tensor_type.elem_type)
+        if dtype is None:
+            raise ModelError(f"graph input {info.name!r} has element type "
+                             f"{_elem_type_name(tensor_type.elem_type)}, which Kiln does not "
+                             "support")
+        if info.name in self.shapes:
+            shape = tuple(int(d) for d in self.shapes[info.name])
+            if tensor_type.HasField("shape") and len(tensor_type.shape.dim) != len(shape):
+                raise ModelError(f"--shape gives {len(shape)} dimensions for input "
+                                 f"{info.name!r}, the model has {len(tensor_type.shape.dim)}")
+        elif not tensor_type.HasField("shape"):
+            raise ModelError(f"graph input {info.name!r} has no shape; give one with "
+                             f"--shape {info.name}=d0,d1,...")
+        else:
+            shape = []
+            for axis, dim in enumerate(tensor_type.shape.dim):
+                if dim.HasField("dim_value"):
+                    shape.append(dim.dim_value)
+                elif dim.HasField("dim_param"):
+                    shape.append(1)  # symbolic (usually batch): 1 unless --shape says otherwise
+                else:
+                    raise ModelError(f"graph input {info.name!r} has an unknown dimension at "
+                                     f"axis {axis}; give its shape with --shape "
+                                     f"{info.name}=d0,d1,...")
+            shape = tuple(shape)
+        if any(d < 0 for d in shape):
+            raise ModelError(f"graph input {info.name!r} has a negative dimension {list(shape)}")
+        _check_size(shape, f"graph input {info.name!r}")
+        return TensorType(shape, dtype)
+
+    # -- nodes --------------------------------------------------------------------------------
+
+    def _add_node(self, proto: onnx.NodeProto, index: int) -> None:
+        label = _node_label(proto, index)
+        opdef = ops.lookup(proto.op_type)
+        try:
+            attrs = decode_attributes(proto, opdef, self.base_dir)
+            input_names = list(proto.input)
+            if opdef.from_onnx is not None:
+                self.present = {a.name for a in proto.attribute}
+                attrs, input_names = opdef.from_onnx(self, attrs, input_names, self.graph.opset)
+            check_attributes(attrs, opdef)
+            while input_names and not input_names[-1]:
+                input_names.pop()
+            _check_arity("input", len(input_names), opdef.inputs)
+            outputs = list(proto.output)
+            _check_arity("output", len(outputs), opdef.outputs)
+            inputs = [self.values[n] if n else None for n in input_names]
+            name = self.graph.unique_name(proto.name or f"{proto.op_type}_{index}")
+            # Unnamed (omitted) optional outputs still need a value for the IR.
+            out_names = [n or self.graph.unique_name(f"{name}_unused{i}")
+                         for i, n in enumerate(outputs)]
+            node = self.graph.add_node(proto.op_type, inputs, [], attrs, name=name,
+                                       output_names=[], node_id=index)
+            types, values = infer_node(node, self.known)
+        except ModelError as exc:
+            raise ModelError(exc.reason, node=exc.node or label) from None
+        except KilnError as exc:
+            raise ModelError(str(exc), node=label) from None
+        if len(types) < len(out_names):
+            raise ModelError(f"the operator produces {len(types)} outputs, the node names "
+                             f"{len(out_names)}", node=label)
+        node.outputs = [Value(n, t, node, i) for i, (n, t) in enumerate(zip(out_names, types))]
+        for out, value in zip(node.outputs, values):
+            self.values[out.name] = out
+            if value is not None:
+                self.known[id(out)] = value
+        self.graph._names = None
+
+    # -- services for from_onnx hooks ----------------------------------------------------------
+
+    def constant(self, name_hint: str, array: np.ndarray) -> str:
+        """Add a constant (an attribute that newer opsets pass as an input); returns its name."""
+        value = self.graph.add_constant(name_hint, np.asarray(array))
+        self.values[value.name] = value
+        self.known[id(value)] = value.data
+        return value.name
+
+    def value_of(self, name: str) -> np.ndarray | None:
+        """The compile-time value of a tensor, when known."""
+        value = self.values.get(name)
+        return None if value is None else self.known.get(id(value))
+
+
+def _check_arity(what: str, count: int, bounds: tuple[int, int]) -> None:
+    low, high = bounds
+    if count < low or (high >= 0 and count > high):
+        expect = f"{low}" if low == high else f"{low} to {high if high >= 0 else 'any'}"
+        raise ModelError(f"has {count} {what}s, the operator takes {expect}")
+
+
+def _elem_type_name(elem_type: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"#{elem_type}"
+
+
+def _check_size(shape, what: str) -> None:
+    numel = 1
+    for d in shape:
+        numel *= int(d)
+    if numel > MAX_ELEMENTS:
+        raise ModelError(f"{what} has {numel} elements, more than the limit of 2**31")
+
+
+def tensor_to_array(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray:
+    """Convert a TensorProto to a read-only numpy array, checking size and external data first."""
+    name = tensor.name or "<unnamed>"
+    if any(d < 0 for d in tensor.dims):
+        raise ModelError(f"tensor {name!r} has a negative dimension {list(tensor.dims)}")
+    _check_size(tensor.dims, f"tensor {name!r}")
+    dtype = DTYPE_OF_ONNX.get(tensor.data_type)
+    if dtype is None:
+        raise ModelError(f"tensor {name!r} has element type {_elem_type_name(tensor.data_type)}, "
+                         "which Kiln does not support")
+    shape = tuple(tensor.dims)
+    numel = int(np.prod(shape, dtype=np.int64))
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        array = _read_external(tensor, base_dir, dtype, numel).reshape(shape)
+    elif tensor.HasField("raw_data"):
+        expected = numel * np.dtype(dtype).itemsize
+        if len(tensor.raw_data) != expected:
+            raise ModelError(f"tensor {name!r} holds {len(tensor.raw_data)} bytes of data, its "
+                             f"shape {list(shape)} needs {expected}")
+        array = np.frombuffer(tensor.raw_data, dtype=np.dtype(dtype).newbyteorder("<"))
+        array = array.astype(dtype).reshape(shape)
+    else:
+        field_len = _typed_field_length(tensor)
+        if field_len != numel:
+            raise ModelError(f"tensor {name!r} holds {field_len} values, its shape "
+                             f"{list(shape)} needs {numel}")
+        array = numpy_helper.to_array(tensor)
+    array = np.ascontiguousarray(array)
+    array.flags.writeable = False
+    return array
+
+
+def _typed_field_length(tensor: onnx.TensorProto) -> int:
+    for field_name in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+                       "string_data"):
+        count = len(getattr(tensor, field_name))
+        if count:
+            return count
+    return 0
+
+
+def _read_external(tensor: onnx.TensorProto, base_dir: Path | None, dtype: str,
+                   numel: int) -> np.ndarray:
+    """Read external tensor data, only from inside the model's folder."""
+    name = tensor.name or "<unnamed>"
+    if base_dir is None:
+        raise ModelError(f"tensor {name!r} stores its data in an external file, which needs the "
+                         "model to be loaded from a path")
+    info = {entry.key: entry.value for entry in tensor.external_data}
+    location = info.get("location", "")
+    if not location:
+        raise ModelError(f"tensor {name!r} has external data without a location")
+    target = (base_dir / location).resolve()
+    if os.path.isabs(location) or not target.is_relative_to(base_dir):
+        raise ModelError(f"tensor {name!r} refers to external data {location!r} outside the "
+                         "model's folder; Kiln refuses to read it")
+    if not target.is_file():
+        raise ModelError(f"tensor {name!r} refers to external data file {location!r}, which "
+                         "does not exist")
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info.get("length", numel * np.dtype(dtype).itemsize))
+    except ValueError:
+        raise ModelError(f"tensor {name!r} has a malformed external data offset or length") \
+            from None
+    expected = numel * np.dtype(dtype).itemsize
+    if length != expected or offset < 0 or offset + length > target.stat().st_size:
+        raise ModelError(f"tensor {name!r}: external data {location!r} does not hold the "
+                         f"{expected} bytes its shape needs at offset {offset}")
+    with open(target, "rb") as handle:
+        handle.seek(offset)
+        raw = handle.read(length)
+    return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype)

@@ -1,0 +1,20 @@
+"""The operator registry; importing this package registers every operator Kiln supports."""
+
+# Each module registers its operators on import.
+from compiler.ops import (  # noqa: F401
+    activation,
+    constant,
+    conv,
+    convert,
+    elementwise,
+    matmul,
+    norm,
+    pool,
+    quant,
+    reduce,
+    resize,
+    shape,
+)
+from compiler.ops.registry import REQUIRED, Attr, OpDef, all_ops, get, lookup, register
+
+__all__ = ["REQUIRED", "Attr", "OpDef", "all_ops", "get", "lookup", "register"]

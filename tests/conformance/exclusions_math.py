@@ -1,0 +1,3 @@
+"""Excluded math conformance cases: regex over the case name -> reason."""
+
+EXCLUDED: dict[str, str] = {}

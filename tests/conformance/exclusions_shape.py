@@ -1,0 +1,3 @@
+"""Excluded shape conformance cases: regex over the case name -> reason."""
+
+EXCLUDED: dict[str, str] = {}

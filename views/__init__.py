@@ -1,0 +1,1 @@
+"""Qt widgets that draw compiler data; they never import the app."""
