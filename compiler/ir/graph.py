@@ -84,11 +84,10 @@ class Node:
 
 
 class Graph:
-    """A model as the compiler sees it: placeholders and constants in, nodes in topological order,
-    explicit outputs.
+    """A model as the compiler sees it: inputs and constants, ordered nodes, explicit outputs.
 
-    The graph also keeps what it needs to save itself back to ONNX faithfully: the opset it was
-    loaded at and the model's metadata.
+    Nodes are kept in topological order. The graph also keeps what it needs to save itself back
+    to ONNX faithfully: the opset it was loaded at and the model's metadata.
     """
 
     def __init__(self, name: str = "graph", opset: int = 17):

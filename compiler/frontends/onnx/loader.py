@@ -169,9 +169,10 @@ class _Importer:
         missing = []
         for index, node in enumerate(g.node):
             if node.domain not in ("", "ai.onnx"):
-                missing.append(f"{node.name or '#' + str(index)} ({node.domain}::{node.op_type})")
+                missing.append(f"node {node.name or '#' + str(index)} "
+                               f"({node.domain}::{node.op_type})")
             elif ops.get(node.op_type) is None:
-                missing.append(_node_label(node, index))
+                missing.append(f"node {_node_label(node, index)}")
         if missing:
             count = len(missing)
             raise ModelError(f"{count} unsupported operator{'s' if count > 1 else ''}: "

@@ -1,0 +1,42 @@
+# Two commands: `make run` and `make test`. Both set up what they need themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+SAMPLE := resources/models/digits_cnn.onnx
+OUT := out
+
+.PHONY: setup run test lint bench docs clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Kiln needs Python 3.11 or newer"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq python3-venv; \
+	  $(PYTHON) -m venv $(VENV); else echo "install python3-venv first"; exit 1; fi; }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Until the desktop app exists, the main flow is: inspect the sample model, then run it.
+run: setup
+	$(VENV)/bin/kiln inspect $(SAMPLE)
+	mkdir -p $(OUT)
+	$(VENV)/bin/kiln run $(SAMPLE) -o $(OUT)/digits_cnn_outputs.npz
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+test: setup lint
+	$(PY) -m pytest -q -n 2 --durations=10
+
+bench: setup
+	$(PY) tests/bench/bench_reference.py
+
+docs: setup
+	$(PY) -m compiler.frontends.onnx.opdoc > docs/operators.md
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache

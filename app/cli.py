@@ -1,0 +1,214 @@
+"""The `kiln` command line: one entry point for the headless compiler (and, later, the GUI).
+
+Every error a user can cause ends as one line on stderr and exit code 2; `--json` prints exactly
+one JSON document on stdout and nothing else there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from compiler.errors import KilnError
+
+EXIT_USAGE = 2
+
+
+class UsageError(KilnError):
+    """A command-line argument that cannot be used as given."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit code 2, like every other error."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.rpartition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        shape = tuple(int(d) for d in dims.split(",") if d.strip() != "")
+        if any(d < 0 for d in shape):
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--shape {text!r} should look like NAME=d0,d1,... with non-negative "
+                         "integers") from None
+    return name, shape
+
+
+def _parse_input(text: str) -> tuple[str, Path]:
+    name, sep, path = text.rpartition("=")
+    if not sep or not name or not path:
+        raise UsageError(f"--input {text!r} should look like NAME=FILE.npy")
+    return name, Path(path)
+
+
+def _load_graph(args):
+    from compiler.frontends.onnx import load_onnx
+
+    shapes = dict(_parse_shape(s) for s in args.shape or [])
+    return load_onnx(args.model, shapes)
+
+
+def _add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="the model file (.onnx)")
+    parser.add_argument("--shape", action="append", metavar="NAME=d0,d1,...",
+                        help="static shape of an input whose dimensions are symbolic or unknown")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (sub-commands)."""
+    parser = _Parser(prog="kiln", description="Kiln: a workbench and ahead-of-time compiler "
+                     "for neural networks on microcontrollers.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    inspect = sub.add_parser("inspect", help="operators, parameters, MACs, inputs and outputs")
+    _add_model_args(inspect)
+    inspect.add_argument("--json", action="store_true", help="print one JSON document")
+    inspect.add_argument("--dump", action="store_true", help="also print the graph, a line a node")
+
+    run = sub.add_parser("run", help="run a model with the reference interpreter")
+    _add_model_args(run)
+    run.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                     help="an input tensor (inputs not given get a seeded random tensor)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument("--engine", choices=["reference"], default="reference",
+                     help="which engine runs the model (the compiled engine comes later)")
+    run.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an npz file")
+    return parser
+
+
+def cmd_inspect(args) -> int:
+    """`kiln inspect`."""
+    from compiler.stats import compute_stats
+
+    graph = _load_graph(args)
+    stats = compute_stats(graph)
+    if args.json:
+        print(json.dumps(stats.to_json()))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{Path(args.model).name}[/bold]: graph {graph.name!r}, opset "
+                  f"{graph.opset}, {stats.nodes} nodes, {stats.params:,} parameters "
+                  f"({stats.param_bytes:,} bytes), {stats.macs:,} MACs")
+    table = Table("input/output", "name", "type", "shape")
+    for kind, items in (("input", stats.inputs), ("output", stats.outputs)):
+        for item in items:
+            table.add_row(kind, item["name"], item["dtype"], str(item["shape"]))
+    console.print(table)
+    ops_table = Table("operator", "count")
+    for op, count in stats.ops.items():
+        ops_table.add_row(op, str(count))
+    console.print(ops_table)
+    if args.dump:
+        from compiler.ir.dump import dump
+
+        console.print(dump(graph), markup=False, highlight=False)
+    return 0
+
+
+def _read_inputs(graph, specs: Sequence[str], seed: int) -> dict[str, np.ndarray]:
+    from compiler.inputs import random_inputs
+
+    feeds = random_inputs(graph, seed)
+    by_name = {v.name: v for v in graph.inputs}
+    for spec in specs:
+        name, path = _parse_input(spec)
+        if name not in by_name:
+            raise UsageError(f"--input {name}: the model has no input of that name (inputs are: "
+                             f"{', '.join(by_name)})")
+        try:
+            array = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise UsageError(f"--input {name}: no such file {str(path)!r}") from None
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--input {name}: {str(path)!r} is not a readable .npy file "
+                             f"({exc})") from None
+        if not isinstance(array, np.ndarray):
+            raise UsageError(f"--input {name}: {str(path)!r} holds several arrays; give a .npy")
+        want = by_name[name].type
+        if array.dtype.name != want.dtype:
+            if np.can_cast(array.dtype, want.dtype, casting="same_kind"):
+                array = array.astype(want.dtype)
+            else:
+                raise UsageError(f"--input {name}: {str(path)!r} holds {array.dtype.name}, the "
+                                 f"model wants {want.dtype}")
+        if tuple(array.shape) != want.shape:
+            raise UsageError(f"--input {name}: {str(path)!r} has shape {list(array.shape)}, the "
+                             f"model wants {list(want.shape)}")
+        feeds[name] = array
+    return feeds
+
+
+def cmd_run(args) -> int:
+    """`kiln run`."""
+    from compiler.fileio import atomic_write_bytes
+    from compiler.interpreter import run
+
+    graph = _load_graph(args)
+    feeds = _read_inputs(graph, args.input or [], args.seed)
+    outputs = run(graph, feeds)
+    for name, array in outputs.items():
+        flat = array.reshape(-1)
+        preview = np.array2string(flat[:8], precision=5, separator=", ")
+        more = " ..." if flat.size > 8 else ""
+        line = f"{name}: {array.dtype.name}{list(array.shape)} {preview}{more}"
+        if array.ndim >= 1 and array.size > 1 and array.shape[0] == 1:
+            line += f"  argmax={int(np.argmax(flat))}"
+        print(line)
+    if args.output:
+        buffer = io.BytesIO()
+        np.savez(buffer, **outputs)
+        try:
+            atomic_write_bytes(args.output, buffer.getvalue())
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror}") from None
+        print(f"wrote {args.output}")
+    return 0
+
+
+COMMANDS = {"inspect": cmd_inspect, "run": cmd_run}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `kiln` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
+            return _open_gui(argv)
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except KilnError as exc:
+        print(f"kiln: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("kiln: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the last line of defence: never a traceback for the user
+        if os.environ.get("KILN_DEBUG"):
+            raise
+        print(f"kiln: internal error: {type(exc).__name__}: {exc} (set KILN_DEBUG=1 for the "
+              "traceback and please report it)", file=sys.stderr)
+        return 3
+
+
+def _open_gui(argv: Sequence[str]) -> int:
+    raise UsageError("the desktop app is not built yet; use 'kiln inspect MODEL' or "
+                     "'kiln run MODEL' (see 'kiln --help')")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
