@@ -75,3 +75,15 @@ def test_accuracy_matches_record(measured_accuracy: tuple[float, int], record: d
     assert record["test_size"] == test_size
     assert record["input"] == "image"
     assert record["output"] == "logits"
+
+
+def test_kiln_reference_interpreter_reaches_the_same_accuracy(
+        measured_accuracy: tuple[float, int]) -> None:
+    from compiler.frontends.onnx import load_onnx
+    from compiler.interpreter import run
+
+    graph = load_onnx(ONNX_PATH)
+    _, x_test, _, y_test = _load_training_script().digits_split()
+    correct = sum(int(np.argmax(run(graph, {"image": image[None]})["logits"]) == label)
+                  for image, label in zip(x_test, y_test, strict=True))
+    assert correct / len(y_test) == measured_accuracy[0]

@@ -16,6 +16,15 @@ from compiler.errors import VerifyError
 from compiler.ir.types import TensorType
 
 
+def _claim(taken: set[str], base: str) -> str:
+    name, i = base, 1
+    while name in taken:
+        name = f"{base}_{i}"
+        i += 1
+    taken.add(name)
+    return name
+
+
 class Value:
     """An edge of the graph: a named, typed tensor produced by at most one node."""
 
@@ -99,6 +108,8 @@ class Graph:
         self.outputs: list[Value] = []
         self.metadata: dict[str, Any] = {}
         self.next_id = 0
+        self._names: set[str] | None = None  # caches of taken names, built on first use
+        self._nodes_named: set[str] | None = None
 
     # -- building -----------------------------------------------------------------------------
 
@@ -106,6 +117,7 @@ class Graph:
         """Add a graph input."""
         value = Placeholder(name, type)
         self.inputs.append(value)
+        self.reserve_names([name])
         return value
 
     def add_constant(self, name: str, data: np.ndarray, type: TensorType | None = None) -> Constant:
@@ -126,7 +138,7 @@ class Graph:
         if node_id is None:
             node_id = self.next_id
         self.next_id = max(self.next_id, node_id + 1)
-        name = name if name is not None else self.unique_name(f"{op}_{node_id}")
+        name = name if name is not None else self.unique_node_name(f"{op}_{node_id}")
         output_types = list(output_types)
         names = list(output_names) if output_names is not None else [
             self.unique_name(f"{name}_out{i}" if len(output_types) > 1 else f"{name}_out")
@@ -135,34 +147,40 @@ class Graph:
         node = Node(node_id, op, name, list(inputs), [], dict(attrs or {}), prov)
         node.outputs = [Value(n, t, node, i) for i, (n, t) in enumerate(zip(names, output_types))]
         self.nodes.append(node)
-        self._names = None
+        self.reserve_names(names)
+        self._node_names().add(name)
         return node
 
+    def reserve_names(self, names: Iterable[str]) -> None:
+        """Mark names as taken (for callers that create values themselves, like the loader)."""
+        self._taken_names().update(names)
+
     def unique_name(self, base: str) -> str:
-        """A value or node name not used yet in this graph, derived from `base`."""
-        taken = self._taken_names()
-        if base not in taken:
-            taken.add(base)
-            return base
-        i = 1
-        while f"{base}_{i}" in taken:
-            i += 1
-        taken.add(f"{base}_{i}")
-        return f"{base}_{i}"
+        """A value name not used yet in this graph, derived from `base`, and now reserved."""
+        return _claim(self._taken_names(), base)
+
+    def unique_node_name(self, base: str) -> str:
+        """A node name not used yet (node and value names are separate, as in ONNX)."""
+        return _claim(self._node_names(), base)
 
     def _taken_names(self) -> set[str]:
-        if getattr(self, "_names", None) is None:
-            names = {v.name for v in self.values()}
-            names.update(n.name for n in self.nodes)
-            self._names = names
+        if self._names is None:
+            self._names = {v.name for v in self.values()}
         return self._names
+
+    def _node_names(self) -> set[str]:
+        if self._nodes_named is None:
+            self._nodes_named = {n.name for n in self.nodes}
+        return self._nodes_named
 
     # -- editing ------------------------------------------------------------------------------
 
     def remove_node(self, node: Node) -> None:
-        """Remove a node; its outputs must no longer be used (callers rewire uses first)."""
+        """Remove a node; its outputs must no longer be used (callers rewire uses first).
+
+        Its names stay reserved, so a later node never takes a name a snapshot still shows.
+        """
         self.nodes.remove(node)
-        self._names = None
 
     def replace_uses(self, old: Value, new: Value) -> int:
         """Make every user of `old` (nodes and graph outputs) use `new`; returns the count."""

@@ -7,6 +7,7 @@ from compiler.ops import (  # noqa: F401
     conv,
     convert,
     elementwise,
+    gather,
     matmul,
     norm,
     pool,

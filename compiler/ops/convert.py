@@ -1,1 +1,50 @@
-"""convert operators."""
+"""Element type conversion: Cast."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from compiler.ir.types import DTYPE_OF_ONNX, TensorType
+from compiler.ops.registry import Attr, OpDef, fail, register
+
+
+def _target(node) -> str:
+    code = node.attrs["to"]
+    dtype = DTYPE_OF_ONNX.get(code)
+    if dtype is None:
+        try:
+            name = onnx.TensorProto.DataType.Name(code)
+        except ValueError:
+            name = f"#{code}"
+        fail(f"Cast to={code} ({name}) is not supported: Kiln handles "
+             f"{', '.join(DTYPE_OF_ONNX.values())}")
+    return dtype
+
+
+def _infer_cast(node, ins, values):
+    # Both attributes only shape conversions to float8 types; onnxruntime refuses them elsewhere.
+    if node.attrs["saturate"] != 1:
+        fail(f"Cast saturate={node.attrs['saturate']} only applies to float8 targets, which Kiln "
+             "does not support")
+    if node.attrs["round_mode"] != "up":
+        fail(f"Cast round_mode={node.attrs['round_mode']!r} only applies to float8e8m0 targets, "
+             "which Kiln does not support")
+    return [TensorType(ins[0].shape, _target(node))]
+
+
+def _cast(node, x):
+    # numpy's casts are C's, as onnxruntime's: floats truncate toward zero, integers wrap,
+    # anything nonzero (NaN too) is True. Out-of-range float to integer is undefined in ONNX.
+    with np.errstate(all="ignore"):
+        return np.asarray(x).astype(_target(node))
+
+
+register(OpDef(
+    "Cast", "misc", _infer_cast, _cast,
+    attrs={
+        "to": Attr("int", doc="ONNX element type (TensorProto enum) of the output"),
+        "saturate": Attr("int", 1, "float8 targets only: must keep its default"),
+        "round_mode": Attr("string", "up", "float8e8m0 targets only: must keep its default"),
+    },
+    doc="convert to another element type (C semantics: truncation toward zero, wrapping)"))

@@ -61,7 +61,7 @@ def reinfer(graph: Graph) -> list[tuple[Node, str]]:
         except KilnError as exc:
             problems.append((node, str(exc)))
             continue
-        if len(types) != len(node.outputs):
+        if len(types) < len(node.outputs):  # more is fine: unused optional outputs
             problems.append((node, f"expected {len(node.outputs)} outputs, inference gave "
                                    f"{len(types)}"))
             continue

@@ -43,11 +43,14 @@ class _Exporter:
         self.opset = opset
         self.extra_initializers: list[onnx.TensorProto] = []
         self.names = {v.name for v in graph.values()}
+        self.node: Node | None = None
 
     def run(self) -> onnx.ModelProto:
         g = self.graph
         nodes = [self._node(n) for n in g.nodes]
-        constants = g.used_constants()
+        # Only constants the written nodes read: a hook may have turned one into an attribute.
+        read = {name for proto in nodes for name in proto.input} | {v.name for v in g.outputs}
+        constants = [c for c in g.used_constants() if c.name in read]
         initializers = [numpy_helper.from_array(np.asarray(c.data), c.name) for c in constants]
         initializers += self.extra_initializers
         inputs = [_value_info(p.name, p.type) for p in g.inputs]
@@ -87,6 +90,7 @@ class _Exporter:
                              node=f"{node.name} ({node.op})")
         attrs = dict(node.attrs)
         inputs = [v.name if v is not None else "" for v in node.inputs]
+        self.node = node  # hooks may look at the node's types and outputs
         if opdef.to_onnx is not None:
             attrs, inputs = opdef.to_onnx(self, attrs, inputs, self.opset)
         while inputs and not inputs[-1]:

@@ -31,6 +31,8 @@ SUPPORTED_OPSETS = range(7, 29)
 # Domains whose import is tolerated as long as no node uses them (tf2onnx adds ai.onnx.ml).
 _HARMLESS_DOMAINS = {"ai.onnx.ml"}
 
+_PENDING = TensorType((), "float32")  # an output's type until inference has run
+
 # Files larger than this are refused up front (protobuf itself cannot exceed 2 GiB).
 MAX_FILE_BYTES = 2**31
 
@@ -122,6 +124,7 @@ class _Importer:
         self.values: dict[str, Value] = {}
         self.known: dict[int, np.ndarray] = {}
         self.present: set[str] = set()  # attributes the current node's file entry spells out
+        self.outputs: list[str] = []  # output names of the current node (Split counts them)
 
     # -- whole-model checks -------------------------------------------------------------------
 
@@ -288,20 +291,24 @@ class _Importer:
             input_names = list(proto.input)
             if opdef.from_onnx is not None:
                 self.present = {a.name for a in proto.attribute}
+                self.outputs = list(proto.output)
                 attrs, input_names = opdef.from_onnx(self, attrs, input_names, self.graph.opset)
             check_attributes(attrs, opdef)
             while input_names and not input_names[-1]:
                 input_names.pop()
             _check_arity("input", len(input_names), opdef.inputs)
             outputs = list(proto.output)
+            while outputs and not outputs[-1]:
+                outputs.pop()
             _check_arity("output", len(outputs), opdef.outputs)
             inputs = [self.values[n] if n else None for n in input_names]
-            name = self.graph.unique_name(proto.name or f"{proto.op_type}_{index}")
+            name = self.graph.unique_node_name(proto.name or f"{proto.op_type}_{index}")
             # Unnamed (omitted) optional outputs still need a value for the IR.
             out_names = [n or self.graph.unique_name(f"{name}_unused{i}")
                          for i, n in enumerate(outputs)]
-            node = self.graph.add_node(proto.op_type, inputs, [], attrs, name=name,
-                                       output_names=[], node_id=index)
+            # Outputs exist (with a provisional type) before inference, which may count them.
+            node = self.graph.add_node(proto.op_type, inputs, [_PENDING] * len(out_names), attrs,
+                                       name=name, output_names=out_names, node_id=index)
             types, values = infer_node(node, self.known)
         except ModelError as exc:
             raise ModelError(exc.reason, node=exc.node or label) from None
@@ -310,12 +317,11 @@ class _Importer:
         if len(types) < len(out_names):
             raise ModelError(f"the operator produces {len(types)} outputs, the node names "
                              f"{len(out_names)}", node=label)
-        node.outputs = [Value(n, t, node, i) for i, (n, t) in enumerate(zip(out_names, types))]
-        for out, value in zip(node.outputs, values):
+        for out, t, value in zip(node.outputs, types, values):
+            out.type = t
             self.values[out.name] = out
             if value is not None:
                 self.known[id(out)] = value
-        self.graph._names = None
 
     # -- services for from_onnx hooks ----------------------------------------------------------
 
@@ -381,8 +387,10 @@ def tensor_to_array(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarr
             raise ModelError(f"tensor {name!r} holds {field_len} values, its shape "
                              f"{list(shape)} needs {numel}")
         array = numpy_helper.to_array(tensor)
-    array = np.ascontiguousarray(array)
-    array.flags.writeable = False
+    array = np.require(array, requirements="C")  # keeps 0-d scalars 0-d
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False
     return array
 
 

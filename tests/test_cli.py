@@ -1,0 +1,82 @@
+"""`kiln inspect` and `kiln run` on the sample model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from app.cli import main
+from tests.conftest import SAMPLE_MODEL
+from tests.helpers import ort_run
+
+
+def _expected_stats() -> dict:
+    """The inspect document computed independently from the ONNX file."""
+    model = onnx.load(SAMPLE_MODEL)
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    macs, spatial = 0, 8 * 8
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            cout, cin, kh, kw = weights[node.input[1]].shape
+            macs += cout * cin * kh * kw * spatial
+        elif node.op_type == "MaxPool":
+            spatial //= 4
+        elif node.op_type == "Gemm":
+            macs += weights[node.input[1]].size
+    ops: dict[str, int] = {}
+    for node in model.graph.node:
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+    return {
+        "nodes": len(model.graph.node),
+        "ops": dict(sorted(ops.items())),
+        "params": sum(w.size for w in weights.values()),
+        "param_bytes": sum(w.nbytes for w in weights.values()),
+        "macs": macs,
+        "inputs": [{"name": "image", "dtype": "float32", "shape": [1, 1, 8, 8]}],
+        "outputs": [{"name": "logits", "dtype": "float32", "shape": [1, 10]}],
+    }
+
+
+def test_inspect_json_is_exactly_the_documented_document(capsys):
+    assert main(["inspect", str(SAMPLE_MODEL), "--json"]) == 0
+    out, err = capsys.readouterr()
+    document = json.loads(out)
+    assert list(document) == ["nodes", "ops", "params", "param_bytes", "macs", "inputs",
+                              "outputs"]
+    assert document == _expected_stats()
+    assert err == ""
+
+
+def test_inspect_text_and_dump(capsys):
+    assert main(["inspect", str(SAMPLE_MODEL), "--dump"]) == 0
+    out = capsys.readouterr().out
+    assert "MACs" in out and "Conv" in out
+    assert "= Conv(%image, $conv1.weight, $conv1.bias)" in out
+
+
+def test_run_writes_outputs_matching_onnxruntime(tmp_path, capsys):
+    image = np.random.default_rng(3).random((1, 1, 8, 8), dtype=np.float32)
+    np.save(tmp_path / "image.npy", image)
+    out_path = tmp_path / "out.npz"
+    assert main(["run", str(SAMPLE_MODEL), "--input", f"image={tmp_path / 'image.npy'}",
+                 "-o", str(out_path)]) == 0
+    assert "logits: float32[1, 10]" in capsys.readouterr().out
+    with np.load(out_path) as saved:
+        assert list(saved) == ["logits"]
+        np.testing.assert_allclose(saved["logits"],
+                                   ort_run(onnx.load(SAMPLE_MODEL), {"image": image})[0],
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_run_without_inputs_is_seeded(tmp_path, capsys):
+    for name in ("a.npz", "b.npz"):
+        assert main(["run", str(SAMPLE_MODEL), "-o", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "b.npz") as b:
+        np.testing.assert_array_equal(a["logits"], b["logits"])
+    assert main(["run", str(SAMPLE_MODEL), "--seed", "7", "-o", str(tmp_path / "c.npz")]) == 0
+    with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "c.npz") as c:
+        assert not np.array_equal(a["logits"], c["logits"])
