@@ -72,3 +72,23 @@ def check_against_ort(model: onnx.ModelProto, feeds: dict, rtol=1e-4, atol=1e-5,
             idx = [o.name for o in saved.graph.output].index(value.name)
             assert_close(again[idx], want, rtol, atol, what=f"saved {value.name}")
     return ours
+
+
+def widened(graph):
+    """A float64 copy of a float32 graph: the same computation with (nearly) exact arithmetic.
+
+    When two float32 engines disagree beyond tolerance on an ill-conditioned input, this tells
+    which of them is right.
+    """
+    from compiler.ir.graph import Constant
+    from compiler.ir.types import TensorType
+
+    wide = graph.snapshot()
+    for value in wide.values():
+        if value.type.dtype == "float32":
+            value.type = TensorType(value.type.shape, "float64")
+    for name, const in list(wide.constants.items()):
+        if const.data.dtype == np.float32:
+            wide.constants[name] = Constant(name, const.data.astype(np.float64))
+            wide.replace_uses(const, wide.constants[name])
+    return wide

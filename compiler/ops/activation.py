@@ -117,20 +117,17 @@ def _clip(node, x, low=None, high=None):
     return np.array(x)
 
 
-def _input_dtype(ctx, name: str) -> str:
-    """The element type of an already imported tensor (the loader holds its Value)."""
-    return ctx.values[name].type.dtype
-
-
 def _clip_from_onnx(ctx, attrs, inputs, opset):
     """Before opset 11 the bounds were float attributes; they become scalar constant inputs."""
     if opset >= 11:
         return attrs, inputs
-    dtype = _input_dtype(ctx, inputs[0])
+    dtype = ctx.type_of(inputs[0]).dtype
     bounds = ["", ""]
     for i, key in enumerate(("min", "max")):
         if key in attrs:
-            bounds[i] = ctx.constant(f"clip_{key}", np.array(attrs.pop(key), dtype))
+            with np.errstate(over="ignore"):  # FLT_MAX in float16 is inf, as intended
+                bound = np.array(attrs.pop(key), dtype)
+            bounds[i] = ctx.constant(f"clip_{key}", bound)
     return attrs, inputs[:1] + bounds
 
 

@@ -173,7 +173,7 @@ _PAD_MODES = ("constant", "reflect", "edge", "wrap")  # numpy's np.pad names the
 def _pad_from_onnx(ctx, attrs, names, opset):
     if opset < 11:
         names = attr_to_input(ctx, attrs, names, "pads", 1, "pad_pads")
-        dtype = ctx.values[names[0]].type.dtype
+        dtype = ctx.type_of(names[0]).dtype
         names = attr_to_input(ctx, attrs, names, "value", 2, "pad_value", dtype)
     return attrs, names
 

@@ -47,7 +47,13 @@ def _batch_norm(node, x, scale, bias, mean, var):
 
 
 def _bn_from_onnx(ctx, attrs, input_names, opset):
-    """Opsets before 9 carry `spatial` (and files may carry `is_test`/`consumed_inputs`)."""
+    """Opsets before 9 carry `spatial` (and files may carry `is_test`/`consumed_inputs`).
+
+    Before opset 14, naming the mean and variance outputs is what selects training mode.
+    """
+    outputs = [name for name in ctx.outputs if name]
+    if opset < 14 and len(outputs) > 1:
+        fail(f"{len(outputs)} outputs select {_TRAINING} (at opset {opset}, only Y may be named)")
     if attrs.pop("spatial", 1) != 1:
         fail("spatial=0 (statistics per activation, not per channel) is not supported; only "
              "spatial=1 is")

@@ -43,9 +43,8 @@ def _pool_infer(node, ins, values):
     shape = activation_shape(node, ins[0])
     win = _pool_window(node, shape)
     # Pooling keeps values on the input's grid, hence its quantization.
-    out = TensorType(layout_shape((*shape[:2], *win.out), layout_of(node)), ins[0].dtype,
-                     ins[0].quant)
-    return out, shape
+    return TensorType(layout_shape((*shape[:2], *win.out), layout_of(node)), ins[0].dtype,
+                      ins[0].quant)
 
 
 # -- MaxPool ------------------------------------------------------------------------------------
@@ -56,9 +55,8 @@ def _max_infer(node, ins, values):
     if node.attrs["storage_order"] not in (0, 1):
         fail(f"storage_order {node.attrs['storage_order']} must be 0 (row major) or 1 (column "
              "major)")
-    out, _ = _pool_infer(node, ins, values)
-    # The optional Indices output; the loader names as many outputs as the file has.
-    return [out, out.with_dtype("int64")][:len(node.outputs) or 2]
+    out = _pool_infer(node, ins, values)
+    return [out, out.with_dtype("int64")]  # Y and the optional Indices
 
 
 def _lowest(dtype: np.dtype):
@@ -127,7 +125,7 @@ def _avg_infer(node, ins, values):
         fail(f"AveragePool takes float inputs, got {ins[0].dtype}")
     if node.attrs["count_include_pad"] not in (0, 1):
         fail(f"count_include_pad {node.attrs['count_include_pad']} must be 0 or 1")
-    return [_pool_infer(node, ins, values)[0]]
+    return [_pool_infer(node, ins, values)]
 
 
 def _window_counts(win: Window, in_spatial, include_pad: bool) -> np.ndarray:

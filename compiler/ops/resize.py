@@ -148,11 +148,13 @@ def _cubic(t: np.ndarray, a: float) -> np.ndarray:
 
 
 def _axis_taps(node, x: np.ndarray, in_len: int, scale: np.float32):
-    """(indices [out, taps], weights [out, taps]) of one axis; indices may be out of range."""
+    """(indices [out, taps], weights [out, taps] or None for nearest) of one axis.
+
+    Indices may be out of range: the caller clamps them (the edge value repeats).
+    """
     mode = node.attrs["mode"]
     if mode == "nearest":
-        index = _nearest(x, node.attrs["nearest_mode"])
-        return index, np.ones(index.shape)
+        return _nearest(x, node.attrs["nearest_mode"]), None
     support = 1 if mode == "linear" else 2
     shrink = min(float(scale), 1.0) if node.attrs["antialias"] else 1.0
     half = int(np.ceil(support / shrink))

@@ -305,6 +305,9 @@ def test_batch_norm_errors():
     load_error(model_of("BatchNormalization", rand(1, 3, 2, 2), 15, bn_params(3),
                         outputs=(("y", np.float32), ("m", np.float32), ("v", np.float32)),
                         training_mode=1), "training_mode=1: training mode .* is not supported")
+    load_error(model_of("BatchNormalization", rand(1, 3, 2, 2), 9, bn_params(3),
+                        outputs=(("y", np.float32), ("m", np.float32), ("v", np.float32))),
+               "3 outputs select training mode .* only Y may be named")
     load_error(model_of("BatchNormalization", rand(1, 3, 2, 2), 7, bn_params(3), spatial=0),
                "spatial=0 .* is not supported")
     load_error(model_of("BatchNormalization", rand(1, 3, 2, 2), 7, bn_params(3), is_test=0),
@@ -458,3 +461,25 @@ def test_resize_errors():
                                inputs=["x", "", "scales"]))
     with pytest.raises(ModelError, match="cannot be saved at opset 10 because opset 10 only"):
         to_onnx(graph, 10)
+
+
+# -- float16 ------------------------------------------------------------------------------------
+
+F16_CASES = [
+    ("Conv", [("w", rand(4, 3, 3, 3, dtype=np.float16))], {"pads": [1, 1, 1, 1]}),
+    ("ConvTranspose", [("w", rand(3, 2, 3, 3, dtype=np.float16))], {"strides": [2, 2]}),
+    ("MaxPool", [], {"kernel_shape": [2, 2]}),
+    ("AveragePool", [], {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("GlobalAveragePool", [], {}),
+    ("LRN", [], {"size": 3}),
+    ("BatchNormalization", [(n, np.abs(rand(3, dtype=np.float16))) for n in "sbmv"], {}),
+    ("Resize", [("scales", np.array([1, 1, 2, 1.5], np.float32))],
+     {"mode": "linear", "inputs": ["x", "", "scales"]}),
+]
+
+
+@pytest.mark.parametrize("op, inits, attrs", F16_CASES, ids=[c[0] for c in F16_CASES])
+def test_float16(op, inits, attrs):
+    x = rand(1, 3, 5, 6, dtype=np.float16)
+    model = model_of(op, x, 19, inits, outputs=(("y", np.float16),), **attrs)
+    check_against_ort(model, {"x": x}, rtol=1e-2, atol=1e-2)

@@ -8,9 +8,4 @@ EXCLUDED: dict[str, str] = {
         "the expected data divides by the fractional output length scale*in (onnx's reference "
         "implementation); Kiln follows the spec's formula and onnxruntime, which divide by the "
         "integer output length (here 2.4 vs 2)",
-    # Matched after the specific entries above. Every other Resize case passes once its scales /
-    # sizes / roi are initializers (checked by freezing the data set's values into the model).
-    r"test_resize_.*":
-        "feeds Resize's scales/sizes (and roi) as runtime graph inputs; Kiln's static shapes "
-        "need them at compile time",
 }

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import warnings
 
-import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper

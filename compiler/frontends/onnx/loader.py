@@ -332,6 +332,11 @@ class _Importer:
         self.known[id(value)] = value.data
         return value.name
 
+    def type_of(self, name: str) -> TensorType | None:
+        """The type of a tensor already loaded (inputs of the current node are)."""
+        value = self.values.get(name)
+        return None if value is None else value.type
+
     def value_of(self, name: str) -> np.ndarray | None:
         """The compile-time value of a tensor, when known."""
         value = self.values.get(name)
