@@ -92,3 +92,16 @@ def widened(graph):
             wide.constants[name] = Constant(name, const.data.astype(np.float64))
             wide.replace_uses(const, wide.constants[name])
     return wide
+
+
+def make_typed_model(nodes, inputs, outputs, initializers=(), opset=13) -> onnx.ModelProto:
+    """make_model with output names only: their types come from onnx's shape inference."""
+    model = make_model(nodes, inputs, [(o, np.float32, None) for o in outputs], initializers,
+                       opset)
+    for out in model.graph.output:
+        out.type.tensor_type.ClearField("elem_type")
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    for out in model.graph.output:
+        out.type.CopyFrom(types[out.name])
+    return model

@@ -1,13 +1,18 @@
-"""Fuzz the loader with mutated bytes of real models: it may refuse, it must never crash.
+"""Fuzz the loader with mutated real models: it may refuse, it must never crash.
 
 Hypothesis mutates the serialized models (flipped bytes, truncations, spliced runs, deletions)
-for a few thousand cases; a case passes when the model loads and survives the verifier, stats,
-export and (when small) the interpreter, or when loading raises Kiln's ModelError.
+and, since most byte-level mutants stop at the parser, also the decoded structure (attribute
+values, dimensions, operator types, wiring) for a few thousand cases in all. A case passes when
+the model loads and survives the verifier, stats, export and (when small) the interpreter, or
+when loading raises Kiln's ModelError.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,6 +28,16 @@ from tests.conftest import SAMPLE_MODEL, SHARED_MODELS
 SEEDS = [SAMPLE_MODEL] + [SHARED_MODELS / "onnx" / f"{name}.onnx"
                           for name in ("mnist-8", "ad01_int8", "kws_ref_model")]
 BASES = [p.read_bytes() for p in SEEDS if p.exists()]
+
+# `KILN_FUZZ_EXAMPLES=N` runs a longer, randomized campaign (the suite's run is fixed and seeded).
+CAMPAIGN = int(os.environ.get("KILN_FUZZ_EXAMPLES", "0"))
+
+
+def _settings(examples: int):
+    return settings(max_examples=CAMPAIGN or examples, deadline=None, derandomize=not CAMPAIGN,
+                    database=None, print_blob=bool(CAMPAIGN),
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
 
 # Only models whose intermediate tensors stay small are run after a successful load.
 RUN_LIMIT_BYTES = 16 << 20
@@ -50,6 +65,45 @@ def mutated(draw) -> bytes:
     return bytes(data)
 
 
+OP_TYPES = ["Relu", "Conv", "MaxPool", "Add", "Reshape", "Gemm", "MatMul", "Softmax",
+            "Transpose", "Concat", "AveragePool", "QuantizeLinear", "DequantizeLinear", "Flatten"]
+
+
+@st.composite
+def restructured(draw) -> bytes:
+    model = onnx.load_from_string(draw(st.sampled_from(BASES)))
+    graph = model.graph
+    for _ in range(draw(st.integers(1, 3))):
+        node = graph.node[draw(st.integers(0, len(graph.node) - 1))]
+        kind = draw(st.sampled_from(["attr", "dims", "op", "wire", "drop", "init", "opset"]))
+        if kind == "attr" and node.attribute:
+            attr = node.attribute[draw(st.integers(0, len(node.attribute) - 1))]
+            if attr.ints:
+                attr.ints[draw(st.integers(0, len(attr.ints) - 1))] = draw(st.integers(-3, 9))
+            elif attr.type == onnx.AttributeProto.INT:
+                attr.i = draw(st.integers(-3, 9))
+            elif attr.type == onnx.AttributeProto.FLOAT:
+                attr.f = draw(st.sampled_from([0.0, -1.0, float("nan"), float("inf"), 1e30]))
+        elif kind == "dims" and graph.input:
+            dims = graph.input[0].type.tensor_type.shape.dim
+            if dims:
+                dims[draw(st.integers(0, len(dims) - 1))].dim_value = draw(st.integers(0, 7))
+        elif kind == "op":
+            node.op_type = draw(st.sampled_from(OP_TYPES))
+        elif kind == "wire" and node.input:
+            names = [o for n in graph.node for o in n.output] + [i.name for i in graph.input]
+            node.input[draw(st.integers(0, len(node.input) - 1))] = draw(st.sampled_from(names))
+        elif kind == "drop" and node.input:
+            del node.input[-1]
+        elif kind == "init" and graph.initializer:
+            tensor = graph.initializer[draw(st.integers(0, len(graph.initializer) - 1))]
+            if tensor.dims:
+                tensor.dims[draw(st.integers(0, len(tensor.dims) - 1))] = draw(st.integers(0, 9))
+        elif kind == "opset":
+            model.opset_import[0].version = draw(st.integers(1, 30))
+    return model.SerializeToString()
+
+
 def _exercise(data: bytes) -> None:
     try:
         graph = load_onnx(data, label="fuzz.onnx")
@@ -72,10 +126,16 @@ def _exercise(data: bytes) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@_settings(2500)
 @given(mutated())
 def test_mutated_models_never_crash(data):
+    _exercise(data)
+
+
+@pytest.mark.slow
+@_settings(2500)
+@given(restructured())
+def test_restructured_models_never_crash(data):
     _exercise(data)
 
 

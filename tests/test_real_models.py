@@ -73,8 +73,8 @@ def _compare(graph, model: onnx.ModelProto, feeds: dict) -> float:
             bad = outside & (ours_err > ort_err)
             assert not bad.any(), (f"{value.name}: {int(bad.sum())} elements differ from "
                                    "onnxruntime beyond tolerance and Kiln is the less exact")
-            print(f"{value.name}: {int(outside.sum())} elements beyond tolerance, where Kiln's "
-                  f"float64-checked error {ours_err.max():.3g} <= onnxruntime's {ort_err.max():.3g}")
+            print(f"{value.name}: {int(outside.sum())} elements beyond tolerance; float64-checked "
+                  f"error: Kiln {ours_err.max():.3g} <= onnxruntime {ort_err.max():.3g}")
         else:
             assert_close(got, want, RTOL, ATOL, what=f"{graph.name}:{value.name}")
         worst = max(worst, float(diff.max()) if diff.size else 0.0)

@@ -22,6 +22,7 @@ from compiler.interpreter import run
 from compiler.ops.elementwise import erf64
 from tests.conftest import shared_models
 from tests.helpers import check_against_ort, make_model, ort_run
+from tests.helpers import make_typed_model as typed
 
 RNG = np.random.default_rng(0)
 TP = onnx.TensorProto
@@ -33,18 +34,6 @@ def rand(*shape, dtype=np.float32, scale=1.0):
 
 def ints(*shape, dtype=np.int32, low=-50, high=50):
     return RNG.integers(low, high, shape).astype(dtype)
-
-
-def typed(nodes, inputs, outputs, inits=(), opset=13):
-    """make_model whose output types come from onnx's shape inference (the checker needs them)."""
-    model = make_model(nodes, inputs, [(o, np.float32, None) for o in outputs], inits, opset)
-    for out in model.graph.output:
-        out.type.tensor_type.ClearField("elem_type")
-    inferred = onnx.shape_inference.infer_shapes(model)
-    types = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]}
-    for out in model.graph.output:
-        out.type.CopyFrom(types[out.name])
-    return model
 
 
 def one_node(op, feeds, opset, inits=(), input_names=None, **attrs):

@@ -7,7 +7,6 @@ pads, starts, split and ratio as attributes), compile-time shape chains and the 
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import helper, numpy_helper
 
@@ -17,6 +16,7 @@ from compiler.ir.graph import Graph
 from compiler.ir.types import QuantParams, TensorType
 from compiler.ops.infer import reinfer
 from tests.helpers import check_against_ort, make_model
+from tests.helpers import make_typed_model as typed
 
 RNG = np.random.default_rng(0)
 I64 = np.int64
@@ -24,18 +24,6 @@ I64 = np.int64
 
 def rand(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
-
-
-def typed(nodes, inputs, outputs, inits=(), opset=13):
-    """make_model whose output types come from onnx's shape inference (the checker needs them)."""
-    model = make_model(nodes, inputs, [(o, np.float32, None) for o in outputs], inits, opset)
-    for out in model.graph.output:
-        out.type.tensor_type.ClearField("elem_type")
-    inferred = onnx.shape_inference.infer_shapes(model)
-    types = {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]}
-    for out in model.graph.output:
-        out.type.CopyFrom(types[out.name])
-    return model
 
 
 def check(node, x, opset, inits=(), extra_inputs=()):

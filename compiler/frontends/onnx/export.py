@@ -60,7 +60,8 @@ class _Exporter:
         opsets[""] = self.opset
         ir_version = max(int(meta.get("ir_version", 0) or 0),
                          helper.find_min_ir_version_for(
-                             [helper.make_opsetid(d, v) for d, v in opsets.items()]))
+                             [helper.make_opsetid(d, v) for d, v in opsets.items()],
+                             ignore_unknown=True))
         if ir_version < 4:
             # IR 3 requires every initializer to be declared as a graph input too.
             inputs += [_value_info(c.name, c.type) for c in constants]

@@ -140,6 +140,7 @@ class _Importer:
 
     def run(self) -> Graph:
         g = self.model.graph
+        _check_names(g)
         self._check_supported(g)
         order = self._topological_order(g)
         self._add_constants(g)
@@ -153,16 +154,17 @@ class _Importer:
             self.graph.outputs.append(self.values[out.name])
         if not self.graph.outputs:
             raise ModelError("the graph has no outputs")
+        m = self.model
         self.graph.metadata = {
-            "ir_version": self.model.ir_version,
-            "producer_name": self.model.producer_name,
-            "producer_version": self.model.producer_version,
-            "domain": self.model.domain,
-            "model_version": self.model.model_version,
-            "doc_string": self.model.doc_string,
-            "graph_doc_string": g.doc_string,
-            "opset_imports": {imp.domain: imp.version for imp in self.model.opset_import},
-            "metadata_props": {p.key: p.value for p in self.model.metadata_props},
+            "ir_version": m.ir_version,
+            "producer_name": _clean(m.producer_name),
+            "producer_version": _clean(m.producer_version),
+            "domain": _clean(m.domain),
+            "model_version": m.model_version,
+            "doc_string": _clean(m.doc_string),
+            "graph_doc_string": _clean(g.doc_string),
+            "opset_imports": {_clean(imp.domain): imp.version for imp in m.opset_import},
+            "metadata_props": {_clean(p.key): _clean(p.value) for p in m.metadata_props},
         }
         self.graph.next_id = len(g.node)
         return self.graph
@@ -341,6 +343,23 @@ class _Importer:
         """The compile-time value of a tensor, when known."""
         value = self.values.get(name)
         return None if value is None else self.known.get(id(value))
+
+
+def _check_names(g: onnx.GraphProto) -> None:
+    """Refuse names that are not valid UTF-8 (protobuf does not check ONNX's string fields)."""
+    names = [g.name] + [v.name for v in (*g.input, *g.output, *g.initializer)]
+    for node in g.node:
+        names += [node.name, node.op_type, node.domain, *node.input, *node.output]
+    for name in names:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ModelError(f"the name {name!r} is not valid UTF-8") from None
+
+
+def _clean(text: str) -> str:
+    """Free text (doc strings) with invalid UTF-8 replaced rather than refused."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def _check_arity(what: str, count: int, bounds: tuple[int, int]) -> None:
