@@ -19,11 +19,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Until the desktop app exists, the main flow is: inspect the sample model, then run it.
+# Until the desktop app exists, the main flow is: inspect the sample model, then run it on a
+# held-out digit (a 2: the printed argmax should say so).
 run: setup
 	$(VENV)/bin/kiln inspect $(SAMPLE)
 	mkdir -p $(OUT)
-	$(VENV)/bin/kiln run $(SAMPLE) -o $(OUT)/digits_cnn_outputs.npz
+	$(VENV)/bin/kiln run $(SAMPLE) --input image=resources/models/digit_2.npy \
+	  -o $(OUT)/digits_cnn_outputs.npz
 
 lint: setup
 	$(VENV)/bin/ruff check .

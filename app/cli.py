@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.errors import KilnError
+from compiler.errors import KilnError, one_line
 
 EXIT_USAGE = 2
 
@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except KilnError as exc:
-        print(f"kiln: error: {exc}", file=sys.stderr)
+        print(f"kiln: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("kiln: interrupted", file=sys.stderr)
@@ -200,8 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: never a traceback for the user
         if os.environ.get("KILN_DEBUG"):
             raise
-        print(f"kiln: internal error: {type(exc).__name__}: {exc} (set KILN_DEBUG=1 for the "
-              "traceback and please report it)", file=sys.stderr)
+        print(f"kiln: internal error: {type(exc).__name__}: {one_line(str(exc))} (set "
+              "KILN_DEBUG=1 for the traceback and please report it)", file=sys.stderr)
         return 3
 
 

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """Escape control characters (names in a file can hold newlines) so a message stays one line."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 class KilnError(Exception):
     """Base of every error Kiln reports to a user as one line instead of a traceback."""
 
@@ -27,7 +33,7 @@ class ModelError(KilnError):
         if self.node:
             where.append(f"node {self.node}")
         prefix = ": ".join(where)
-        return f"{prefix}: {self.reason}" if prefix else self.reason
+        return one_line(f"{prefix}: {self.reason}" if prefix else self.reason)
 
     def with_file(self, file: str) -> ModelError:
         """Return the same error with the file name filled in (callers deep down don't know it)."""
