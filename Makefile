@@ -6,7 +6,20 @@ STAMP := $(VENV)/.installed-stamp
 SAMPLE := resources/models/digits_cnn.onnx
 OUT := out
 
-.PHONY: setup run test lint bench docs clean
+# Debian libraries Qt needs offscreen and on a real (or Xvfb) display, and a font for text.
+DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \
+  libglib2.0-0 fonts-dejavu-core libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 \
+  libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0
+
+.PHONY: setup system-packages run test lint bench docs clean
+
+# As root, install the Debian packages that are missing (nothing happens when all are there).
+system-packages:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
+	  else echo "note: missing Debian packages (install them as root): $$missing"; fi; \
+	fi
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Kiln needs Python 3.11 or newer"'
@@ -17,7 +30,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: system-packages $(STAMP)
 
 # Until the desktop app exists, the main flow is: inspect the sample model, then run it on a
 # held-out digit (a 2: the printed argmax should say so).
@@ -32,7 +45,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 test: setup lint
-	$(PY) -m pytest -q -n 2 --durations=10
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --durations=10
 
 bench: setup
 	$(PY) tests/bench/bench_reference.py
