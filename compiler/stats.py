@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import ops
+from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 
 
@@ -56,3 +57,85 @@ def compute_stats(graph: Graph) -> ModelStats:
         outputs=[{"name": v.name, "dtype": v.type.dtype, "shape": list(v.type.shape)}
                  for v in graph.outputs],
     )
+
+
+def checked_node_macs(graph: Graph) -> dict[int, int | None]:
+    """MACs per node id, None for a node whose operator rejects its inputs (an edit broke it)."""
+    result: dict[int, int | None] = {}
+    for node in graph.nodes:
+        try:
+            result[node.id] = ops.lookup(node.op).count_macs(node)
+        except KilnError:
+            result[node.id] = None
+    return result
+
+
+def edited_stats(graph: Graph) -> ModelStats:
+    """`compute_stats` for a graph that may hold invalid nodes: their MACs count as zero.
+
+    The GUI shows statistics after every edit, including one that breaks a node.
+    """
+    try:
+        return compute_stats(graph)
+    except KilnError:
+        pass
+    tensors = [c.data for c in graph.used_constants()]
+    tensors += [n.attrs["value"] for n in graph.nodes
+                if n.op == "Constant" and isinstance(n.attrs.get("value"), np.ndarray)]
+    return ModelStats(
+        nodes=len(graph.nodes),
+        ops=dict(sorted(Counter(n.op for n in graph.nodes).items())),
+        params=int(sum(t.size for t in tensors)),
+        param_bytes=int(sum(t.nbytes for t in tensors)),
+        macs=int(sum(m for m in checked_node_macs(graph).values() if m is not None)),
+        inputs=[{"name": v.name, "dtype": v.type.dtype, "shape": list(v.type.shape)}
+                for v in graph.inputs],
+        outputs=[{"name": v.name, "dtype": v.type.dtype, "shape": list(v.type.shape)}
+                 for v in graph.outputs],
+    )
+
+
+@dataclass
+class TensorStats:
+    """What the properties panel shows for a weight: its range, spread, zeros and histogram.
+
+    Values are computed over the finite elements; `nonfinite` counts NaN and infinities, which a
+    trained weight should not hold and a user will want to know about.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    min: float
+    max: float
+    mean: float
+    std: float
+    sparsity: float  # fraction of elements exactly zero
+    counts: np.ndarray  # histogram counts, len(edges) - 1 bins
+    edges: np.ndarray
+    nonfinite: int = 0
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def tensor_stats(array: np.ndarray, bins: int = 40) -> TensorStats:
+    """Statistics of a tensor (any numeric or bool dtype), computed in float64.
+
+    An empty tensor, or one with no finite element, gets NaN statistics and an empty histogram.
+    """
+    array = np.asarray(array)
+    values = array.reshape(-1).astype(np.float64)
+    finite = values[np.isfinite(values)]
+    nonfinite = int(values.size - finite.size)
+    sparsity = float(np.count_nonzero(values == 0) / values.size) if values.size else 0.0
+    if finite.size == 0:
+        nan = float("nan")
+        return TensorStats(tuple(array.shape), array.dtype.name, nan, nan, nan, nan, sparsity,
+                           np.zeros(0, np.int64), np.zeros(0), nonfinite)
+    low, high = float(finite.min()), float(finite.max())
+    counts, edges = np.histogram(finite, bins=bins, range=(low, high) if high > low else
+                                 (low - 0.5, high + 0.5))
+    return TensorStats(tuple(array.shape), array.dtype.name, low, high, float(finite.mean()),
+                       float(finite.std()), sparsity, counts, edges, nonfinite)

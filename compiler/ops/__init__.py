@@ -8,6 +8,7 @@ from compiler.ops import (  # noqa: F401
     convert,
     elementwise,
     gather,
+    kiln,
     matmul,
     norm,
     pool,

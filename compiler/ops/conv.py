@@ -18,6 +18,7 @@ from compiler.ops._spatial import (
     to_nchw,
     window,
 )
+from compiler.ops.kiln import ACTIVATION_ATTRS, apply_activation, check_activation
 from compiler.ops.registry import Attr, OpDef, fail, register
 
 _CONV_ATTRS = {
@@ -71,6 +72,7 @@ def _conv_infer(node, ins, values):
         fail(f"group {group} must divide the {w.shape[0]} output channels")
     win = _conv_window(node, shape, w.shape)
     out = (shape[0], w.shape[0], *win.out)
+    check_activation(node, ins[0].dtype)
     return [TensorType(layout_shape(out, layout_of(node)), ins[0].dtype)]
 
 
@@ -104,7 +106,7 @@ def _conv(node, x, w, b=None):
     y = y.reshape(n, m, *win.out)
     if b is not None:
         y = y + b.astype(work).reshape(m, *([1] * rank))
-    return from_nchw(y.astype(x.dtype, copy=False), layout)
+    return apply_activation(node, from_nchw(y.astype(x.dtype, copy=False), layout))
 
 
 def _conv_macs(node) -> int:
@@ -112,8 +114,8 @@ def _conv_macs(node) -> int:
     return node.outputs[0].type.numel * int(np.prod(w.shape[1:]))
 
 
-register(OpDef("Conv", "conv", _conv_infer, _conv, attrs=_CONV_ATTRS, inputs=(2, 3),
-               macs=_conv_macs, spatial=True,
+register(OpDef("Conv", "conv", _conv_infer, _conv, attrs={**_CONV_ATTRS, **ACTIVATION_ATTRS},
+               inputs=(2, 3), macs=_conv_macs, spatial=True,
                doc="N-D convolution (grouped, dilated, strided, padded) with optional bias"))
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from compiler.errors import ModelError
 from compiler.ir.types import TensorType
 from compiler.ops._util import broadcast_shape
+from compiler.ops.kiln import ACTIVATION_ATTRS, apply_activation, check_activation
 from compiler.ops.registry import OpDef, fail, register
 
 FLOATS = ("float16", "float32", "float64")
@@ -56,13 +57,14 @@ def quiet(fn):
 def _infer_binary(node, ins, values):
     dtype = same_dtype(node, ins)
     require_dtype(node, ins[0], NUMERIC)
+    check_activation(node, dtype)
     return [TensorType(broadcast_shape(ins[0].shape, ins[1].shape), dtype)]
 
 
 def _binary(ufunc):
     @quiet
     def reference(node, a, b):
-        return np.asarray(ufunc(a, b)).astype(a.dtype, copy=False)
+        return apply_activation(node, np.asarray(ufunc(a, b)).astype(a.dtype, copy=False))
     return reference
 
 
@@ -96,7 +98,9 @@ def _pow(node, x, y):
 
 for _name, _ufunc, _doc in (("Add", np.add, "a + b"), ("Sub", np.subtract, "a - b"),
                             ("Mul", np.multiply, "a * b")):
+    # Add takes a fused activation (Kiln only, see compiler.ops.kiln); Sub and Mul do not.
     register(OpDef(_name, "elementwise", _infer_binary, _binary(_ufunc), inputs=(2, 2),
+                   attrs=dict(ACTIVATION_ATTRS) if _name == "Add" else {},
                    doc=f"{_doc}, numpy-style broadcasting; integers wrap"))
 register(OpDef("Div", "elementwise", _infer_binary, _div, inputs=(2, 2),
                doc="a / b, numpy-style broadcasting; integer division truncates toward zero"))

@@ -1,0 +1,186 @@
+"""`kiln [MODEL]`: start the desktop app, or render it to PNG files with `--screenshot DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from compiler.errors import KilnError, one_line
+
+SAMPLE_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "digits_cnn.onnx"
+
+# Where the headless fallback writes its screenshots (relative to the working directory).
+HEADLESS_SCREENSHOTS = Path("out") / "screenshots"
+
+LOAD_TIMEOUT_MS = 300_000
+
+
+class _UsageError(KilnError):
+    """A command-line argument that cannot be used."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+def sample_model() -> Path:
+    """The bundled sample model (resources/ beside the packages, as in the checkout)."""
+    if not SAMPLE_MODEL.is_file():
+        raise KilnError(f"the bundled sample model {SAMPLE_MODEL.name} is missing")
+    return SAMPLE_MODEL
+
+
+def has_display() -> bool:
+    """True when a windowing system is reachable or a Qt platform was chosen explicitly."""
+    if os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    if sys.platform in ("win32", "darwin"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kiln", description="Open the Kiln workbench.")
+    parser.add_argument("model", nargs="?", help="the model to open (default: the bundled sample)")
+    parser.add_argument("--screenshot", metavar="DIR",
+                        help="render the main window and each panel to PNG files in DIR, then "
+                             "exit")
+    return parser
+
+
+def run_gui(argv: Sequence[str] | None = None) -> int:
+    """Run the app; returns the exit code (2 with a one-line message for any error)."""
+    try:
+        args = _parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
+        model = Path(args.model) if args.model else sample_model()
+    except KilnError as exc:
+        print(one_line(str(exc)), file=sys.stderr)
+        return 2
+    headless = not has_display()
+    if headless:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    app = _application()
+    from app.mainwindow import MainWindow
+
+    window = MainWindow()
+    if args.screenshot is None and not headless:
+        window.show()
+        window.open_file(model)
+        return app.exec()
+
+    folder = Path(args.screenshot) if args.screenshot else HEADLESS_SCREENSHOTS
+    try:
+        written = _screenshot_flow(window, model, folder)
+    except KilnError as exc:
+        print(one_line(str(exc)), file=sys.stderr)
+        return 2
+    finally:
+        window.document.undo_stack.setClean()  # nothing to save in a scripted run
+        window.close()
+    if headless and args.screenshot is None:
+        print(f"No display found, so Kiln ran offscreen on {model.name}; screenshots written to "
+              f"{folder}/")
+    else:
+        print(f"Screenshots of {model.name} written to {folder}/")
+    for path in written:
+        print(f"  {path.name}")
+    return 0
+
+
+def _application():
+    from PySide6.QtWidgets import QApplication
+
+    from app import settings
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([sys.argv[0] if sys.argv else "kiln"])
+    app.setOrganizationName(settings.ORGANIZATION)
+    app.setApplicationName(settings.APPLICATION)
+    app.setApplicationDisplayName("Kiln")
+    return app
+
+
+def _wait_for_load(window, model: Path) -> None:
+    """Open `model` and run the event loop until it is on the canvas; KilnError if it fails."""
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QMessageBox
+
+    failure: list[str] = []
+    loop = QEventLoop()
+    window.modelLoaded.connect(loop.quit)
+    window.loadFailed.connect(lambda message: (failure.append(message), loop.quit()))
+    QTimer.singleShot(LOAD_TIMEOUT_MS, loop.quit)
+    # No one can click a dialog in a scripted run: errors go to stderr instead.
+    original = QMessageBox.critical
+    QMessageBox.critical = staticmethod(lambda *args, **kwargs: QMessageBox.StandardButton.Ok)
+    try:
+        if window.open_file(model) is None:
+            raise KilnError("could not start loading the model")
+        loop.exec()
+    finally:
+        QMessageBox.critical = original
+    if failure:
+        raise KilnError(failure[0])
+    if window.document.graph is None:
+        window.cancel_loading()
+        raise KilnError(f"{model.name}: loading took longer than {LOAD_TIMEOUT_MS // 1000} s")
+
+
+def _settle(app) -> None:
+    for _ in range(5):
+        app.processEvents()
+
+
+def _representative_node(graph):
+    """The node a screenshot selects: the first with weights (a Conv, say), else the first."""
+    for node in graph.nodes:
+        if any(v is not None and v.name in graph.constants for v in node.inputs):
+            if node.op not in ("Reshape", "Unsqueeze", "Squeeze", "ConstantOfShape"):
+                return node
+    return graph.nodes[0] if graph.nodes else None
+
+
+def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
+    """Open the model, then write the window, the canvas at two zooms and each panel."""
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    folder.mkdir(parents=True, exist_ok=True)
+    window.resize(1440, 900)
+    window.show()
+    _settle(app)
+    _wait_for_load(window, model)
+    _settle(app)
+    canvas = window.canvas
+    node = _representative_node(window.document.graph)
+    written: list[Path] = []
+
+    def save(widget, name: str) -> None:
+        _settle(app)
+        path = folder / name
+        if not widget.grab().save(str(path)):
+            raise KilnError(f"cannot write {path}")
+        written.append(path)
+
+    if node is not None:
+        window.select_and_center(node.id)
+    save(window, "main_window.png")
+    canvas.fit()
+    save(canvas, "canvas_fit.png")
+    if node is not None:
+        canvas.set_zoom(1.0)
+        canvas.center_on(node.id)
+    save(canvas, "canvas_zoomed.png")
+    for key, dock in window.docks.items():
+        dock.show()
+        save(dock, f"{key}.png")
+    # The properties panel scrolls; its whole page shows the weights and the histogram too.
+    save(window.properties.page, "properties_full.png")
+    window.open_search()
+    save(window.search_bar, "search.png")
+    return written

@@ -1,0 +1,515 @@
+"""The main window: canvas, docks, menus and the open/save/close flow around one document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import dialogs, settings, workers
+from app.actions import build_actions
+from app.document import Document
+from app.editing import EditController
+from app.workers import Job, Loaded, lay_out, load_model
+from compiler import edit
+from compiler.errors import KilnError
+from compiler.ir.graph import Graph
+from compiler.search import find_nodes
+from compiler.stats import checked_node_macs, edited_stats
+from views import style
+from views.canvas import GraphCanvas
+from views.layout import GraphLayout, compute_layout
+from views.minimap import MiniMap
+from views.palette import OperatorPalette
+from views.problems import ProblemsPanel
+from views.properties import PropertiesPanel
+from views.search import SearchBar
+
+# Graphs up to this many nodes are laid out on the GUI thread after an edit (a few milliseconds);
+# bigger ones go to a worker so the window never stalls.
+SYNC_LAYOUT_NODES = 400
+
+MODEL_FILTER = "ONNX models (*.onnx);;All files (*)"
+
+
+def _human(n: int) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return str(n)
+
+
+def dropped_models(mime) -> list[Path]:
+    """Local .onnx files among the URLs of a drag (in the order given)."""
+    if not mime.hasUrls():
+        return []
+    return [Path(url.toLocalFile()) for url in mime.urls()
+            if url.isLocalFile() and url.toLocalFile().lower().endswith(".onnx")]
+
+
+class MainWindow(QMainWindow):
+    """Kiln's window. All graph changes go through `document`; the views follow its signals.
+
+    Signals:
+        modelLoaded(path): a model was opened and is on the canvas.
+        loadFailed(message): opening a model failed (the error dialog has been shown).
+        layoutReady(): the canvas shows the current graph (after a load, edit, undo or toggle).
+    """
+
+    modelLoaded = Signal(str)
+    loadFailed = Signal(str)
+    layoutReady = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("KilnMainWindow")
+        self.document = Document(self)
+        self.layout_: GraphLayout | None = None
+        self.show_constants = False
+        self._load_job: Job | None = None
+        self._layout_job: Job | None = None
+        self._ready: tuple[Graph, GraphLayout] | None = None  # a layout made by the load job
+        self._macs: tuple[Graph, dict[int, int | None]] | None = None
+        self._query: tuple[str, bool] = ("", False)
+
+        self.canvas = GraphCanvas()
+        self.search_bar = SearchBar()
+        self.search_bar.hide()
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.search_bar)
+        column.addWidget(self.canvas, 1)
+        self.setCentralWidget(central)
+
+        self.properties = PropertiesPanel()
+        self.problems_panel = ProblemsPanel()
+        self.minimap = MiniMap(self.canvas)
+        self.palette = OperatorPalette()
+        self.palette.set_operators(edit.insertable_ops(), {
+            c: style.header_color(c) for c in style.CATEGORY_COLORS})
+        self.docks = {
+            "properties": self._dock("Properties", self.properties,
+                                     Qt.DockWidgetArea.RightDockWidgetArea),
+            "minimap": self._dock("Minimap", self.minimap, Qt.DockWidgetArea.RightDockWidgetArea),
+            "palette": self._dock("Operator Palette", self.palette,
+                                  Qt.DockWidgetArea.LeftDockWidgetArea),
+            "problems": self._dock("Problems", self.problems_panel,
+                                   Qt.DockWidgetArea.BottomDockWidgetArea),
+        }
+        self.resizeDocks([self.docks["properties"], self.docks["minimap"]], [520, 200],
+                         Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["properties"], self.docks["palette"]], [340, 190],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["problems"]], [110], Qt.Orientation.Vertical)
+        # The problems panel appears when there is a problem (or from the View menu).
+        self.docks["problems"].hide()
+
+        self.editing = EditController(self)
+        self.actions_ = build_actions(self)
+        self._build_status_bar()
+        self._connect()
+        self.setAcceptDrops(True)
+        self.canvas.viewport().installEventFilter(self)
+        self.resize(1400, 900)
+        self._restore_settings()
+        self._update_title()
+        self._update_actions()
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock:{title}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(False)
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("Stop loading")
+        self.cancel_button.clicked.connect(self.cancel_loading)
+        self.problems_label = QLabel()
+        self.problems_label.setStyleSheet(f"color: {style.PROBLEM}; font-weight: bold;")
+        self.stats_label = QLabel("No model")
+        self.zoom_label = QLabel()
+        for widget in (self.progress, self.cancel_button, self.problems_label, self.stats_label,
+                       self.zoom_label):
+            bar.addPermanentWidget(widget)
+        self.progress.hide()
+        self.cancel_button.hide()
+
+    def _connect(self) -> None:
+        doc = self.document
+        doc.graphChanged.connect(self._graph_changed)
+        doc.problemsChanged.connect(self._problems_changed)
+        doc.dirtyChanged.connect(lambda _dirty: self._update_title())
+        doc.pathChanged.connect(self._update_title)
+        self.canvas.nodeSelected.connect(self._node_selected)
+        self.canvas.edgeSelected.connect(self._edge_selected)
+        self.canvas.nodeActivated.connect(self._node_activated)
+        self.canvas.viewportChanged.connect(self._update_zoom)
+        self.problems_panel.nodeActivated.connect(self.select_and_center)
+        self.properties.navigateRequested.connect(self.select_and_center)
+        self.properties.attributeEditRequested.connect(self.editing.set_attribute_text)
+        self.properties.renameNodeRequested.connect(self.editing.rename_node)
+        self.properties.renameTensorRequested.connect(self.editing.rename_tensor)
+        self.properties.exportRequested.connect(self.editing.export_constant)
+        self.palette.insertRequested.connect(lambda op: self.editing.insert_on_edge(op))
+        self.search_bar.queryChanged.connect(self._search)
+        self.search_bar.currentChanged.connect(self.select_and_center)
+        self.search_bar.closed.connect(self._search_closed)
+
+    # -- opening ------------------------------------------------------------------------------
+
+    def open_dialog(self) -> None:
+        """File > Open…."""
+        start = str(self.document.path.parent) if self.document.path else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Open Model", start, MODEL_FILTER)
+        if path:
+            self.open_file(path)
+
+    def open_file(self, path: str | Path) -> Job | None:
+        """Open a model in the background, after asking about unsaved edits; returns the job.
+
+        The window stays usable while the model loads; the status bar shows progress and a
+        Cancel button. None when the user kept the current model.
+        """
+        if not self.maybe_save():
+            return None
+        self.cancel_loading()
+        path = Path(path)
+        job = Job(load_model(path, self.show_constants), f"Loading {path.name}", self)
+        job.progress.connect(self._load_progress)
+        job.succeeded.connect(self._load_succeeded)
+        job.failed.connect(lambda message: self._load_failed(path, message))
+        job.cancelled.connect(self._load_ended)
+        self._load_job = job
+        self.progress.setValue(0)
+        self.progress.show()
+        self.cancel_button.show()
+        self.statusBar().showMessage(f"Opening {path}…")
+        job.start()
+        return job
+
+    def cancel_loading(self) -> None:
+        """Stop the model being loaded (the current model stays)."""
+        if self._load_job is not None and self._load_job.is_active():
+            self._load_job.cancel()
+            self.statusBar().showMessage("Loading cancelled", 4000)
+
+    def is_loading(self) -> bool:
+        """True while a model is being read or laid out."""
+        return self._load_job is not None and self._load_job.is_active()
+
+    def _load_progress(self, fraction: float, text: str) -> None:
+        self.progress.setValue(int(fraction * 1000))
+        if text:
+            self.statusBar().showMessage(text + "…")
+
+    def _load_ended(self) -> None:
+        self.progress.hide()
+        self.cancel_button.hide()
+
+    def _load_succeeded(self, loaded: Loaded) -> None:
+        self._load_ended()
+        self._ready = (loaded.graph, loaded.layout)
+        self.canvas.select(None)
+        self.document.load(loaded.graph, loaded.path)
+        settings.add_recent_file(loaded.path)
+        self.statusBar().showMessage(f"Opened {loaded.path.name} in {loaded.seconds:.2f} s", 6000)
+        self._update_zoom()
+        self.modelLoaded.emit(str(loaded.path))
+
+    def _load_failed(self, path: Path, message: str) -> None:
+        self._load_ended()
+        self.statusBar().showMessage(f"Could not open {path.name}", 6000)
+        dialogs.show_error(self, "Cannot open model", message)
+        self.loadFailed.emit(message)
+
+    # -- drag and drop ------------------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: D102 (Qt override)
+        if dropped_models(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event) -> None:  # noqa: D102 (Qt override)
+        self.dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: D102 (Qt override)
+        models = dropped_models(event.mimeData())
+        if not models:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        # Opening may ask about unsaved edits: not from inside the drop handler.
+        QTimer.singleShot(0, lambda: self.open_file(models[0]))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: D102 (Qt override)
+        # The canvas viewport sees drags first; models dropped on it open like on the window.
+        kind = event.type()
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and \
+                dropped_models(event.mimeData()):
+            event.acceptProposedAction()
+            return True
+        if kind == QEvent.Type.Drop and dropped_models(event.mimeData()):
+            self.dropEvent(event)
+            return True
+        return super().eventFilter(watched, event)
+
+    # -- saving and closing -------------------------------------------------------------------
+
+    def save(self) -> bool:
+        """File > Save: to the model's file (Save As when it has none). False when not saved."""
+        if self.document.path is None:
+            return self.save_as()
+        return self._save_to(self.document.path)
+
+    def save_as(self, path: str | Path | None = None) -> bool:
+        """File > Save As…; with `path` no dialog is shown. False when not saved."""
+        if path is None:
+            start = str(self.document.path) if self.document.path else "model.onnx"
+            chosen, _ = QFileDialog.getSaveFileName(self, "Save Model As", start, MODEL_FILTER)
+            if not chosen:
+                return False
+            path = chosen
+        path = Path(path)
+        if not path.suffix:
+            path = path.with_suffix(".onnx")
+        return self._save_to(path)
+
+    def _save_to(self, path: Path) -> bool:
+        try:
+            target = self.document.save(path)
+        except KilnError as exc:
+            dialogs.show_error(self, "Cannot save model", str(exc))
+            return False
+        settings.add_recent_file(target)
+        self.statusBar().showMessage(f"Saved {target}", 6000)
+        return True
+
+    def maybe_save(self) -> bool:
+        """Ask about unsaved edits; True when it is fine to drop the current graph."""
+        if not self.document.is_dirty():
+            return True
+        name = self.document.path.name if self.document.path else "The model"
+        answer = dialogs.ask_save_changes(self, name)
+        if answer == dialogs.SAVE:
+            return self.save()
+        return answer == dialogs.DISCARD
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: D102 (Qt override)
+        if not self.maybe_save():
+            event.ignore()
+            return
+        self._save_settings()
+        # A model still loading is dropped; its thread must end before the window does.
+        for job in (self._load_job, self._layout_job):
+            if job is not None:
+                job.cancel()
+        workers.shutdown()
+        event.accept()
+
+    # -- settings -----------------------------------------------------------------------------
+
+    def _restore_settings(self) -> None:
+        store = settings.settings()
+        geometry = store.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        state = store.value("window/state")
+        if state is not None:
+            self.restoreState(state)
+        self.show_constants = store.value("view/showConstants", False, type=bool)
+        if hasattr(self, "actions_"):
+            self.actions_.show_constants.setChecked(self.show_constants)
+
+    def _save_settings(self) -> None:
+        store = settings.settings()
+        store.setValue("window/geometry", self.saveGeometry())
+        store.setValue("window/state", self.saveState())
+        store.setValue("view/showConstants", self.show_constants)
+        store.sync()
+
+    # -- the graph on screen ------------------------------------------------------------------
+
+    def _graph_changed(self) -> None:
+        graph = self.document.graph
+        self._update_stats()
+        self._update_actions()
+        if graph is None:
+            return
+        if self._ready is not None and self._ready[0] is graph:
+            layout = self._ready[1]
+            self._ready = None
+            self._show(graph, layout)
+        elif len(graph.nodes) <= SYNC_LAYOUT_NODES:
+            self._show(graph, compute_layout(graph, show_constants=self.show_constants))
+        else:
+            self._relayout_in_background(graph)
+
+    def _relayout_in_background(self, graph: Graph) -> None:
+        if self._layout_job is not None:
+            self._layout_job.cancel()
+        job = Job(lay_out(graph, self.show_constants), "Laying out", self)
+        job.succeeded.connect(lambda layout: self._show(graph, layout)
+                              if graph is self.document.graph else None)
+        job.failed.connect(lambda message: dialogs.show_error(self, "Cannot lay out", message))
+        self._layout_job = job
+        self.statusBar().showMessage("Laying out…")
+        job.start()
+
+    def _show(self, graph: Graph, layout: GraphLayout) -> None:
+        """Put `graph` on the canvas, keeping the selection and search where they still apply."""
+        self.layout_ = layout
+        self.canvas.set_graph(graph, layout)
+        self.canvas.set_problems(self.document.problems)
+        self.problems_panel.set_problems(graph, self.document.problems)
+        if self.search_bar.isVisible() and self._query[0]:
+            self._search(*self._query, move=False)
+        if self.canvas.selected_key() is None and self.canvas.selected_edge() is None:
+            self._node_selected(None)  # the selection went with the edit
+        self.statusBar().clearMessage()
+        self.layoutReady.emit()
+
+    def _problems_changed(self) -> None:
+        problems = self.document.problems
+        self.canvas.set_problems(problems)
+        self.problems_panel.set_problems(self.document.graph, problems)
+        if problems:
+            self.docks["problems"].show()
+        self._update_stats()
+
+    def _update_stats(self) -> None:
+        graph = self.document.graph
+        if graph is None:
+            self.stats_label.setText("No model")
+            self.problems_label.clear()
+            return
+        stats = edited_stats(graph)
+        self.stats_label.setText(f"{stats.nodes:,} nodes · {_human(stats.params)} parameters "
+                                 f"({_human(stats.param_bytes)}B) · {_human(stats.macs)} MACs")
+        self.stats_label.setToolTip(f"{stats.nodes:,} nodes, {stats.params:,} parameters "
+                                    f"({stats.param_bytes:,} bytes), {stats.macs:,} MACs")
+        count = len(self.document.problems)
+        self.problems_label.setText(f"{count} invalid" if count else "")
+
+    def _update_title(self) -> None:
+        title = self.document.title() if self.document.graph is not None else "Kiln"
+        self.setWindowTitle(f"{title} — Kiln" if self.document.graph is not None else title)
+
+    def _update_zoom(self) -> None:
+        self.zoom_label.setText(f"{self.canvas.zoom_level():.0%}")
+
+    def _update_actions(self) -> None:
+        if hasattr(self, "actions_"):
+            self.actions_.update(self)
+
+    def macs(self) -> dict[int, int | None]:
+        """MACs per node id of the current graph (computed once per graph)."""
+        graph = self.document.graph
+        if self._macs is None or self._macs[0] is not graph:
+            self._macs = (graph, checked_node_macs(graph) if graph is not None else {})
+        return self._macs[1]
+
+    def set_show_constants(self, on: bool) -> None:
+        """View > Show Constants as Nodes."""
+        if on == self.show_constants:
+            return
+        self.show_constants = on
+        graph = self.document.graph
+        if graph is None:
+            return
+        if len(graph.nodes) <= SYNC_LAYOUT_NODES:
+            self._show(graph, compute_layout(graph, show_constants=on))
+        else:
+            self._relayout_in_background(graph)
+
+    # -- selection ----------------------------------------------------------------------------
+
+    def select_and_center(self, key) -> None:
+        """Select a box (node id or `in:`/`out:`/`const:` key) and centre the canvas on it."""
+        if self.layout_ is None or key not in self.layout_.boxes:
+            return
+        self.canvas.select(key)
+        self.canvas.center_on(key)
+
+    def _node_selected(self, key) -> None:
+        graph = self.document.graph
+        if graph is None or key is None:
+            self.properties.clear()
+        elif isinstance(key, int):
+            self.properties.show_node(graph, key, macs=self.macs().get(key),
+                                      problem=self.document.problems.get(key))
+        else:
+            self.properties.show_value(graph, key.split(":", 1)[1])
+        self.palette.set_target(None)
+        self._update_actions()
+
+    def refresh_properties(self) -> None:
+        """Show the selection's properties again (after a refused edit typed into the panel)."""
+        edge = self.canvas.selected_edge()
+        if edge is not None:
+            self._edge_selected(edge)
+        else:
+            self._node_selected(self.canvas.selected_key())
+
+    def _node_activated(self, _key) -> None:
+        dock = self.docks["properties"]
+        dock.show()
+        dock.raise_()
+
+    def _edge_selected(self, name: str) -> None:
+        graph = self.document.graph
+        if graph is None:
+            return
+        self.properties.show_value(graph, name)
+        target = self.editing.edge_target()
+        self.palette.set_target(target[2] if target else None)
+        self._update_actions()
+
+    # -- search -------------------------------------------------------------------------------
+
+    def open_search(self) -> None:
+        """Edit > Find (Ctrl+F)."""
+        self.search_bar.open()
+
+    def _search(self, text: str, regex: bool, move: bool = True) -> None:
+        self._query = (text, regex)
+        graph = self.document.graph
+        if graph is None:
+            return
+        try:
+            ids = find_nodes(graph, text, regex=regex)
+        except KilnError as exc:
+            self.search_bar.set_error(str(exc))
+            self.canvas.set_highlight([])
+            return
+        self.canvas.set_highlight(ids)
+        if move:
+            self.search_bar.set_matches(ids)
+        else:
+            self.search_bar.refresh_matches(ids)
+
+    def _search_closed(self) -> None:
+        self._query = ("", False)
+        self.canvas.set_highlight([])
+        self.canvas.setFocus()

@@ -1,0 +1,40 @@
+"""Where the app keeps what it remembers between runs: recent files, window geometry."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+
+ORGANIZATION = "Kiln"
+APPLICATION = "Kiln"
+MAX_RECENT = 10
+
+
+def settings() -> QSettings:
+    """The user's settings, an INI file (tests point `QSettings.setPath` at a temporary folder)."""
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION,
+                     APPLICATION)
+
+
+def recent_files() -> list[str]:
+    """Recently opened model files, newest first, without those that no longer exist."""
+    value = settings().value("recentFiles", [])
+    if isinstance(value, str):  # QSettings returns a lone string for a one-item list
+        value = [value]
+    return [p for p in (value or []) if isinstance(p, str) and os.path.exists(p)]
+
+
+def add_recent_file(path: str | os.PathLike) -> list[str]:
+    """Put `path` first in the recent files; returns the new list."""
+    text = str(Path(path).resolve())
+    files = [text] + [p for p in recent_files() if p != text]
+    files = files[:MAX_RECENT]
+    settings().setValue("recentFiles", files)
+    return files
+
+
+def clear_recent_files() -> None:
+    """Forget the recent files."""
+    settings().setValue("recentFiles", [])

@@ -1,0 +1,20 @@
+"""Kiln's passes: named, recorded rewrites between the loaded model and the code we emit.
+
+Importing this package registers every pass.
+"""
+
+from compiler.passes import cleanup, combine, fold, fuse, layout, lower, reshape  # noqa: F401
+from compiler.passes.base import CATEGORIES, Pass, UnknownPassError, all_passes, get_pass
+from compiler.passes.pipeline import (
+    PassConfig,
+    Pipeline,
+    PipelineError,
+    default_pipeline,
+    load_pipeline,
+    save_pipeline,
+)
+from compiler.passes.runner import PassRecord, PipelineResult, run_pipeline
+
+__all__ = ["CATEGORIES", "Pass", "PassConfig", "PassRecord", "Pipeline", "PipelineError",
+           "PipelineResult", "UnknownPassError", "all_passes", "default_pipeline", "get_pass",
+           "load_pipeline", "run_pipeline", "save_pipeline"]

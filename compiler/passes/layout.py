@@ -1,0 +1,283 @@
+"""Layout passes: spatial operators go channels-last (NHWC), then the Transposes that costs are
+sunk, cancelled, or folded into weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import ops
+from compiler.ir.graph import Constant, Graph, Node, Value
+from compiler.passes.base import register_pass
+from compiler.passes.reshape import (
+    hoist_through_reshape,
+    moves_only_unit_axes,
+    sink_through_reshape,
+)
+from compiler.passes.rewrite import (
+    Rewriter,
+    const,
+    inverse,
+    is_splat,
+    perm_of,
+    reshape_attrs,
+    shape_constant,
+    splat,
+)
+
+
+def to_channels_last(rank: int) -> tuple[int, ...]:
+    """The Transpose permutation from NCHW to NHWC (for any number of spatial axes)."""
+    return (0, *range(2, rank), 1)
+
+
+def to_channels_first(rank: int) -> tuple[int, ...]:
+    """The Transpose permutation from NHWC back to NCHW."""
+    return (0, rank - 1, *range(1, rank - 1))
+
+
+@register_pass("to_nhwc", "layout")
+def to_nhwc(graph: Graph) -> bool:
+    """Switch every spatial operator (convolution, pooling, normalization) to channels-last
+    layout, with a Transpose to NHWC before it and one back to NCHW after it.
+
+    NHWC is what microcontroller kernels (CMSIS-NN, TFLite Micro) expect. The graph computes
+    exactly what it did; sink_transposes then removes the Transposes between neighbours.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for node in rw.nodes():
+        if not ops.lookup(node.op).spatial or node.attrs.get("layout") != "NCHW":
+            continue
+        x = node.inputs[0]
+        if x is None or x.type.rank < 3:
+            continue  # [N, C] has no spatial axes: both layouts are the same
+        before = rw.add("Transpose", [x], {"perm": to_channels_last(x.type.rank)},
+                        replaces=[node])
+        rw.set_input(node, 0, before.output)
+        node.attrs["layout"] = "NHWC"
+        rw.retype(node)
+        for out in node.outputs:
+            if rw.is_used(out):
+                rw.insert_after(out, "Transpose", {"perm": to_channels_first(out.type.rank)},
+                                replaces=[node])
+        changed = True
+    rw.finish()
+    return changed
+
+
+# -- sinking ------------------------------------------------------------------------------------
+
+# One-input operators that act on each element alone; their other inputs are scalars.
+_UNARY = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Neg", "Abs",
+          "Sqrt", "Exp", "Log", "Erf", "Clip", "Cast", "QuantizeLinear", "DequantizeLinear")
+# Operators combining inputs element by element, with broadcasting.
+_BROADCASTING = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu")
+
+
+def _sole_transpose(rw: Rewriter, value: Value | None, reader: Node) -> Node | None:
+    """The Transpose producing `value`, if `reader` is the only node reading it."""
+    node = rw.producer(value, "Transpose")
+    return node if node is not None and rw.sole_user(value) is reader else None
+
+
+def _after(rw: Rewriter, node: Node, new: Node, perm, replaces: list[Node]) -> None:
+    """Finish a sink: `new` computes `node` on untransposed data; transpose its result back."""
+    back = rw.add("Transpose", [new.output], {"perm": tuple(perm)}, replaces=replaces)
+    rw.replace(node.output, back.output)
+
+
+def _sink_unary(rw: Rewriter, node: Node) -> bool:
+    t = _sole_transpose(rw, node.inputs[0], node)
+    if t is None or any(v is not None and v.type.numel != 1 for v in node.inputs[1:]):
+        return False  # per-axis quantization parameters would need their axis renamed
+    new = rw.copy(node, [t.inputs[0], *node.inputs[1:]], replaces=[t])
+    _after(rw, node, new, perm_of(t), [node, t])
+    return True
+
+
+def _inverse_constant(rw: Rewriter, value: Constant, perm, rank: int, hint: str) -> Constant:
+    """A constant operand seen through the inverse Transpose (broadcast to `rank` first)."""
+    data = value.data.reshape((1,) * (rank - value.data.ndim) + value.data.shape)
+    moved = np.transpose(data, inverse(perm))
+    if is_splat(data):
+        moved = splat(data.reshape(-1)[0], moved.shape, data.dtype)
+    return rw.constant(hint, moved)
+
+
+def _sink_through_all(rw: Rewriter, node: Node, axis_attr: str | None = None) -> bool:
+    """Sink through an operator whose non-constant inputs all come from one kind of Transpose."""
+    rank = node.output.type.rank
+    transposes = [_sole_transpose(rw, v, node) for v in node.inputs]
+    perms = {perm_of(t) for t in transposes if t is not None}
+    if len(perms) != 1:
+        return False  # no Transpose, or Transposes that disagree
+    (perm,) = perms
+    for value, t in zip(node.inputs, transposes):
+        if t is None and not (isinstance(value, Constant) and value.data.ndim <= rank):
+            return False  # a computed input without the Transpose
+        if t is not None and t.inputs[0].type.rank != rank:
+            return False  # a transposed input that broadcasts to a higher rank
+    inputs = [t.inputs[0] if t is not None else
+              _inverse_constant(rw, value, perm, rank, f"{node.name}_operand")
+              for value, t in zip(node.inputs, transposes)]
+    attrs = {axis_attr: perm[node.attrs[axis_attr] % rank]} if axis_attr else {}
+    used = [t for t in transposes if t is not None]
+    new = rw.copy(node, inputs, attrs, replaces=used)
+    _after(rw, node, new, perm, [node, *used])
+    return True
+
+
+def _sink_pad(rw: Rewriter, node: Node) -> bool:
+    t = _sole_transpose(rw, node.inputs[0], node)
+    pads = const(node.inputs[1])
+    if t is None or pads is None or (len(node.inputs) > 3 and node.inputs[3] is not None):
+        return False  # the pads must be known (and given for every axis)
+    perm, rank = perm_of(t), node.output.type.rank
+    begin, end = [0] * rank, [0] * rank
+    for j, p in enumerate(perm):  # output axis j is axis p of the untransposed input
+        begin[p], end[p] = int(pads[j]), int(pads[j + rank])
+    moved = rw.constant(f"{node.name}_pads", np.array(begin + end, np.int64))
+    new = rw.copy(node, [t.inputs[0], moved, *node.inputs[2:]], replaces=[t])
+    _after(rw, node, new, perm, [node, t])
+    return True
+
+
+def _sink_reshape(rw: Rewriter, node: Node) -> bool:
+    t = _sole_transpose(rw, node.inputs[0], node)
+    if t is None:
+        return False
+    x, target = t.inputs[0], node.output.type.shape
+    found = sink_through_reshape(x.type.shape, perm_of(t), target)
+    if found is None:
+        return False  # the Reshape merges axes the Transpose took from apart
+    shape, perm = found
+    if moves_only_unit_axes(shape, perm):  # the Transpose left is only a reshape
+        shape = target
+    hint = f"{node.name}_shape"
+    new = rw.add("Reshape", [x, shape_constant(rw.graph, hint, shape)], reshape_attrs(shape),
+                 replaces=[node, t])
+    if shape == target:
+        rw.replace(node.output, new.output)
+    else:
+        _after(rw, node, new, perm, [node, t])
+    return True
+
+
+def _merge_transposes(rw: Rewriter, node: Node) -> bool:
+    """A Transpose of a Transpose is one Transpose (none when they cancel)."""
+    inner = rw.producer(node.inputs[0], "Transpose")
+    if inner is None:
+        return _hoist_over_reshape(rw, node)
+    first, second = perm_of(inner), perm_of(node)
+    perm = tuple(first[p] for p in second)
+    x = inner.inputs[0]
+    if perm == tuple(range(len(perm))):
+        if not rw.can_replace(node.output, x):
+            return False  # a model output would lose its name
+        rw.replace(node.output, x)
+    else:
+        new = rw.add("Transpose", [x], {"perm": perm}, replaces=[node, inner])
+        rw.replace(node.output, new.output)
+    return True
+
+
+def _hoist_over_reshape(rw: Rewriter, node: Node) -> bool:
+    """Transpose(Reshape(Transpose(x))): move the outer Transpose above the Reshape to merge.
+
+    This is the channel shuffle of ShuffleNet seen from NHWC: the two Transposes around it
+    become one.
+    """
+    reshape = rw.producer(node.inputs[0], "Reshape")
+    if reshape is None or rw.sole_user(reshape.output) is not node:
+        return False
+    inner = _sole_transpose(rw, reshape.inputs[0], reshape)
+    if inner is None:
+        return False
+    z = reshape.inputs[0]
+    found = hoist_through_reshape(z.type.shape, reshape.output.type.shape, perm_of(node))
+    if found is None:
+        return False
+    hoisted, shape = found
+    x, first = inner.inputs[0], perm_of(inner)
+    perm = tuple(first[p] for p in hoisted)
+    if not moves_only_unit_axes(x.type.shape, perm):  # else the Reshape alone does it
+        x = rw.add("Transpose", [x], {"perm": perm}, replaces=[node, inner]).output
+    target = shape_constant(rw.graph, f"{node.name}_shape", shape)
+    new = rw.add("Reshape", [x, target], reshape_attrs(shape), replaces=[node, reshape, inner])
+    rw.replace(node.output, new.output)
+    return True
+
+
+@register_pass("sink_transposes", "layout")
+def sink_transposes(graph: Graph) -> bool:
+    """Move each Transpose below the element-wise operators, activations, Pad, Concat and
+    Reshape that read it, and merge it with the next Transpose: inverse pairs cancel.
+
+    An element-wise operator gives the same result on transposed data (constant operands are
+    transposed at compile time); a Reshape lets a Transpose through when it only splits or
+    merges axes that stay together. Run to a fixed point, this removes the Transposes that
+    to_nhwc put between neighbouring layers.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for node in rw.nodes():
+        if not rw.live(node):
+            continue
+        if node.op == "Transpose":
+            changed |= _merge_transposes(rw, node)
+        elif node.op in _UNARY:
+            changed |= _sink_unary(rw, node)
+        elif node.op in _BROADCASTING:
+            changed |= _sink_through_all(rw, node)
+        elif node.op == "Concat":
+            changed |= _sink_through_all(rw, node, "axis")
+        elif node.op == "Pad":
+            changed |= _sink_pad(rw, node)
+        elif node.op == "Reshape":
+            changed |= _sink_reshape(rw, node)
+    rw.finish()
+    return changed
+
+
+# -- folding into weights -----------------------------------------------------------------------
+
+@register_pass("fold_transpose_into_fc", "layout")
+def fold_transpose_into_fc(graph: Graph) -> bool:
+    """Fold a Transpose that is flattened into a FullyConnected into the weights' column order.
+
+    A classifier that flattens an NCHW image needs the channels-first order; permuting the
+    weight columns once at compile time gives the same sums straight from the NHWC image, so
+    the Transpose disappears.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for fc in rw.nodes():
+        if fc.op != "FullyConnected" or const(fc.inputs[1]) is None:
+            continue
+        reshape = rw.producer(fc.inputs[0], "Reshape")
+        if reshape is None or rw.sole_user(reshape.output) is not fc:
+            continue
+        t = _sole_transpose(rw, reshape.inputs[0], reshape)
+        if t is None:
+            continue
+        perm, a = perm_of(t), t.output.type.shape
+        b = reshape.output.type.shape
+        if len(b) != 2 or perm[0] != 0 or b[0] != a[0]:
+            continue  # only the flattening of everything after the batch axis
+        w = fc.inputs[1].data
+        inv = inverse(perm)
+        if is_splat(w):
+            moved = w  # every column holds the same value
+        else:
+            columns = w.reshape(w.shape[0], *a[1:]).transpose(0, *inv[1:])
+            moved = np.ascontiguousarray(columns).reshape(w.shape)
+        x = t.inputs[0]
+        flat = rw.add("Reshape", [x, shape_constant(graph, f"{reshape.name}_shape", b)],
+                      reshape_attrs(b), replaces=[reshape, t])
+        weights = rw.constant(f"{fc.name}_weights", moved)
+        new = rw.copy(fc, [flat.output, weights, *fc.inputs[2:]], replaces=[reshape, t])
+        rw.replace(fc.output, new.output)
+        changed = True
+    rw.finish()
+    return changed

@@ -1,0 +1,254 @@
+"""What every pass shares: a use index kept current while a pass rewrites, and small helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
+from compiler.ir.types import TensorType
+from compiler.ops.infer import infer_node
+
+_PENDING = TensorType((), "float32")  # an output's type until inference has run
+
+
+def live_nodes(graph: Graph) -> set[int]:
+    """id() of every node some graph output depends on."""
+    needed = {id(v) for v in graph.outputs}
+    live: set[int] = set()
+    for node in reversed(graph.nodes):
+        if any(id(out) in needed for out in node.outputs):
+            live.add(id(node))
+            needed.update(id(v) for v in node.inputs if v is not None)
+    return live
+
+
+def merged_provenance(nodes: Iterable[Node]) -> tuple[int, ...]:
+    """The source-model node ids behind all of `nodes` (a new node replacing them keeps these)."""
+    return tuple(sorted({p for node in nodes for p in node.provenance}))
+
+
+def const(value: Value | None) -> np.ndarray | None:
+    """The payload of a constant value, None for anything computed at run time."""
+    return value.data if isinstance(value, Constant) else None
+
+
+def scalar(value: Value | None) -> float | None:
+    """The single element of a one-element constant, else None."""
+    data = const(value)
+    return float(data.reshape(-1)[0]) if data is not None and data.size == 1 else None
+
+
+def is_splat(data: np.ndarray) -> bool:
+    """True for an array that repeats one value through zero strides (a folded ConstantOfShape)."""
+    return data.size > 1 and all(s == 0 for s in data.strides)
+
+
+def splat(value, shape: Sequence[int], dtype) -> np.ndarray:
+    """`shape` filled with one value at the cost of one element (numpy broadcasting)."""
+    return np.broadcast_to(np.asarray(value, dtype), tuple(shape))
+
+
+def inverse(perm: Sequence[int]) -> tuple[int, ...]:
+    """The permutation that undoes `perm`."""
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def perm_of(node: Node) -> tuple[int, ...]:
+    """A Transpose node's permutation (the default reverses the axes)."""
+    perm = node.attrs.get("perm")
+    return tuple(perm) if perm is not None else tuple(reversed(range(node.inputs[0].type.rank)))
+
+
+def shape_constant(graph: Graph, hint: str, shape: Sequence[int]) -> Constant:
+    """An int64 shape vector for a Reshape."""
+    return graph.add_constant(hint, np.array(list(shape), np.int64))
+
+
+def reshape_attrs(shape: Sequence[int]) -> dict:
+    """Reshape attributes for an explicit target shape (a 0 in it must mean a zero-sized dim)."""
+    return {"allowzero": 1 if 0 in shape else 0}
+
+
+class Rewriter:
+    """One pass's working view of a graph.
+
+    It indexes who reads each value among the live nodes and keeps that index current as the
+    pass rewires values, so "is this the value's only user?" is cheap and ignores the nodes the
+    pass has just made dead. Dead nodes stay in the graph for DCE; new nodes go at the end and
+    `finish()` restores the topological order.
+    """
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        # Graph.snapshot() builds its copy's name cache before adding constants and nodes, so a
+        # snapshot's cache can miss names; reserving them all keeps new names unique.
+        graph.reserve_names(v.name for v in graph.values())
+        live = live_nodes(graph)
+        self._dead = {id(n) for n in graph.nodes if id(n) not in live}
+        self._uses: dict[int, list[tuple[Node, int]]] = {}
+        for node in graph.nodes:
+            if id(node) in live:
+                self._index(node)
+        self.inserted = False
+
+    def _index(self, node: Node) -> None:
+        for i, value in enumerate(node.inputs):
+            if value is not None:
+                self._uses.setdefault(id(value), []).append((node, i))
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def nodes(self) -> Iterator[Node]:
+        """The nodes present when called, in order, skipping any that become dead meanwhile."""
+        for node in list(self.graph.nodes):
+            if id(node) not in self._dead:
+                yield node
+
+    def live(self, node: Node) -> bool:
+        """False once no graph output depends on `node` any more."""
+        return id(node) not in self._dead
+
+    def uses(self, value: Value) -> list[tuple[Node, int]]:
+        """(node, input index) pairs of the live nodes reading `value`."""
+        return list(self._uses.get(id(value), ()))
+
+    def users(self, value: Value) -> list[Node]:
+        """The distinct live nodes reading `value`."""
+        seen: dict[int, Node] = {}
+        for node, _ in self._uses.get(id(value), ()):
+            seen.setdefault(id(node), node)
+        return list(seen.values())
+
+    def is_output(self, value: Value) -> bool:
+        """True when `value` is a graph output."""
+        return any(v is value for v in self.graph.outputs)
+
+    def is_used(self, value: Value) -> bool:
+        """True when a live node or a graph output reads `value`."""
+        return bool(self._uses.get(id(value))) or self.is_output(value)
+
+    def sole_user(self, value: Value | None) -> Node | None:
+        """The one node reading `value`, if exactly one does and it is not a graph output."""
+        if value is None or self.is_output(value):
+            return None
+        users = self.users(value)
+        return users[0] if len(users) == 1 else None
+
+    def producer(self, value: Value | None, op: str | None = None) -> Node | None:
+        """The node computing `value` (of type `op` when given), None for inputs and constants."""
+        node = value.producer if value is not None else None
+        return node if node is not None and (op is None or node.op == op) else None
+
+    def can_replace(self, old: Value, new: Value) -> bool:
+        """False when `old` is a graph output that `new` cannot stand in for under its name.
+
+        Model outputs keep their names through every pass (users read results by name), so a
+        graph output can only be replaced by a computed value that is not already an output.
+        """
+        if not self.is_output(old):
+            return True
+        return not isinstance(new, (Placeholder, Constant)) and not self.is_output(new)
+
+    # -- edits ------------------------------------------------------------------------------
+
+    def replace(self, old: Value, new: Value) -> None:
+        """Make every reader of `old` read `new`; a graph output passes its name on to `new`."""
+        if old is new:
+            return
+        assert self.can_replace(old, new), f"{old.name} is a graph output {new.name} cannot take"
+        for node, i in self._uses.pop(id(old), []):
+            node.inputs[i] = new
+            self._uses.setdefault(id(new), []).append((node, i))
+        for i, value in enumerate(self.graph.outputs):
+            if value is old:
+                self.graph.outputs[i] = new
+                name = old.name
+                old.name = self.graph.unique_name(f"{name}_replaced")
+                new.name = name
+        self._release(old.producer)
+
+    def set_input(self, node: Node, index: int, value: Value | None) -> None:
+        """Rewire one input of a live node."""
+        old = node.inputs[index]
+        if old is not None:
+            self._uses[id(old)] = [(n, i) for n, i in self._uses.get(id(old), ())
+                                   if not (n is node and i == index)]
+        node.inputs[index] = value
+        if value is not None:
+            self._uses.setdefault(id(value), []).append((node, index))
+        if old is not None:
+            self._release(old.producer)
+
+    def _release(self, node: Node | None) -> None:
+        """Mark `node` dead if nothing reads its outputs any more, then its producers likewise."""
+        stack = [node]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in self._dead:
+                continue
+            if any(self.is_used(out) for out in node.outputs):
+                continue
+            self._dead.add(id(node))
+            for i, value in enumerate(node.inputs):
+                if value is None:
+                    continue
+                self._uses[id(value)] = [(n, k) for n, k in self._uses.get(id(value), ())
+                                         if not (n is node and k == i)]
+                stack.append(value.producer)
+
+    def add(self, op: str, inputs: Sequence[Value | None], attrs: dict | None = None, *,
+            replaces: Iterable[Node], outputs: int = 1) -> Node:
+        """A new node after the others, typed by inference, with the provenance of `replaces`."""
+        node = self.graph.add_node(op, inputs, [_PENDING] * outputs, attrs,
+                                   provenance=merged_provenance(replaces))
+        self.retype(node)
+        self._index(node)
+        self.inserted = True
+        return node
+
+    def copy(self, node: Node, inputs: Sequence[Value | None] | None = None,
+             attrs: dict | None = None, *, replaces: Iterable[Node] = ()) -> Node:
+        """A new node like `node` with some inputs or attributes changed (it replaces `node`)."""
+        return self.add(node.op, list(node.inputs if inputs is None else inputs),
+                        {**node.attrs, **(attrs or {})}, replaces=[node, *replaces],
+                        outputs=len(node.outputs))
+
+    def insert_after(self, value: Value, op: str, attrs: dict, *, replaces: Iterable[Node]
+                     ) -> Node:
+        """A new one-input node reading `value`, which every former reader of `value` now reads.
+
+        A graph output moves to the new node's output, keeping its name.
+        """
+        readers = self._uses.pop(id(value), [])
+        node = self.add(op, [value], attrs, replaces=replaces)
+        for reader, i in readers:
+            reader.inputs[i] = node.output
+            self._uses.setdefault(id(node.output), []).append((reader, i))
+        for i, out in enumerate(self.graph.outputs):
+            if out is value:
+                self.graph.outputs[i] = node.output
+                name = value.name
+                value.name = self.graph.unique_name(f"{name}_inner")
+                node.output.name = name
+        return node
+
+    def retype(self, node: Node) -> None:
+        """Recompute a node's output types after its inputs or attributes changed."""
+        known = {id(v): v.data for v in node.inputs if isinstance(v, Constant)}
+        types, _ = infer_node(node, known)
+        for out, t in zip(node.outputs, types):
+            out.type = t
+
+    def constant(self, hint: str, data: np.ndarray, type: TensorType | None = None) -> Constant:
+        """A new constant (named after `hint`)."""
+        return self.graph.add_constant(hint, data, type)
+
+    def finish(self) -> None:
+        """Restore topological order if the pass inserted nodes."""
+        if self.inserted:
+            self.graph.sort()

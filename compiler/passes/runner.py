@@ -1,0 +1,218 @@
+"""Run a pipeline and record, per pass, what it did to the graph (and, when asked, checked numerics).
+
+The record is plain data (JSON-serializable) that the CLI prints and the GUI draws; snapshots
+share weights with each other, so keeping one per pass is cheap.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.errors import KilnError, VerifyError
+from compiler.inputs import random_inputs
+from compiler.interpreter import run
+from compiler.ir.graph import Graph, Node
+from compiler.passes.base import get_pass
+from compiler.passes.pipeline import Pipeline, default_pipeline
+from compiler.verify import verify as verify_graph
+
+# Tolerance of the per-pass numerical check against the loaded model (float outputs; integer
+# outputs must be equal).
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@dataclass
+class PassRecord:
+    """What one pipeline entry did.
+
+    Attributes:
+        name: The pass.
+        category: Its category.
+        changed: Whether it changed the graph (in any iteration).
+        iterations: Runs of the pass (more than one in fixpoint mode).
+        nodes_before: Node count before it ran.
+        nodes_after: Node count after it ran.
+        added: Ids of nodes it created.
+        removed: Ids of nodes it deleted.
+        modified: Ids of nodes present before and after whose operator, attributes, inputs or
+            output types changed.
+        provenance: For each added node, the source-model node ids it came from.
+        ms: Time the pass took (snapshots and checks excluded).
+        snapshot: The graph after the pass (None unless snapshots were asked for); an unchanged
+            pass shares its predecessor's snapshot.
+        verified: True when the interpreter ran this snapshot. In verify mode only changed
+            passes run it: an unchanged graph is identical to the previous snapshot, whose
+            errors the record repeats.
+        max_abs_err: Largest absolute difference from the loaded model's outputs (verify mode).
+        max_rel_err: max_abs_err relative to the largest output magnitude (verify mode).
+        matches: Whether every output is within RTOL/ATOL of the loaded model's (verify mode).
+    """
+
+    name: str
+    category: str
+    changed: bool
+    iterations: int
+    nodes_before: int
+    nodes_after: int
+    added: list[int] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+    modified: list[int] = field(default_factory=list)
+    provenance: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    ms: float = 0.0
+    snapshot: Graph | None = None
+    verified: bool = False
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    matches: bool | None = None
+
+    def to_json(self) -> dict:
+        """Everything but the snapshot, as JSON-ready values."""
+        return {"name": self.name, "category": self.category, "changed": self.changed,
+                "iterations": self.iterations, "nodes_before": self.nodes_before,
+                "nodes_after": self.nodes_after, "added": self.added, "removed": self.removed,
+                "modified": self.modified,
+                "provenance": {str(k): list(v) for k, v in self.provenance.items()},
+                "ms": round(self.ms, 3), "verified": self.verified,
+                "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
+                "matches": self.matches}
+
+
+@dataclass
+class PipelineResult:
+    """The loaded graph, one record per pass run, and the graph after the last one."""
+
+    initial: Graph
+    records: list[PassRecord]
+    graph: Graph
+
+    def op_counts(self) -> dict[str, int]:
+        """Operators of the final graph and their counts, sorted by name."""
+        return dict(sorted(Counter(n.op for n in self.graph.nodes).items()))
+
+    def to_json(self) -> dict:
+        """Every record plus a summary of the final graph."""
+        return {"passes": [r.to_json() for r in self.records],
+                "final": {"nodes": len(self.graph.nodes), "ops": self.op_counts()}}
+
+
+def _freeze(value):
+    return ("array", id(value)) if isinstance(value, np.ndarray) else value
+
+
+def _signature(node: Node) -> tuple:
+    """What makes a node the same node: operator, attributes, inputs and output types."""
+    return (node.op, tuple(sorted((k, _freeze(v)) for k, v in node.attrs.items())),
+            tuple(v.name if v is not None else None for v in node.inputs),
+            tuple(out.type for out in node.outputs))
+
+
+def _compare(got: dict, want: dict, graph: Graph, initial: Graph) -> tuple[float, float, bool]:
+    """(max abs error, max relative error, within tolerance) of outputs matched by position."""
+    worst_abs = worst_rel = 0.0
+    matches = True
+    for new, old in zip(graph.outputs, initial.outputs):
+        a, b = got[new.name], want[old.name]
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return float("inf"), float("inf"), False
+        if a.size == 0:
+            continue
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        scale = float(np.abs(b.astype(np.float64)).max())
+        worst_abs = max(worst_abs, float(diff.max()))
+        worst_rel = max(worst_rel, float(diff.max()) / scale if scale else float(diff.max()))
+        if np.issubdtype(b.dtype, np.floating):
+            matches &= bool(np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True))
+        else:
+            matches &= bool(np.array_equal(a, b))
+    return worst_abs, worst_rel, matches
+
+
+def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool = False,
+                 seed: int = 0, snapshots: bool = True, stop_after: str | int | None = None,
+                 on_record: Callable[[PassRecord], None] | None = None) -> PipelineResult:
+    """Run `pipeline` (the default one when None) on a copy of `graph`, recording every pass.
+
+    Args:
+        graph: The loaded model; it is not modified.
+        pipeline: Pass configurations; disabled entries are skipped.
+        verify: After every pass, run the graph verifier, and run the reference interpreter on
+            the new snapshot with seeded random inputs, comparing with the loaded model.
+        seed: Seed of those inputs.
+        snapshots: Keep a snapshot of the graph after every pass in its record.
+        stop_after: Stop after this stage: a pass name (its first run), `name#k` (its k-th run)
+            or a count of entries.
+        on_record: Called with each record as soon as it exists (progress for a GUI; raising
+            from it stops the run).
+
+    Raises:
+        KilnError: A pass failed (the message names it and the passes before it), or in verify
+            mode broke the graph.
+    """
+    pipeline = pipeline or default_pipeline()
+    entries = pipeline.enabled()
+    if isinstance(stop_after, str):
+        entries = entries[:pipeline.stage_index(stop_after) + 1]
+    elif stop_after is not None:
+        entries = entries[:stop_after]
+    initial = graph.snapshot()
+    work = graph.snapshot()
+    feeds = random_inputs(initial, seed) if verify else {}
+    expected = run(initial, feeds) if verify else {}
+    errors: tuple[float | None, float | None, bool | None] = (0.0, 0.0, True) if verify else (
+        None, None, None)
+    previous = initial
+    records: list[PassRecord] = []
+    for config in entries:
+        p = get_pass(config.name)
+        before = {n.id: _signature(n) for n in work.nodes}
+        provenance_before = {n.id for n in work.nodes}
+        count_before = len(work.nodes)
+        start = time.perf_counter()
+        changed, iterations = False, 0
+        limit = config.max_iterations if config.mode == "fixpoint" else 1
+        try:
+            while iterations < limit:
+                iterations += 1
+                if not p(work):
+                    break
+                changed = True
+        except Exception as exc:
+            done = ", ".join(r.name for r in records) or "none"
+            raise KilnError(f"pass {p.name} failed ({type(exc).__name__}: {exc}); passes run "
+                            f"before it: {done}") from exc
+        ms = (time.perf_counter() - start) * 1e3
+        after = {n.id: _signature(n) for n in work.nodes}
+        added = [i for i in after if i not in before]
+        removed = [i for i in before if i not in after]
+        modified = [i for i in after if i in before and after[i] != before[i]]
+        if not changed and (added or removed or modified):
+            raise KilnError(f"pass {p.name} reported no change but changed nodes "
+                            f"{(added + removed + modified)[:5]}")
+        record = PassRecord(p.name, p.category, changed, iterations, count_before,
+                            len(work.nodes), added, removed, modified,
+                            {n.id: n.provenance for n in work.nodes
+                             if n.id not in provenance_before}, ms)
+        if changed and (snapshots or verify):
+            previous = work.snapshot()
+        record.snapshot = previous if snapshots else None
+        if verify:
+            if changed:
+                try:
+                    verify_graph(work)
+                except VerifyError as exc:
+                    raise VerifyError(f"after pass {p.name}: {exc}") from None
+                try:
+                    errors = _compare(run(previous, feeds), expected, previous, initial)
+                except KilnError as exc:
+                    raise KilnError(f"after pass {p.name}, the interpreter fails: {exc}") from None
+            record.verified = changed
+            record.max_abs_err, record.max_rel_err, record.matches = errors
+        records.append(record)
+        if on_record is not None:
+            on_record(record)
+    return PipelineResult(initial, records, work)

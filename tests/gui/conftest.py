@@ -1,0 +1,48 @@
+"""GUI tests run offscreen, with settings in a temporary folder and message boxes recorded."""
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
+
+import app.qtguard  # noqa: E402,F401 - PySide6 6.12 on CPython 3.11 (see the module)
+
+
+@pytest.fixture(autouse=True)
+def settings_dir(tmp_path_factory):
+    """A fresh settings folder per test, so tests never read or write the user's settings."""
+    path = tmp_path_factory.mktemp("settings")
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(path))
+    return path
+
+
+class MessageBoxes:
+    """Message boxes shown during a test: (kind, title, text); `answer` replies to questions."""
+
+    def __init__(self):
+        self.shown: list[tuple[str, str, str]] = []
+        self.answer = QMessageBox.StandardButton.Cancel
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _, _ in self.shown]
+
+
+@pytest.fixture(autouse=True)
+def message_boxes(monkeypatch):
+    """No modal box ever blocks a test: each is recorded and answered at once."""
+    boxes = MessageBoxes()
+
+    def fake(kind):
+        def show(parent, title, text, *args, **kwargs):
+            boxes.shown.append((kind, title, text))
+            if kind == "question":
+                return boxes.answer
+            return QMessageBox.StandardButton.Ok
+        return staticmethod(show)
+
+    for kind in ("critical", "warning", "information", "question", "about"):
+        monkeypatch.setattr(QMessageBox, kind, fake(kind))
+    return boxes
