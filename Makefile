@@ -49,9 +49,11 @@ test: setup lint
 
 bench: setup
 	$(PY) tests/bench/bench_reference.py
+	$(PY) tests/bench/bench_passes.py
 
 docs: setup
 	$(PY) -m compiler.frontends.onnx.opdoc > docs/operators.md
+	$(PY) -m compiler.passes.doc > docs/passes.md
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache

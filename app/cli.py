@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=["reference"], default="reference",
                      help="which engine runs the model (the compiled engine comes later)")
     run.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an npz file")
+    run.add_argument("--stage", default="loaded", metavar="STAGE",
+                     help="run the graph as loaded (default), after the whole default pipeline "
+                          "('final'), or after the named pass (NAME, or NAME#K for its K-th run)")
+    _add_passes_parser(sub)
     return parser
 
 
@@ -160,6 +164,8 @@ def cmd_run(args) -> int:
 
     graph = _load_graph(args)
     feeds = _read_inputs(graph, args.input or [], args.seed)
+    if args.stage != "loaded":
+        graph = _graph_at_stage(graph, args.stage)
     outputs = run(graph, feeds)
     for name, array in outputs.items():
         flat = array.reshape(-1)
@@ -180,7 +186,97 @@ def cmd_run(args) -> int:
     return 0
 
 
-COMMANDS = {"inspect": cmd_inspect, "run": cmd_run}
+def _graph_at_stage(graph, stage: str):
+    """The graph after the default pipeline ('final') or after one of its passes."""
+    from compiler.passes import run_pipeline
+
+    return run_pipeline(graph, stop_after=None if stage == "final" else stage,
+                        snapshots=False).graph
+
+
+def _add_passes_parser(sub) -> None:
+    passes = sub.add_parser("passes", help="run the pass pipeline and show what each pass did")
+    _add_model_args(passes)
+    passes.add_argument("--json", action="store_true", help="print one JSON document")
+    passes.add_argument("--verify", action="store_true",
+                        help="after every pass, check the graph and compare its outputs with "
+                             "the loaded model's on a seeded random input")
+    passes.add_argument("--seed", type=int, default=0, help="seed of that input (default 0)")
+    passes.add_argument("--pipeline", metavar="FILE", help="a pipeline file (JSON) to run "
+                        "instead of the default pipeline")
+    passes.add_argument("--dump-after", metavar="PASS",
+                        help="print the graph after PASS (every run of it, or NAME#K for the "
+                             "K-th)")
+
+
+def _passes_document(result, verify: bool) -> dict:
+    """The `kiln passes --json` document: one entry per pass, then the final graph."""
+    entries = []
+    for record in result.records:
+        entry = {"name": record.name, "changed": record.changed,
+                 "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
+                 "added": len(record.added), "removed": len(record.removed),
+                 "modified": len(record.modified), "ms": round(record.ms, 3)}
+        if verify:
+            entry.update(max_abs_err=record.max_abs_err, max_rel_err=record.max_rel_err)
+        entries.append(entry)
+    document = result.to_json()
+    return {"passes": entries, "final": document["final"]}
+
+
+def _print_passes(result, verify: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("#", "pass", "nodes", "+add -rm ~mod", "ms",
+                  *(["abs err", "rel err"] if verify else []))
+    for index, r in enumerate(result.records, 1):
+        diff = f"+{len(r.added)} -{len(r.removed)} ~{len(r.modified)}" if r.changed else "-"
+        row = [str(index), r.name, f"{r.nodes_before} -> {r.nodes_after}", diff, f"{r.ms:.1f}"]
+        if verify:
+            row += [f"{r.max_abs_err:.2g}", f"{r.max_rel_err:.2g}"]
+        table.add_row(*row)
+    console = Console()
+    console.print(table)
+    ops = ", ".join(f"{op} {count}" for op, count in result.op_counts().items())
+    console.print(f"final: {len(result.graph.nodes)} nodes ({ops})", markup=False,
+                  highlight=False)
+
+
+def cmd_passes(args) -> int:
+    """`kiln passes`."""
+    from compiler.ir.dump import dump
+    from compiler.passes import default_pipeline, load_pipeline, run_pipeline
+
+    pipeline = load_pipeline(args.pipeline) if args.pipeline else default_pipeline()
+    if args.dump_after:
+        if args.json:
+            raise UsageError("--dump-after prints text, so it cannot be combined with --json")
+        pipeline.stage_index(args.dump_after)  # an unknown pass is an error before any work
+    graph = _load_graph(args)
+    result = run_pipeline(graph, pipeline, verify=args.verify, seed=args.seed,
+                          snapshots=bool(args.dump_after))
+    if args.json:
+        print(json.dumps(_passes_document(result, args.verify)))
+    else:
+        _print_passes(result, args.verify)
+    if args.dump_after:
+        name, _, nth = args.dump_after.partition("#")
+        runs = [r for r in result.records if r.name == name]
+        for k, record in enumerate(runs, 1):
+            if not nth or int(nth) == k:
+                print(f"--- after {record.name} (run {k}) ---")
+                print(dump(record.snapshot), end="")
+    bad = [r for r in result.records if r.matches is False]
+    if bad:
+        print(f"kiln: error: after pass {bad[0].name} the outputs differ from the loaded model's "
+              f"(max abs error {bad[0].max_abs_err:.3g}, relative {bad[0].max_rel_err:.3g})",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

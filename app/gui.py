@@ -66,8 +66,9 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     app = _application()
     from app.mainwindow import MainWindow
 
-    window = MainWindow()
-    if args.screenshot is None and not headless:
+    interactive = args.screenshot is None and not headless
+    window = MainWindow(remember=interactive)  # scripted runs leave the user's settings alone
+    if interactive:
         window.show()
         window.open_file(model)
         return app.exec()
@@ -182,5 +183,7 @@ def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
     # The properties panel scrolls; its whole page shows the weights and the histogram too.
     save(window.properties.page, "properties_full.png")
     window.open_search()
+    window.search_bar.query.setText(node.op if node is not None else "")
+    window.search_bar.search_now()
     save(window.search_bar, "search.png")
     return written

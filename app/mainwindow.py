@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
@@ -71,15 +72,20 @@ class MainWindow(QMainWindow):
     loadFailed = Signal(str)
     layoutReady = Signal()
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, parent: QWidget | None = None, *, remember: bool = True):
+        """Create the window; with `remember` False (scripted runs) settings are left alone."""
         super().__init__(parent)
         self.setObjectName("KilnMainWindow")
+        self.remember = remember
         self.document = Document(self)
         self.layout_: GraphLayout | None = None
         self.show_constants = False
         self._load_job: Job | None = None
         self._layout_job: Job | None = None
-        self._ready: tuple[Graph, GraphLayout] | None = None  # a layout made by the load job
+        # Layouts already computed, per graph and constants toggle: undo and redo bring back a
+        # graph object seen before, and its layout with it, without laying it out again.
+        self._layouts: weakref.WeakKeyDictionary[Graph, dict[bool, GraphLayout]] = \
+            weakref.WeakKeyDictionary()
         self._macs: tuple[Graph, dict[int, int | None]] | None = None
         self._query: tuple[str, bool] = ("", False)
 
@@ -124,7 +130,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.canvas.viewport().installEventFilter(self)
         self.resize(1400, 900)
-        self._restore_settings()
+        if remember:
+            self._restore_settings()
         self._update_title()
         self._update_actions()
 
@@ -229,10 +236,11 @@ class MainWindow(QMainWindow):
 
     def _load_succeeded(self, loaded: Loaded) -> None:
         self._load_ended()
-        self._ready = (loaded.graph, loaded.layout)
+        self._remember_layout(loaded.graph, self.show_constants, loaded.layout)
         self.canvas.select(None)
         self.document.load(loaded.graph, loaded.path)
-        settings.add_recent_file(loaded.path)
+        if self.remember:
+            settings.add_recent_file(loaded.path)
         self.statusBar().showMessage(f"Opened {loaded.path.name} in {loaded.seconds:.2f} s", 6000)
         self._update_zoom()
         self.modelLoaded.emit(str(loaded.path))
@@ -302,7 +310,8 @@ class MainWindow(QMainWindow):
         except KilnError as exc:
             dialogs.show_error(self, "Cannot save model", str(exc))
             return False
-        settings.add_recent_file(target)
+        if self.remember:
+            settings.add_recent_file(target)
         self.statusBar().showMessage(f"Saved {target}", 6000)
         return True
 
@@ -320,7 +329,8 @@ class MainWindow(QMainWindow):
         if not self.maybe_save():
             event.ignore()
             return
-        self._save_settings()
+        if self.remember:
+            self._save_settings()
         # A model still loading is dropped; its thread must end before the window does.
         for job in (self._load_job, self._layout_job):
             if job is not None:
@@ -339,8 +349,7 @@ class MainWindow(QMainWindow):
         if state is not None:
             self.restoreState(state)
         self.show_constants = store.value("view/showConstants", False, type=bool)
-        if hasattr(self, "actions_"):
-            self.actions_.show_constants.setChecked(self.show_constants)
+        self.actions_.show_constants.setChecked(self.show_constants)
 
     def _save_settings(self) -> None:
         store = settings.settings()
@@ -357,25 +366,37 @@ class MainWindow(QMainWindow):
         self._update_actions()
         if graph is None:
             return
-        if self._ready is not None and self._ready[0] is graph:
-            layout = self._ready[1]
-            self._ready = None
-            self._show(graph, layout)
+        self._lay_out_and_show(graph)
+
+    def _remember_layout(self, graph: Graph, show_constants: bool, layout: GraphLayout) -> None:
+        self._layouts.setdefault(graph, {})[show_constants] = layout
+
+    def _lay_out_and_show(self, graph: Graph) -> None:
+        known = self._layouts.get(graph, {}).get(self.show_constants)
+        if known is not None:
+            self._show(graph, known)
         elif len(graph.nodes) <= SYNC_LAYOUT_NODES:
-            self._show(graph, compute_layout(graph, show_constants=self.show_constants))
+            layout = compute_layout(graph, show_constants=self.show_constants)
+            self._remember_layout(graph, self.show_constants, layout)
+            self._show(graph, layout)
         else:
             self._relayout_in_background(graph)
 
     def _relayout_in_background(self, graph: Graph) -> None:
         if self._layout_job is not None:
             self._layout_job.cancel()
-        job = Job(lay_out(graph, self.show_constants), "Laying out", self)
-        job.succeeded.connect(lambda layout: self._show(graph, layout)
-                              if graph is self.document.graph else None)
+        show_constants = self.show_constants
+        job = Job(lay_out(graph, show_constants), "Laying out", self)
+        job.succeeded.connect(lambda layout: self._laid_out(graph, show_constants, layout))
         job.failed.connect(lambda message: dialogs.show_error(self, "Cannot lay out", message))
         self._layout_job = job
         self.statusBar().showMessage("Laying out…")
         job.start()
+
+    def _laid_out(self, graph: Graph, show_constants: bool, layout: GraphLayout) -> None:
+        self._remember_layout(graph, show_constants, layout)
+        if graph is self.document.graph and show_constants == self.show_constants:
+            self._show(graph, layout)
 
     def _show(self, graph: Graph, layout: GraphLayout) -> None:
         """Put `graph` on the canvas, keeping the selection and search where they still apply."""
@@ -435,13 +456,8 @@ class MainWindow(QMainWindow):
         if on == self.show_constants:
             return
         self.show_constants = on
-        graph = self.document.graph
-        if graph is None:
-            return
-        if len(graph.nodes) <= SYNC_LAYOUT_NODES:
-            self._show(graph, compute_layout(graph, show_constants=on))
-        else:
-            self._relayout_in_background(graph)
+        if self.document.graph is not None:
+            self._lay_out_and_show(self.document.graph)
 
     # -- selection ----------------------------------------------------------------------------
 
@@ -457,8 +473,10 @@ class MainWindow(QMainWindow):
         if graph is None or key is None:
             self.properties.clear()
         elif isinstance(key, int):
-            self.properties.show_node(graph, key, macs=self.macs().get(key),
-                                      problem=self.document.problems.get(key))
+            problem = self.document.problems.get(key)
+            # An invalid node's output types are stale, so its MACs would be too.
+            macs = None if problem else self.macs().get(key)
+            self.properties.show_node(graph, key, macs=macs, problem=problem)
         else:
             self.properties.show_value(graph, key.split(":", 1)[1])
         self.palette.set_target(None)

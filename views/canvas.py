@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
-from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QWidget
 
 import views.qtfix  # noqa: F401 - before any Qt call: PySide6 6.12 leaks None references
 from compiler.ir.graph import Graph, Value
@@ -67,6 +67,7 @@ class GraphCanvas(QGraphicsView):
         self._selected: Key | None = None
         self._selected_edge: str | None = None
         self._came_from: tuple[str, Key] | None = None  # last keyboard move: direction, origin
+        self._cached: bool | None = None  # whether boxes cache their pictures now
         self._press: QPoint | None = None
         self._dragged = False
 
@@ -110,6 +111,8 @@ class GraphCanvas(QGraphicsView):
         for key, item in self._boxes.items():
             item.setToolTip(self._box_tip(key, nodes, values))
         self.scene().setSceneRect(QRectF(0, 0, layout.width, layout.height))
+        self._cached = None
+        self._sync_cache()
         self._apply_problems()
         for key in self._highlight & set(self._boxes):
             self._boxes[key].set_state(highlighted=True)
@@ -268,7 +271,24 @@ class GraphCanvas(QGraphicsView):
         self.scale(zoom, zoom)
         delta = self.mapToScene(pivot.toPoint()) - scene_point
         self.centerOn(self.mapToScene(self.viewport().rect().center()) - delta)
+        self._sync_cache()
         self.viewportChanged.emit()
+
+    def _sync_cache(self) -> None:
+        """Cache box pictures only when zoomed in enough to draw text.
+
+        A cached box is a pixmap made at each new zoom: worth it when text is drawn (panning
+        then blits pixmaps), a waste when zoomed out, where a box is one rectangle fill and
+        making thousands of pixmaps would slow down every zoom step.
+        """
+        cached = self.zoom_level() >= style.LOD_TEXT
+        if cached == self._cached:
+            return
+        self._cached = cached
+        mode = (QGraphicsItem.CacheMode.DeviceCoordinateCache if cached
+                else QGraphicsItem.CacheMode.NoCache)
+        for item in self._boxes.values():
+            item.setCacheMode(mode)
 
     def zoom_in(self) -> None:
         """One step closer."""
@@ -285,6 +305,7 @@ class GraphCanvas(QGraphicsView):
             return
         self.resetTransform()
         self.fitInView(rect, Qt.AspectRatioMode.KeepAspectRatio)
+        self._sync_cache()
         if self.zoom_level() > 1.0:  # a tiny graph is not blown up
             self.set_zoom(1.0)
         self.centerOn(rect.center())

@@ -127,7 +127,7 @@ class BoxItem(QGraphicsItem):
             painter.setClipPath(outline)
             painter.fillRect(QRectF(0, 0, self.rect.width(), labels.TITLE_H), head)
             painter.restore()
-        pen = QPen(border, 1.0)
+        pen = QPen(border, 2.0 if self.problem else 1.0)
         if self.kind == "const":
             pen.setStyle(Qt.PenStyle.DashLine)
         painter.setPen(pen)
@@ -174,8 +174,8 @@ class BoxItem(QGraphicsItem):
             painter.setPen(title_color)
         else:
             painter.setPen(style.color(style.TEXT))
-        painter.drawText(QRectF(0, 0, w, labels.TITLE_H), Qt.AlignmentFlag.AlignCenter,
-                         self.label.title)
+        title = f"⚠ {self.label.title}" if self.problem else self.label.title
+        painter.drawText(QRectF(0, 0, w, labels.TITLE_H), Qt.AlignmentFlag.AlignCenter, title)
         y = labels.TITLE_H
         kinds = self.label.kinds or (labels.ATTR,) * len(self.label.lines)
         centred = self.kind != "node"
@@ -277,6 +277,8 @@ class EdgeItem(QGraphicsPathItem):
         if lod * width < 1.0:
             pen.setCosmetic(True)
             pen.setWidthF(1.0)
+        if lod < style.LOD_PLAIN:  # hairlines over a whole graph: aliased is fast and looks alike
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         painter.setPen(pen)
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawPath(self.path())

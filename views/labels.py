@@ -123,6 +123,8 @@ def _shown(name: str, value, default) -> bool:
         return any(int(v) != 0 for v in value)
     if default is ops.registry.REQUIRED:
         return True
+    if isinstance(value, float) and isinstance(default, float):  # float32 round trips
+        return abs(value - default) > 1e-6 * max(1.0, abs(default))
     try:
         return bool(value != default)
     except ValueError:  # arrays compare element-wise

@@ -73,12 +73,11 @@ class MiniMap(QWidget):
             painter.setPen(pen)
             for path in self.canvas.edge_paths():
                 painter.drawPath(path)
-            minimum = 1.5 / scale  # every box stays at least a pixel and a half tall
+            minimum = 1.5 / scale  # every box stays at least a pixel and a half across
             for rect, color in self.canvas.overview():
-                if rect.height() < minimum:
-                    rect = QRectF(rect.x(), rect.center().y() - minimum / 2, rect.width(),
-                                  minimum)
-                painter.fillRect(rect, color)
+                w, h = max(rect.width(), minimum), max(rect.height(), minimum)
+                painter.fillRect(QRectF(rect.center().x() - w / 2, rect.center().y() - h / 2,
+                                        w, h), color)
         painter.end()
         self._image = image
         self.update()

@@ -61,10 +61,9 @@ class OperatorPalette(QWidget):
         for name in names:
             opdef = ops.get(name)
             category = opdef.category if opdef else ""
-            item = QListWidgetItem(f"{name}    ({category})" if category else name)
+            item = QListWidgetItem(name)
             item.setData(Qt.ItemDataRole.UserRole, name)
-            if opdef and opdef.doc:
-                item.setToolTip(opdef.doc)
+            item.setToolTip(f"{name} ({category}): {opdef.doc}" if opdef and opdef.doc else name)
             if colors and category in colors:
                 item.setIcon(_swatch(colors[category]))
             self.list.addItem(item)

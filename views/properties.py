@@ -6,6 +6,7 @@ import html
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
+    QStyledItemDelegate,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -88,6 +90,17 @@ def _item(text: str, *, editable: bool = False, tip: str = "", data=None) -> QTa
     if data is not None:
         item.setData(Qt.ItemDataRole.UserRole, data)
     return item
+
+
+class _DefaultDelegate(QStyledItemDelegate):
+    """Shows an unset attribute as a grey "default"; the editor still starts empty."""
+
+    def initStyleOption(self, option, index) -> None:  # noqa: N802 - Qt override
+        super().initStyleOption(option, index)
+        if not option.text:
+            option.text = "default"
+            option.palette.setColor(QPalette.ColorRole.Text, QColor("#8a8f96"))
+            option.font.setItalic(True)
 
 
 def _heading(text: str) -> QLabel:
@@ -200,6 +213,8 @@ class PropertiesPanel(QWidget):
 
         self.attrs_heading = _heading("Attributes")
         self.attributes = _Table(["Attribute", "Value"])
+        self._default_delegate = _DefaultDelegate(self.attributes)
+        self.attributes.setItemDelegateForColumn(1, self._default_delegate)
         self.attributes.itemChanged.connect(self._attribute_edited)
         self.inputs_heading = _heading("Inputs")
         self.inputs = _Table(["Input", "Tensor", "Type"])
@@ -268,13 +283,15 @@ class PropertiesPanel(QWidget):
         self._graph, self._node = graph, node
         opdef = ops.get(node.op)
         category = opdef.category if opdef else "unknown"
+        doc = f"<br><span style='color: gray'>{html.escape(opdef.doc)}</span>" if (
+            opdef and opdef.doc) else ""
         self.title.setText(f"<b style='font-size: 14px'>{html.escape(node.op)}</b> "
-                           f"<span style='color: gray'>{html.escape(category)}</span>")
+                           f"<span style='color: gray'>{html.escape(category)}</span>{doc}")
         self._set_problem(problem)
         self.info.show()
         self.name_edit.setEnabled(True)
         self.name_edit.setText(node.name)
-        self.info_labels["Op"].setText(node.op + (f" — {opdef.doc}" if opdef and opdef.doc else ""))
+        self._set_row_visible("Op", False)  # the title says what the node is
         self.info_labels["Id"].setText(f"#{node.id}")
         self.info_labels["MACs"].setText(_count(macs) if macs is not None else "–")
         provenance = ", ".join(f"#{p}" for p in node.provenance)
@@ -298,6 +315,7 @@ class PropertiesPanel(QWidget):
                            f"<span style='color: gray'>{kind}</span>")
         self._set_problem(None)
         self.info.show()
+        self._set_row_visible("Op", True)
         self.name_edit.setEnabled(False)
         self.name_edit.setText(value.name)
         self.info_labels["Op"].setText(type_text(value.type) + (
@@ -320,6 +338,10 @@ class PropertiesPanel(QWidget):
         for key, title in (("Op", "Type"), ("Id", "Producer"), ("MACs", "Users"),
                            ("Provenance", "Size")):
             self._row_title(key).setText(title)
+
+    def _set_row_visible(self, key: str, visible: bool) -> None:
+        self._row_title(key).setVisible(visible)
+        self.info_labels[key].setVisible(visible)
 
     def _row_title(self, key: str) -> QLabel:
         grid = self.info.layout()

@@ -11,19 +11,20 @@ from compiler import ops
 from views import labels
 
 # Header colour per operator category (compiler.ops.CATEGORIES). Mid-dark and distinct in hue,
-# so white titles read well and neighbouring categories do not blur together when zoomed out.
+# so white titles read well and neighbouring categories do not blur together when zoomed out;
+# pure red is kept for invalid nodes.
 CATEGORY_COLORS: dict[str, str] = {
-    "conv": "#3465a4",
-    "matmul": "#21807e",
-    "pool": "#3f7d3f",
-    "norm": "#6a55a3",
-    "activation": "#b0452f",
-    "elementwise": "#9a7420",
-    "reduce": "#8a4f92",
-    "shape": "#6e5b4f",
-    "quant": "#c0661c",
-    "constant": "#6f7780",
-    "misc": "#4e5d6c",
+    "conv": "#3465a4",  # blue
+    "matmul": "#1f7f7a",  # teal
+    "pool": "#3d7c3a",  # green
+    "norm": "#6750a4",  # indigo
+    "activation": "#d06818",  # orange: not red, which means "invalid" here
+    "elementwise": "#8a7a16",  # olive
+    "reduce": "#9c4f96",  # violet
+    "shape": "#6e5b4f",  # brown
+    "quant": "#c2185b",  # raspberry
+    "constant": "#6f7780",  # grey
+    "misc": "#4e5d6c",  # slate
 }
 UNKNOWN = "#4e5d6c"
 
@@ -33,8 +34,8 @@ OUTPUT_FILL, OUTPUT_BORDER = "#e4f2e4", "#4f8a4f"
 CONST_FILL, CONST_BORDER = "#f1f1f1", "#9a9a9a"
 
 PROBLEM = "#d32f2f"
-PROBLEM_BODY = "#fdecea"
-SELECTED = "#ff8f00"  # selection outline and the selected node's edges
+PROBLEM_BODY = "#fbd9d5"
+SELECTED = "#0a7cff"  # selection outline and the selected node's edges
 HIGHLIGHT = "#ffd54f"  # search matches
 BACKGROUND = "#fbfbfc"
 EDGE = "#7d8894"

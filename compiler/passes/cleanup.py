@@ -51,16 +51,16 @@ def _is_noop(node: Node) -> bool:
             return False
         # Same shape with forward steps means every axis is taken whole.
         return y.type.shape == x.type.shape and (steps is None or bool((steps > 0).all()))
-    if node.op == "Concat":
-        return len(node.inputs) == 1
+    if node.op in ("Concat", "Sum", "Mean", "Max", "Min"):
+        return len(node.inputs) == 1 and y.type == x.type
     return False
 
 
 @register_pass("remove_noops", "simplify")
 def remove_noops(graph: Graph) -> bool:
     """Remove nodes that return their input unchanged: a Reshape or Cast to the same type, a
-    Transpose by the identity permutation, a Pad of zeros, a Slice of everything, a Concat of
-    one tensor.
+    Transpose by the identity permutation, a Pad of zeros, a Slice of everything, a Concat or
+    Sum of one tensor.
 
     Exporters and earlier passes leave such nodes behind; each would still cost a copy.
     """

@@ -81,6 +81,47 @@ def _sole_transpose(rw: Rewriter, value: Value | None, reader: Node) -> Node | N
     return node if node is not None and rw.sole_user(value) is reader else None
 
 
+def _accepts(rw: Rewriter, node: Node, t: Node) -> bool:
+    """Whether `t` can sink through its reader `node` (the rules of sink_transposes)."""
+    value, perm, rank = t.output, perm_of(t), t.output.type.rank
+    if node.op == "Transpose":
+        return True
+    if node.op in _UNARY or node.op in ("Pad", "Reshape"):
+        if node.inputs[0] is not value or any(v is value for v in node.inputs[1:]):
+            return False
+        if node.op == "Pad":
+            return const(node.inputs[1]) is not None and (len(node.inputs) < 4
+                                                          or node.inputs[3] is None)
+        if node.op == "Reshape":
+            return sink_through_reshape(t.inputs[0].type.shape, perm,
+                                        node.output.type.shape) is not None
+        return all(v is None or v.type.numel == 1 for v in node.inputs[1:])
+    if node.op in _BROADCASTING or node.op == "Concat":
+        for v in node.inputs:
+            other = rw.producer(v, "Transpose")
+            if isinstance(v, Constant) and v.data.ndim <= node.output.type.rank:
+                continue
+            if other is None or perm_of(other) != perm or v.type.rank != rank:
+                return False
+        return node.output.type.rank == rank
+    return False
+
+
+def _movable(rw: Rewriter, value: Value | None, reader: Node) -> Node | None:
+    """The Transpose producing `value`, if it can sink below `reader`.
+
+    When other nodes read it too, every one of them must let it through as well, so that it
+    ends up dead rather than duplicated.
+    """
+    t = rw.producer(value, "Transpose")
+    if t is None or rw.is_output(value):
+        return None
+    users = rw.users(value)
+    if users == [reader] or all(_accepts(rw, user, t) for user in users):
+        return t
+    return None
+
+
 def _after(rw: Rewriter, node: Node, new: Node, perm, replaces: list[Node]) -> None:
     """Finish a sink: `new` computes `node` on untransposed data; transpose its result back."""
     back = rw.add("Transpose", [new.output], {"perm": tuple(perm)}, replaces=replaces)
@@ -88,7 +129,7 @@ def _after(rw: Rewriter, node: Node, new: Node, perm, replaces: list[Node]) -> N
 
 
 def _sink_unary(rw: Rewriter, node: Node) -> bool:
-    t = _sole_transpose(rw, node.inputs[0], node)
+    t = _movable(rw, node.inputs[0], node)
     if t is None or any(v is not None and v.type.numel != 1 for v in node.inputs[1:]):
         return False  # per-axis quantization parameters would need their axis renamed
     new = rw.copy(node, [t.inputs[0], *node.inputs[1:]], replaces=[t])
@@ -108,7 +149,7 @@ def _inverse_constant(rw: Rewriter, value: Constant, perm, rank: int, hint: str)
 def _sink_through_all(rw: Rewriter, node: Node, axis_attr: str | None = None) -> bool:
     """Sink through an operator whose non-constant inputs all come from one kind of Transpose."""
     rank = node.output.type.rank
-    transposes = [_sole_transpose(rw, v, node) for v in node.inputs]
+    transposes = [_movable(rw, v, node) for v in node.inputs]
     perms = {perm_of(t) for t in transposes if t is not None}
     if len(perms) != 1:
         return False  # no Transpose, or Transposes that disagree
@@ -129,7 +170,7 @@ def _sink_through_all(rw: Rewriter, node: Node, axis_attr: str | None = None) ->
 
 
 def _sink_pad(rw: Rewriter, node: Node) -> bool:
-    t = _sole_transpose(rw, node.inputs[0], node)
+    t = _movable(rw, node.inputs[0], node)
     pads = const(node.inputs[1])
     if t is None or pads is None or (len(node.inputs) > 3 and node.inputs[3] is not None):
         return False  # the pads must be known (and given for every axis)
@@ -144,7 +185,7 @@ def _sink_pad(rw: Rewriter, node: Node) -> bool:
 
 
 def _sink_reshape(rw: Rewriter, node: Node) -> bool:
-    t = _sole_transpose(rw, node.inputs[0], node)
+    t = _movable(rw, node.inputs[0], node)
     if t is None:
         return False
     x, target = t.inputs[0], node.output.type.shape

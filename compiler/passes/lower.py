@@ -39,6 +39,27 @@ def lower_reshapes(graph: Graph) -> bool:
     return changed
 
 
+@register_pass("lower_sum", "lower")
+def lower_sum(graph: Graph) -> bool:
+    """Rewrite a Sum of two or more tensors as a chain of two-input Adds.
+
+    The reference adds them left to right, exactly as the chain does, and an Add is what
+    activations fuse into and what backends implement.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for node in rw.nodes():
+        if node.op != "Sum" or len(node.inputs) < 2:
+            continue
+        total = node.inputs[0]
+        for value in node.inputs[1:]:
+            total = rw.add("Add", [total, value], replaces=[node]).output
+        rw.replace(node.output, total)
+        changed = True
+    rw.finish()
+    return changed
+
+
 # -- Gemm and MatMul + Add -> FullyConnected ----------------------------------------------------
 
 def _bias_vector(data: np.ndarray | None, n: int, out_rank: int) -> np.ndarray | None:

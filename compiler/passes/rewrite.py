@@ -6,9 +6,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from compiler import ops
 from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
 from compiler.ir.types import TensorType
 from compiler.ops.infer import infer_node
+from compiler.ops.registry import REQUIRED
 
 _PENDING = TensorType((), "float32")  # an output's type until inference has run
 
@@ -203,8 +205,14 @@ class Rewriter:
 
     def add(self, op: str, inputs: Sequence[Value | None], attrs: dict | None = None, *,
             replaces: Iterable[Node], outputs: int = 1) -> Node:
-        """A new node after the others, typed by inference, with the provenance of `replaces`."""
-        node = self.graph.add_node(op, inputs, [_PENDING] * outputs, attrs,
+        """A new node after the others, typed by inference, with the provenance of `replaces`.
+
+        Attributes not given take their schema defaults, as in a loaded graph.
+        """
+        schema = ops.lookup(op).attrs
+        full = {k: a.default for k, a in schema.items() if a.default is not REQUIRED}
+        full.update(attrs or {})
+        node = self.graph.add_node(op, inputs, [_PENDING] * outputs, full,
                                    provenance=merged_provenance(replaces))
         self.retype(node)
         self._index(node)

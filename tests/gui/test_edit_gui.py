@@ -59,7 +59,7 @@ def test_search_highlights_and_centres_on_each_match(qtbot):
         bar.next()
         assert window.canvas.selected_key() == expected
         dx, dy = _visible_centre_distance(window, expected)
-        assert dx < 2 and dy < 2, (dx, dy)
+        assert dx < 5 and dy < 5, (dx, dy)  # scene units; scrolling moves whole pixels
     bar.previous()
     assert window.canvas.selected_key() == relus[2] and bar.status.text() == "3 of 3"
     bar.close_bar()

@@ -1,6 +1,8 @@
 """Opening models: by path, by drag and drop, from recent files; a bad file; the worker."""
 
-from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+import warnings
+
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
@@ -30,8 +32,10 @@ def _mime(path) -> QMimeData:
 
 
 def _drag_enter(widget, mime) -> QDragEnterEvent:
-    event = QDragEnterEvent(QPointF(50, 50), Qt.DropAction.CopyAction, mime,
-                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    with warnings.catch_warnings():  # PySide marks Qt's only constructor (QPoint) deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        event = QDragEnterEvent(QPoint(50, 50), Qt.DropAction.CopyAction, mime,
+                                Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(widget, event)
     return event
 

@@ -53,6 +53,10 @@ def render(out: Path) -> list[Path]:
     c.center_on(next(n.id for n in inception.nodes if n.op == "Concat"))
     c.set_zoom(0.5)
     save(c, "inception_block.png")
+    c.set_zoom(0.3)
+    save(c, "inception_low_detail.png")
+    c.fit()
+    save(c, "inception_fit.png")
 
     densenet = load_onnx(DENSENET)
     c = _canvas(densenet, (1400, 1000))

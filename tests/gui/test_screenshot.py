@@ -1,0 +1,83 @@
+"""`kiln --screenshot DIR` and the no-display fallback write real pictures, then exit."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from PySide6.QtGui import QImage
+
+from tests.conftest import ROOT
+from tests.gui.helpers import DENSENET
+
+PANELS = ["main_window", "canvas_fit", "canvas_zoomed", "properties", "properties_full",
+          "minimap", "palette", "problems", "search"]
+
+
+def _run(args, cwd, env_changes, config):
+    """Run `run_gui(args)` in a fresh interpreter, with its settings folder at `config`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["XDG_CONFIG_HOME"] = str(config)
+    env.update(env_changes)
+    code = f"import sys; from app.gui import run_gui; sys.exit(run_gui({args!r}))"
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _distinct_colours(path) -> int:
+    image = QImage(str(path))
+    step_x, step_y = max(1, image.width() // 40), max(1, image.height() // 40)
+    return len({image.pixel(x, y) for x in range(0, image.width(), step_x)
+                for y in range(0, image.height(), step_y)})
+
+
+def _check(folder, names):
+    for name in names:
+        path = folder / f"{name}.png"
+        assert path.is_file(), name
+        image = QImage(str(path))
+        assert image.width() >= 100 and image.height() >= 20, name
+        assert _distinct_colours(path) >= 3, f"{name} is blank"
+
+
+def test_screenshot_option_writes_each_panel(tmp_path):
+    folder = tmp_path / "shots"
+    config = tmp_path / "config"
+    result = _run(["--screenshot", str(folder)], ROOT, {"QT_QPA_PLATFORM": "offscreen"}, config)
+    assert result.returncode == 0, result.stderr
+    _check(folder, PANELS)
+    assert f"written to {folder}" in result.stdout
+    assert QImage(str(folder / "main_window.png")).width() >= 1000
+    assert not (config / "Kiln").exists()  # a scripted run leaves the user's settings alone
+
+
+@pytest.mark.slow
+def test_screenshot_of_a_big_model(tmp_path):
+    folder = tmp_path / "shots"
+    result = _run([str(DENSENET), "--screenshot", str(folder)], ROOT,
+                  {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
+    assert result.returncode == 0, result.stderr
+    _check(folder, PANELS)
+
+
+def test_without_a_display_it_runs_offscreen_and_says_where(tmp_path):
+    result = _run([], tmp_path, {}, tmp_path / "config")
+    assert result.returncode == 0, result.stderr
+    assert "No display found" in result.stdout
+    _check(tmp_path / "out" / "screenshots", ["main_window"])
+
+
+def test_bad_model_exits_2_with_one_line(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"nonsense")
+    result = _run([str(bad), "--screenshot", str(tmp_path / "s")], tmp_path,
+                  {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if "propagateSizeHints" not in line]
+    assert len(lines) == 1 and lines[0].startswith("bad.onnx: ") and "Traceback" not in lines[0]
+
+
+def test_bad_option_exits_2(tmp_path):
+    result = _run(["--nope"], tmp_path, {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
+    assert result.returncode == 2 and "unrecognized arguments" in result.stderr
