@@ -10,7 +10,6 @@ import onnx
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-import app.qtguard  # noqa: F401 - before any signal is emitted (PySide6 6.12)
 from app.commands import SnapshotCommand
 from compiler import edit
 from compiler.errors import KilnError, one_line

@@ -46,12 +46,24 @@ class EditController(QObject):
     def _node_name(self, node_id: int) -> str:
         return one_line(self.document.graph.node(node_id).name)
 
+    def _exists(self, node_id: int) -> bool:
+        """True when the node is in the graph; otherwise says so (a stale panel or canvas)."""
+        graph = self.document.graph
+        if graph is not None and any(n.id == node_id for n in graph.nodes):
+            return True
+        dialogs.show_refusal(self.window, "that node is no longer in the graph")
+        return False
+
     # -- what is selected ---------------------------------------------------------------------
 
     def selected_node(self) -> int | None:
         """The id of the selected node (not an input, output or constant box)."""
         key = self.window.canvas.selected_key()
-        return key if isinstance(key, int) else None
+        graph = self.document.graph
+        if not isinstance(key, int) or graph is None:
+            return None
+        # The canvas may still show the graph before the last edit while it is laid out again.
+        return key if any(n.id == key for n in graph.nodes) else None
 
     def selected_tensor(self) -> str | None:
         """The tensor selected: an edge, or an input, output or constant box."""
@@ -109,6 +121,8 @@ class EditController(QObject):
 
     def rename_node(self, node_id: int, name: str) -> bool:
         """Rename a node (one undo step)."""
+        if not self._exists(node_id):
+            return False
         old = self._node_name(node_id)
         return self._apply(edit.rename_node, f"Rename {old} to {one_line(name)}", node_id, name)
 
@@ -150,6 +164,8 @@ class EditController(QObject):
 
     def set_attribute_text(self, node_id: int, name: str, text: str) -> bool:
         """Set an attribute from what the user typed (parsed by the schema's kind)."""
+        if not self._exists(node_id):
+            return False
         graph = self.document.graph
         opdef = ops.get(graph.node(node_id).op)
         spec = opdef.attrs.get(name) if opdef else None

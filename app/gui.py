@@ -35,9 +35,10 @@ def sample_model() -> Path:
 
 
 def has_display() -> bool:
-    """True when a windowing system is reachable or a Qt platform was chosen explicitly."""
-    if os.environ.get("QT_QPA_PLATFORM"):
-        return True
+    """True when a window can be shown: a windowing system, or a Qt platform that draws one."""
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if platform:
+        return platform.split(":")[0] not in ("offscreen", "minimal")
     if sys.platform in ("win32", "darwin"):
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
@@ -61,7 +62,7 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
     headless = not has_display()
-    if headless:
+    if headless and not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     app = _application()
     from app.mainwindow import MainWindow

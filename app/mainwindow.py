@@ -470,15 +470,20 @@ class MainWindow(QMainWindow):
 
     def _node_selected(self, key) -> None:
         graph = self.document.graph
-        if graph is None or key is None:
+        # While a big graph is laid out again after an edit, the canvas still shows the previous
+        # graph: a box there may be gone from the document's graph.
+        try:
+            if graph is None or key is None:
+                self.properties.clear()
+            elif isinstance(key, int):
+                problem = self.document.problems.get(key)
+                # An invalid node's output types are stale, so its MACs would be too.
+                macs = None if problem else self.macs().get(key)
+                self.properties.show_node(graph, key, macs=macs, problem=problem)
+            else:
+                self.properties.show_value(graph, key.split(":", 1)[1])
+        except KeyError:
             self.properties.clear()
-        elif isinstance(key, int):
-            problem = self.document.problems.get(key)
-            # An invalid node's output types are stale, so its MACs would be too.
-            macs = None if problem else self.macs().get(key)
-            self.properties.show_node(graph, key, macs=macs, problem=problem)
-        else:
-            self.properties.show_value(graph, key.split(":", 1)[1])
         self.palette.set_target(None)
         self._update_actions()
 
@@ -499,7 +504,10 @@ class MainWindow(QMainWindow):
         graph = self.document.graph
         if graph is None:
             return
-        self.properties.show_value(graph, name)
+        try:
+            self.properties.show_value(graph, name)
+        except KeyError:  # an edge of the previous graph, still on the canvas
+            self.properties.clear()
         target = self.editing.edge_target()
         self.palette.set_target(target[2] if target else None)
         self._update_actions()

@@ -12,7 +12,6 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-import app.qtguard  # noqa: F401 - before any signal is emitted (PySide6 6.12)
 from compiler import edit
 from compiler.errors import KilnError, one_line
 from compiler.frontends.onnx import load_onnx

@@ -8,7 +8,6 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QWidget
 
-import views.qtfix  # noqa: F401 - before any Qt call: PySide6 6.12 leaks None references
 from compiler.ir.graph import Graph, Value
 from views import style
 from views.graph_items import BoxItem, EdgeItem

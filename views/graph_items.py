@@ -14,7 +14,6 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QStyleOptionGraphicsItem
 
-import views.qtfix  # noqa: F401 - before any Qt call: PySide6 6.12 leaks None references
 from views import labels, style
 from views.labels import NodeLabel
 from views.layout import Box, Key

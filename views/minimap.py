@@ -6,7 +6,6 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QTransform
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-import views.qtfix  # noqa: F401 - before any Qt call: PySide6 6.12 leaks None references
 from views import style
 from views.canvas import GraphCanvas
 

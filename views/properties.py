@@ -389,7 +389,7 @@ class PropertiesPanel(QWidget):
                 rows.append([_item(role), _item("(omitted)"), _item("")])
                 continue
             rows.append([_item(role), _item(value.name, tip=value.name, data=self._key(value)),
-                         _item(type_text(value.type), data=self._key(value))])
+                         _item(type_text(value.type), tip=str(value.type), data=self._key(value))])
         self.inputs.fill(rows)
         self.inputs_heading.setVisible(bool(rows))
         self.inputs.setVisible(bool(rows))
@@ -400,7 +400,8 @@ class PropertiesPanel(QWidget):
             rows.append([_item(str(i) if heading == "Outputs" else ""),
                          _item(value.name, editable=True, data=value.name,
                                tip="Double-click to rename the tensor"),
-                         _item(type_text(value.type), data=self._consumer_key(value))])
+                         _item(type_text(value.type), tip=str(value.type),
+                               data=self._consumer_key(value))])
         self._populating = True
         try:
             self.outputs.fill(rows)

@@ -6,7 +6,6 @@ from functools import cache
 
 from PySide6.QtGui import QColor, QFont
 
-import views.qtfix  # noqa: F401 - before any Qt call: PySide6 6.12 leaks None references
 from compiler import ops
 from views import labels
 

@@ -144,8 +144,9 @@ def _walk(node, inputs, evaluate):
         if op not in FUSABLE:
             fail(f"step {index} ({text!r}): {op} is not an element-wise operator Kiln fuses")
         low, high = lookup(op).inputs
-        if not low <= len(refs) <= high:
-            fail(f"step {index} ({text!r}): {op} takes {low} to {high} operands")
+        if not low <= len(refs) <= (high if high >= 0 else len(refs)):
+            fail(f"step {index} ({text!r}): {op} takes {low} to "
+                 f"{high if high >= 0 else 'any number of'} operands, not {len(refs)}")
         operands = []
         for ref in refs:
             if ref == "x":

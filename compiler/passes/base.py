@@ -1,4 +1,4 @@
-"""What a pass is: a named, categorized function `graph -> changed?` with a student-sized docstring."""
+"""What a pass is: a named, categorized function `graph -> changed?` with a short docstring."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ class Pass:
         return f"{Path(code.co_filename).name}:{code.co_firstlineno}"
 
     def __call__(self, graph: Graph) -> bool:
+        """Run the pass on `graph` in place; True if it changed anything."""
         return bool(self.fn(graph))
 
 

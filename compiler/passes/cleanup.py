@@ -58,11 +58,11 @@ def _is_noop(node: Node) -> bool:
 
 @register_pass("remove_noops", "simplify")
 def remove_noops(graph: Graph) -> bool:
-    """Remove nodes that return their input unchanged: a Reshape or Cast to the same type, a
-    Transpose by the identity permutation, a Pad of zeros, a Slice of everything, a Concat or
-    Sum of one tensor.
+    """Remove nodes that return their input unchanged.
 
-    Exporters and earlier passes leave such nodes behind; each would still cost a copy.
+    A Reshape or Cast to the same type, a Transpose by the identity permutation, a Pad of zeros,
+    a Slice of everything and a Concat or Sum of one tensor all qualify. Exporters and earlier
+    passes leave such nodes behind, and each would still cost a copy.
     """
     rw = Rewriter(graph)
     changed = False
@@ -79,8 +79,7 @@ def remove_noops(graph: Graph) -> bool:
 
 @register_pass("dce", "simplify")
 def dce(graph: Graph) -> bool:
-    """Dead-code elimination: delete every node that no model output depends on, and every
-    constant that no node reads.
+    """Dead-code elimination: delete nodes no model output depends on, and unread constants.
 
     Other passes only rewire readers and leave the nodes they replaced behind; this pass is
     where those nodes disappear.
@@ -110,12 +109,12 @@ def _freeze(value):
 
 @register_pass("cse", "simplify")
 def cse(graph: Graph) -> bool:
-    """Common-subexpression elimination: two nodes applying the same operator with the same
-    attributes to the same inputs compute the same values, so readers of the later one read the
-    earlier one instead.
+    """Common-subexpression elimination: equal nodes on equal inputs are computed once.
 
-    Small constants with equal contents (shape vectors, scalars) are merged first, so that nodes
-    reading copies of one constant count as equal too.
+    Two nodes applying the same operator with the same attributes to the same inputs compute the
+    same values, so readers of the later one read the earlier one instead. Small constants with
+    equal contents (shape vectors, scalars) are merged first, so that nodes reading copies of one
+    constant count as equal too.
     """
     rw = Rewriter(graph)
     changed = False

@@ -79,11 +79,11 @@ class _Chain:
 
 @register_pass("fuse_elementwise", "fuse")
 def fuse_elementwise(graph: Graph) -> bool:
-    """Fuse a chain of element-wise nodes, each read only by the next, into one FusedElementwise
-    node that keeps the list of its steps.
+    """Fuse a chain of element-wise nodes into one FusedElementwise node that lists its steps.
 
-    One loop then computes every step per element ("stacked kernels"), so the intermediate
-    tensors are never written to memory. Each step runs exactly the operator it replaces.
+    Each node of the chain is read only by the next. One loop then computes every step per
+    element ("stacked kernels"), so the intermediate tensors are never written to memory; each
+    step runs exactly the operator it replaces.
     """
     rw = Rewriter(graph)
     changed = False
@@ -112,6 +112,57 @@ def fuse_elementwise(graph: Graph) -> bool:
     return changed
 
 
+# -- affine chains --------------------------------------------------------------------------------
+
+def _affine(rw: Rewriter, node: Node | None) -> tuple[Value, np.ndarray] | None:
+    """(x, c) of a float Add or Mul of a computed value x and a constant c, else None."""
+    if node is None or node.op not in ("Add", "Mul") or node.attrs.get("activation"):
+        return None
+    if not is_float(node.output.type.dtype):
+        return None
+    a, b = node.inputs
+    if const(b) is not None and const(a) is None:
+        return a, const(b)
+    if const(a) is not None and const(b) is None:
+        return b, const(a)
+    return None
+
+
+@register_pass("merge_affine", "simplify")
+def merge_affine(graph: Graph) -> bool:
+    """Merge chains of multiplications and additions by constants into one Mul and one Add.
+
+    (x * a) * b is x * (a * b), (x + a) + b is x + (a + b), and (x + a) * b is x * b + a * b,
+    so a scale-and-shift after a scale-and-shift (a lowered BatchNormalization followed by
+    another one) costs one of each. The constants are combined at compile time.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for node in rw.nodes():
+        outer = _affine(rw, node)
+        inner_node = rw.producer(outer[0]) if outer is not None else None
+        inner = _affine(rw, inner_node)
+        if inner is None or rw.sole_user(outer[0]) is not node:
+            continue
+        (x, a), (_, b) = inner, outer
+        dtype = node.output.type.dtype
+        wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
+        if inner_node.op == node.op:
+            combined = wide_a * wide_b if node.op == "Mul" else wide_a + wide_b
+            new = rw.add(node.op, [x, rw.constant(f"{node.name}_c", combined.astype(dtype))],
+                         replaces=[node, inner_node])
+        elif node.op == "Mul":  # (x + a) * b: scale first, then the scaled shift
+            scaled = rw.add("Mul", [x, rw.constant(f"{node.name}_scale", b)], replaces=[node])
+            shift = rw.constant(f"{node.name}_shift", (wide_a * wide_b).astype(dtype))
+            new = rw.add("Add", [scaled.output, shift], replaces=[node, inner_node])
+        else:
+            continue  # (x * a) + b is already a scale then a shift
+        rw.replace(node.output, new.output)
+        changed = True
+    rw.finish()
+    return changed
+
+
 # -- fully connected siblings ---------------------------------------------------------------------
 
 def _fc_parts(node: Node) -> tuple[np.ndarray, np.ndarray] | None:
@@ -126,8 +177,7 @@ def _fc_parts(node: Node) -> tuple[np.ndarray, np.ndarray] | None:
 
 @register_pass("merge_fully_connected", "fuse")
 def merge_fully_connected(graph: Graph) -> bool:
-    """Merge FullyConnected nodes that read the same input into one wider node, followed by a
-    Slice per original output.
+    """Merge FullyConnected nodes that read one input into a wider one, followed by Slices.
 
     The input is then read once and the kernel called once. This is done only for a single row
     of input, where each slice of the result is a contiguous piece of memory (a free view).

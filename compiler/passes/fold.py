@@ -22,7 +22,7 @@ def rearranged(node: Node, data: np.ndarray) -> np.ndarray:
     """A layout operator applied to a constant, as a view where numpy can (splats stay splats)."""
     shape = node.output.type.shape
     if is_splat(data):
-        return splat(data.reshape(-1)[0], shape, data.dtype)
+        return splat(data.flat[0], shape, data.dtype)
     if node.op == "Transpose":
         return np.transpose(data, node.attrs.get("perm"))
     return data.reshape(shape)
@@ -87,11 +87,11 @@ def _evaluate(node: Node) -> list[np.ndarray] | None:
 
 @register_pass("fold_constants", "simplify")
 def fold_constants(graph: Graph) -> bool:
-    """Constant folding: a node whose inputs are all constants is run once by the reference
-    interpreter, and its outputs become constants.
+    """Constant folding: a node whose inputs are all constants runs once, at compile time.
 
-    Exported models compute weights this way (ConstantOfShape, DequantizeLinear of int8 weights,
-    Shape arithmetic); folding turns them into plain weights that later patterns can read.
+    The reference interpreter computes it and its outputs become constants. Exported models build
+    weights this way (ConstantOfShape, DequantizeLinear of int8 weights, Shape arithmetic);
+    folding turns them into plain weights that later patterns can read.
     """
     rw = Rewriter(graph)
     changed = False

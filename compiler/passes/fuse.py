@@ -1,4 +1,4 @@
-"""Fusion passes: per-channel arithmetic, padding and activations absorbed by the producing layer."""
+"""Fusion passes: per-channel arithmetic, padding and activations absorbed by a layer."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from compiler.passes.base import register_pass
 from compiler.passes.lower import batchnorm_factors
 from compiler.passes.rewrite import Rewriter, const, scalar
 
-_LAYERS = ("Conv", "FullyConnected")  # producers whose weights and bias absorb per-channel work
+# Producers whose weights and bias absorb per-channel work.
+_LAYERS = ("Conv", "FullyConnected", "Gemm")
 
 
 def _layer(rw: Rewriter, value: Value, reader: Node) -> Node | None:
-    """The Conv/FullyConnected producing `value` with known weights, read only by `reader`."""
+    """The Conv/FullyConnected/Gemm producing `value` with known weights, read only by `reader`."""
     node = rw.producer(value)
     if node is None or node.op not in _LAYERS or rw.sole_user(value) is not reader:
         return None
@@ -24,6 +25,8 @@ def _layer(rw: Rewriter, value: Value, reader: Node) -> Node | None:
         return None  # an activation sits between; or the weights are computed
     if len(node.inputs) > 2 and node.inputs[2] is not None and const(node.inputs[2]) is None:
         return None
+    if node.op == "Gemm" and node.attrs["alpha"] != 1.0:
+        return None  # the scale would have to go into alpha too
     if node.output.type.dtype not in ("float32", "float64"):
         return None
     return node
@@ -35,28 +38,36 @@ def _channel_axis(node: Node) -> int:
     return 1 if node.op == "Conv" and layout_of(node) == "NCHW" and rank > 2 else rank - 1
 
 
+def _weight_axis(node: Node) -> int:
+    """Axis of the weights indexed by output channel (a Gemm's B is [K, N] unless transB)."""
+    return 1 if node.op == "Gemm" and not node.attrs["transB"] else 0
+
+
 def _refold(rw: Rewriter, layer: Node, scale: np.ndarray | None, shift: np.ndarray,
             reader: Node) -> None:
     """Replace `reader(layer(x))` by a layer with weights * scale and bias * scale + shift."""
     w = const(layer.inputs[1])
-    dtype = w.dtype
-    channels = w.shape[0]
-    bias = const(layer.inputs[2]) if len(layer.inputs) > 2 and layer.inputs[2] is not None \
-        else np.zeros(channels, dtype)
-    bias = bias.astype(np.float64)
+    dtype, axis = w.dtype, _weight_axis(layer)
+    given = layer.inputs[2] if len(layer.inputs) > 2 else None
+    bias = np.zeros(w.shape[axis]) if given is None else const(given).astype(np.float64)
+    attrs = {}
+    if layer.op == "Gemm":  # its C is scaled by beta: fold that in too
+        bias, attrs = bias * layer.attrs["beta"], {"beta": 1.0}
     if scale is not None:
-        w = (w.astype(np.float64) * scale.reshape(-1, *([1] * (w.ndim - 1)))).astype(dtype)
+        shape = [1] * w.ndim
+        shape[axis] = -1
+        w = (w.astype(np.float64) * scale.reshape(shape)).astype(dtype)
         bias = bias * scale
     inputs = [layer.inputs[0], rw.constant(f"{layer.name}_weights", w) if scale is not None
               else layer.inputs[1],
               rw.constant(f"{layer.name}_bias", (bias + shift).astype(dtype))]
-    new = rw.copy(layer, inputs, replaces=[reader])
+    new = rw.copy(layer, inputs, attrs, replaces=[reader])
     rw.replace(reader.output, new.output)
 
 
 @register_pass("fold_batchnorm", "fuse")
 def fold_batchnorm(graph: Graph) -> bool:
-    """Fold a BatchNormalization into the Conv or FullyConnected that feeds it.
+    """Fold a BatchNormalization into the Conv, FullyConnected or Gemm that feeds it.
 
     At inference the normalization is y = x * factor + shift per channel, and a layer's output
     channel c is a dot product with weight row c plus bias c; scaling row c by factor[c] and
@@ -97,8 +108,7 @@ def _per_channel(data: np.ndarray, rank: int, axis: int, channels: int) -> np.nd
 
 @register_pass("fold_channel_affine", "fuse")
 def fold_channel_affine(graph: Graph) -> bool:
-    """Fold a multiplication, division, addition or subtraction by a per-channel constant into
-    the Conv or FullyConnected that feeds it.
+    """Fold a Mul, Div, Add or Sub by a per-channel constant into the layer that feeds it.
 
     Scaling output channel c scales weight row c and bias c; a shift only changes bias c. This
     absorbs bias Adds exported as separate nodes and the scale/shift pairs some models put
@@ -117,8 +127,8 @@ def fold_channel_affine(graph: Graph) -> bool:
             if node.op in ("Div", "Sub") and index != 0:
                 continue  # c / x and c - x are not affine in x's channels this way
             out = layer.output.type
-            vector = _per_channel(other, out.rank, _channel_axis(layer),
-                                  const(layer.inputs[1]).shape[0])
+            channels = const(layer.inputs[1]).shape[_weight_axis(layer)]
+            vector = _per_channel(other, out.rank, _channel_axis(layer), channels)
             if vector is None or node.output.type != out:
                 continue
             if node.op == "Div" and not vector.all():
@@ -231,8 +241,7 @@ def _activation_of(node: Node) -> tuple[str, tuple[float, ...]] | None:
 
 @register_pass("fuse_activations", "fuse")
 def fuse_activations(graph: Graph) -> bool:
-    """Fuse a Relu, Clip (Relu6) or LeakyRelu into the Conv, FullyConnected or Add computing its
-    input.
+    """Fuse a Relu, Clip (Relu6) or LeakyRelu into the Conv, FullyConnected or Add before it.
 
     The producer applies the activation to each result before storing it, which saves writing
     and re-reading the whole tensor; the fused node records which activation it carries.

@@ -1,6 +1,4 @@
-"""Layout passes: spatial operators go channels-last (NHWC), then the Transposes that costs are
-sunk, cancelled, or folded into weights.
-"""
+"""Layout passes: spatial operators go channels-last (NHWC), then Transposes sink and cancel."""
 
 from __future__ import annotations
 
@@ -38,11 +36,11 @@ def to_channels_first(rank: int) -> tuple[int, ...]:
 
 @register_pass("to_nhwc", "layout")
 def to_nhwc(graph: Graph) -> bool:
-    """Switch every spatial operator (convolution, pooling, normalization) to channels-last
-    layout, with a Transpose to NHWC before it and one back to NCHW after it.
+    """Switch spatial operators (convolution, pooling, normalization) to channels-last layout.
 
-    NHWC is what microcontroller kernels (CMSIS-NN, TFLite Micro) expect. The graph computes
-    exactly what it did; sink_transposes then removes the Transposes between neighbours.
+    A Transpose to NHWC goes before each and one back to NCHW after it, so the graph computes
+    exactly what it did; NHWC is what microcontroller kernels (CMSIS-NN, TFLite Micro) expect.
+    sink_transposes then removes the Transposes between neighbours.
     """
     rw = Rewriter(graph)
     changed = False
@@ -103,6 +101,8 @@ def _accepts(rw: Rewriter, node: Node, t: Node) -> bool:
                 continue
             if other is None or perm_of(other) != perm or v.type.rank != rank:
                 return False
+            if other is not t and rw.sole_user(v) is not node:
+                return False  # that Transpose would have to stay for its other readers
         return node.output.type.rank == rank
     return False
 
@@ -142,7 +142,7 @@ def _inverse_constant(rw: Rewriter, value: Constant, perm, rank: int, hint: str)
     data = value.data.reshape((1,) * (rank - value.data.ndim) + value.data.shape)
     moved = np.transpose(data, inverse(perm))
     if is_splat(data):
-        moved = splat(data.reshape(-1)[0], moved.shape, data.dtype)
+        moved = splat(data.flat[0], moved.shape, data.dtype)
     return rw.constant(hint, moved)
 
 
@@ -252,13 +252,12 @@ def _hoist_over_reshape(rw: Rewriter, node: Node) -> bool:
 
 @register_pass("sink_transposes", "layout")
 def sink_transposes(graph: Graph) -> bool:
-    """Move each Transpose below the element-wise operators, activations, Pad, Concat and
-    Reshape that read it, and merge it with the next Transpose: inverse pairs cancel.
+    """Move Transposes below the element-wise operators, Pad, Concat and Reshape reading them.
 
     An element-wise operator gives the same result on transposed data (constant operands are
-    transposed at compile time); a Reshape lets a Transpose through when it only splits or
-    merges axes that stay together. Run to a fixed point, this removes the Transposes that
-    to_nhwc put between neighbouring layers.
+    transposed at compile time), and a Reshape lets a Transpose through when it only splits or
+    merges axes that stay together. A Transpose meeting the next one merges with it, and inverse
+    pairs cancel: run to a fixed point, this removes the Transposes to_nhwc put between layers.
     """
     rw = Rewriter(graph)
     changed = False

@@ -86,7 +86,7 @@ def _fc_from_gemm(rw: Rewriter, node: Node) -> bool:
         if bias is None:
             return False  # a per-row C (M > 1) is not a bias
     if alpha != 1.0:
-        w = splat(w.reshape(-1)[0] * alpha, w.shape, dtype) if is_splat(w) else (
+        w = splat(w.flat[0] * alpha, w.shape, dtype) if is_splat(w) else (
             (w * dtype.type(alpha)).astype(dtype))
     inputs: list[Value] = [a, rw.constant(f"{node.name}_weights", w)]
     if bias is not None:
@@ -185,11 +185,10 @@ def _pool_over(rw: Rewriter, node: Node, layout: str) -> Node:
 
 @register_pass("lower_global_pool", "lower")
 def lower_global_pool(graph: Graph) -> bool:
-    """Rewrite GlobalAveragePool, and ReduceMean over the spatial axes, as an AveragePool whose
-    window is the whole image.
+    """Rewrite GlobalAveragePool and ReduceMean over the image axes as one AveragePool.
 
-    Backends then need one average-pooling kernel; a ReduceMean that drops the reduced axes
-    gets a Reshape after the pool.
+    Its window is the whole image, so backends need only one average-pooling kernel; a
+    ReduceMean that drops the reduced axes gets a Reshape after the pool.
     """
     rw = Rewriter(graph)
     changed = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
@@ -89,8 +90,10 @@ class Pipeline:
         return [p for p in self.passes if p.enabled]
 
     def stage_index(self, stage: str) -> int:
-        """Position among the enabled entries of `stage`: a pass name (its first run) or
-        `name#k` (its k-th run, from 1)."""
+        """Position among the enabled entries of `stage`.
+
+        A stage is a pass name (its first run) or `name#k` (its k-th run, counted from 1).
+        """
         name, _, nth = stage.partition("#")
         count = int(nth) if nth.isdigit() and int(nth) > 0 else None
         if nth and count is None:
@@ -135,7 +138,7 @@ def load_pipeline(path: str | os.PathLike) -> Pipeline:
     """Read a pipeline file; PipelineError (one line) for anything wrong with it."""
     where = f"pipeline file {os.fspath(path)}"
     try:
-        text = open(path, encoding="utf-8").read()
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PipelineError(f"{where}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -172,6 +175,8 @@ def default_pipeline() -> Pipeline:
         _step("fold_batchnorm", "before lower_batchnorm: folding costs nothing at run time"),
         _step("lower_batchnorm", "the BatchNormalizations left (no Conv before them) become "
                                  "Mul and Add"),
+        _step("merge_affine", "to a fixed point: the scale/shift pairs lowering left merge "
+                              "before they move through the layout passes", "fixpoint"),
         _step("lower_global_pool", "before to_nhwc, so the AveragePool goes channels-last too"),
         _step("dce", "drop what lowering replaced, so to_nhwc converts only live nodes"),
         _step("to_nhwc", "after lowering: every spatial operator left goes channels-last"),

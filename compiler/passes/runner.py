@@ -1,4 +1,4 @@
-"""Run a pipeline and record, per pass, what it did to the graph (and, when asked, checked numerics).
+"""Run a pipeline and record, per pass, what it did to the graph and, if asked, its numerics.
 
 The record is plain data (JSON-serializable) that the CLI prints and the GUI draws; snapshots
 share weights with each other, so keeping one per pass is cheap.
@@ -170,7 +170,6 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
     for config in entries:
         p = get_pass(config.name)
         before = {n.id: _signature(n) for n in work.nodes}
-        provenance_before = {n.id for n in work.nodes}
         count_before = len(work.nodes)
         start = time.perf_counter()
         changed, iterations = False, 0
@@ -195,11 +194,10 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
                             f"{(added + removed + modified)[:5]}")
         record = PassRecord(p.name, p.category, changed, iterations, count_before,
                             len(work.nodes), added, removed, modified,
-                            {n.id: n.provenance for n in work.nodes
-                             if n.id not in provenance_before}, ms)
-        if changed and (snapshots or verify):
-            previous = work.snapshot()
-        record.snapshot = previous if snapshots else None
+                            {n.id: n.provenance for n in work.nodes if n.id not in before}, ms)
+        if snapshots:
+            previous = work.snapshot() if changed else previous
+            record.snapshot = previous
         if verify:
             if changed:
                 try:
@@ -207,7 +205,7 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
                 except VerifyError as exc:
                     raise VerifyError(f"after pass {p.name}: {exc}") from None
                 try:
-                    errors = _compare(run(previous, feeds), expected, previous, initial)
+                    errors = _compare(run(work, feeds), expected, work, initial)
                 except KilnError as exc:
                     raise KilnError(f"after pass {p.name}, the interpreter fails: {exc}") from None
             record.verified = changed

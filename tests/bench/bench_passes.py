@@ -14,7 +14,7 @@ import onnx
 from compiler.frontends.onnx import load_onnx
 from compiler.passes import run_pipeline
 
-MODEL = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_densenet121.onnx"
+MODEL = Path(onnx.__file__).parent / "backend/test/data/light/light_densenet121.onnx"
 
 
 def main() -> None:

@@ -8,8 +8,6 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
-import app.qtguard  # noqa: E402,F401 - PySide6 6.12 on CPython 3.11 (see the module)
-
 
 @pytest.fixture(autouse=True)
 def settings_dir(tmp_path_factory):

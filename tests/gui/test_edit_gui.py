@@ -211,3 +211,30 @@ def test_export_weight(qtbot, tmp_path):
     assert window.editing.export_constant("conv1.weight", target)
     np.testing.assert_array_equal(np.load(target),
                                   window.document.graph.constants["conv1.weight"].data)
+
+
+def test_undo_reuses_the_layout_it_had(qtbot):
+    window = make_window(qtbot)
+    layout = window.canvas.graph_layout()
+    _rename_node(window)
+    assert window.canvas.graph_layout() is not layout
+    window.actions_.undo.trigger()
+    assert window.canvas.graph_layout() is layout
+
+
+def test_editing_a_big_model_lays_out_in_the_background(qtbot):
+    from tests.gui.helpers import DENSENET
+
+    window = make_window(qtbot, DENSENET)
+    graph = window.document.graph
+    relu = next(n.id for n in graph.nodes if n.op == "Relu")
+    window.canvas.select(relu)
+    with qtbot.waitSignal(window.layoutReady, timeout=30000):
+        assert window.editing.delete_selected()
+        # The document has the new graph at once; the canvas follows when the layout is ready.
+        assert window.document.graph is not graph and window.canvas.graph() is graph
+        assert window.editing.selected_node() is None  # the deleted node is not editable
+    assert window.canvas.graph() is window.document.graph
+    assert relu not in window.canvas.graph_layout().boxes
+    window.actions_.undo.trigger()  # the old layout is reused: no waiting
+    assert window.canvas.graph() is graph

@@ -114,3 +114,13 @@ def test_save_keeps_no_temporary_files(qtbot, tmp_path):
     window = make_window(qtbot)
     assert window.save_as(tmp_path / "out")  # the suffix is added
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.onnx"]
+
+
+def test_close_keeps_the_window_when_the_save_fails(qtbot, tmp_path, message_boxes):
+    model = copy_sample(tmp_path)
+    window = make_window(qtbot, model)
+    window.editing.set_attribute_text(node_id(window, "conv1"), "kernel_shape", "[5, 5]")
+    message_boxes.answer = QMessageBox.StandardButton.Save
+    assert not window.close()
+    assert window.isVisible() and window.document.is_dirty()
+    assert message_boxes.kinds() == ["question", "critical"]

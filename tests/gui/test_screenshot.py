@@ -61,10 +61,12 @@ def test_screenshot_of_a_big_model(tmp_path):
     _check(folder, PANELS)
 
 
-def test_without_a_display_it_runs_offscreen_and_says_where(tmp_path):
-    result = _run([], tmp_path, {}, tmp_path / "config")
+@pytest.mark.parametrize("platform", [None, "offscreen"])
+def test_without_a_display_it_runs_offscreen_and_says_where(tmp_path, platform):
+    result = _run([], tmp_path, {"QT_QPA_PLATFORM": platform} if platform else {},
+                  tmp_path / "config")
     assert result.returncode == 0, result.stderr
-    assert "No display found" in result.stdout
+    assert "No display found" in result.stdout and "out/screenshots" in result.stdout
     _check(tmp_path / "out" / "screenshots", ["main_window"])
 
 

@@ -1,0 +1,98 @@
+"""Layout passes: channels-last conversion, Transpose sinking and cancellation, folding into FC."""
+
+import numpy as np
+
+from compiler.passes import get_pass
+from tests.passes.util import Builder, apply, op_counts
+
+
+def _conv(b, x, cin, cout, name, **attrs):
+    return b.node("Conv", [x, b.weights(cout, cin, 3, 3, name=name)], pads=(1, 1, 1, 1), **attrs)
+
+
+def test_to_nhwc_wraps_spatial_operators_in_transposes():
+    b = Builder()
+    x = b.input("x", (1, 3, 8, 8))
+    y = b.node("MaxPool", [_conv(b, x, 3, 4, "w")], kernel_shape=(2, 2), strides=(2, 2))
+    g = apply(b.build(y), "to_nhwc")
+    assert op_counts(g) == {"Conv": 1, "MaxPool": 1, "Transpose": 4}
+    assert all(n.attrs["layout"] == "NHWC" for n in g.nodes if n.op != "Transpose")
+    apply(g, "to_nhwc", changed=False)
+
+
+def test_sink_transposes_cancels_the_pairs_between_layers():
+    b = Builder()
+    x = b.input("x", (1, 3, 8, 8))
+    y = b.node("Relu", [_conv(b, x, 3, 4, "w1")])
+    y = b.node("Add", [_conv(b, y, 4, 4, "w2"), y])
+    y = b.node("Mul", [y, b.weights(4, 1, 1, name="scale")])  # a per-channel NCHW constant
+    y = b.node("Concat", [_conv(b, y, 4, 2, "w3"), y], axis=1)
+    y = b.node("Pad", [y, b.ints([0, 0, 1, 1, 0, 0, 1, 1])])
+    y = _conv(b, y, 6, 2, "w4")
+    g = b.build(y)
+    get_pass("to_nhwc")(g)
+    get_pass("cse")(g)
+    g = apply(g, "sink_transposes")
+    while get_pass("sink_transposes")(g):
+        pass
+    get_pass("dce")(g)
+    # One Transpose in (the NCHW input), one out (the NCHW output): every inner pair cancelled.
+    assert op_counts(g)["Transpose"] == 2
+    assert g.nodes[0].op == "Transpose" and g.nodes[-1].op == "Transpose"
+
+
+def test_sink_transposes_merges_consecutive_transposes():
+    b = Builder()
+    x = b.input("x", (2, 3, 4))
+    y = b.node("Transpose", [b.node("Transpose", [x], perm=(1, 2, 0))], perm=(1, 0, 2))
+    g = apply(b.build(b.node("Relu", [y])), "sink_transposes")
+    assert op_counts(g) == {"Transpose": 1, "Relu": 1}
+
+
+def test_sink_transposes_through_a_reshape_that_splits_channels():
+    b = Builder()
+    x = b.input("x", (1, 5, 5, 6))
+    y = b.node("Transpose", [x], perm=(0, 3, 1, 2))
+    y = b.node("Reshape", [y, b.ints([1, 2, 3, 5, 5])])
+    g = apply(b.build(y), "sink_transposes")
+    assert op_counts(g) == {"Reshape": 1, "Transpose": 1}
+    assert g.nodes[0].op == "Reshape"
+
+
+def test_sink_transposes_leaves_a_flatten_of_an_image_alone():
+    b = Builder()
+    x = b.input("x", (1, 5, 5, 6))
+    y = b.node("Reshape", [b.node("Transpose", [x], perm=(0, 3, 1, 2)), b.ints([1, 150])])
+    apply(b.build(y), "sink_transposes", changed=False)
+
+
+def test_sink_transposes_hoists_over_a_channel_shuffle():
+    b = Builder()
+    x = b.input("x", (1, 4, 4, 6))
+    y = b.node("Transpose", [x], perm=(0, 3, 1, 2))  # NHWC -> NCHW
+    y = b.node("Reshape", [y, b.ints([1, 2, 3, 4, 4])])
+    y = b.node("Transpose", [y], perm=(0, 2, 1, 3, 4))  # the shuffle
+    y = b.node("Reshape", [y, b.ints([1, 6, 4, 4])])
+    y = b.node("Transpose", [y], perm=(0, 2, 3, 1))  # back to NHWC
+    g = b.build(y)
+    while get_pass("sink_transposes")(g):
+        get_pass("dce")(g)
+    apply(g, "sink_transposes", changed=False)
+    assert op_counts(g) == {"Reshape": 2, "Transpose": 1}  # only the shuffle itself is left
+
+
+def test_fold_transpose_into_fc_permutes_the_weight_columns():
+    b = Builder()
+    x = b.input("x", (2, 3, 3, 4))
+    y = b.node("Reshape", [b.node("Transpose", [x], perm=(0, 3, 1, 2)), b.ints([2, 36])])
+    y = b.node("FullyConnected", [y, b.weights(5, 36), b.weights(5, name="bias")])
+    g = apply(b.build(y), "fold_transpose_into_fc")
+    assert op_counts(g) == {"Reshape": 1, "FullyConnected": 1}
+
+
+def test_fold_transpose_into_fc_needs_the_batch_axis_in_place():
+    b = Builder()
+    x = b.input("x", (3, 2, 4))
+    y = b.node("Reshape", [b.node("Transpose", [x], perm=(1, 0, 2)), b.ints([2, 12])])
+    y = b.node("FullyConnected", [y, b.const(np.ones((5, 12)), "w")])
+    apply(b.build(y), "fold_transpose_into_fc", changed=False)
