@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an npz file")
     run.add_argument("--stage", default="loaded", metavar="STAGE",
                      help="run the graph as loaded (default), after the whole default pipeline "
-                          "('final'), or after the named pass (NAME, or NAME#K for its K-th run)")
+                          "('final'), after the named pass (NAME, or NAME#K for its K-th run), "
+                          "or after the first N passes (to bisect a miscompile)")
     _add_passes_parser(sub)
     return parser
 
@@ -187,11 +188,11 @@ def cmd_run(args) -> int:
 
 
 def _graph_at_stage(graph, stage: str):
-    """The graph after the default pipeline ('final') or after one of its passes."""
+    """The graph after the default pipeline ('final'), one of its passes, or its first N."""
     from compiler.passes import run_pipeline
 
-    return run_pipeline(graph, stop_after=None if stage == "final" else stage,
-                        snapshots=False).graph
+    stop = None if stage == "final" else int(stage) if stage.isdigit() else stage
+    return run_pipeline(graph, stop_after=stop, snapshots=False).graph
 
 
 def _add_passes_parser(sub) -> None:
@@ -226,10 +227,11 @@ def _passes_document(result, verify: bool) -> dict:
 
 def _print_passes(result, verify: bool) -> None:
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("#", "pass", "nodes", "+add -rm ~mod", "ms",
-                  *(["abs err", "rel err"] if verify else []))
+    table = Table("#", Column("pass", no_wrap=True,
+                              min_width=max((len(r.name) for r in result.records), default=4)),
+                  "nodes", "+add/-rm/~mod", "ms", *(["abs err", "rel err"] if verify else []))
     for index, r in enumerate(result.records, 1):
         diff = f"+{len(r.added)} -{len(r.removed)} ~{len(r.modified)}" if r.changed else "-"
         row = [str(index), r.name, f"{r.nodes_before} -> {r.nodes_after}", diff, f"{r.ms:.1f}"]

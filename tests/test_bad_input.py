@@ -226,3 +226,18 @@ def test_model_checker_rejects_nothing_we_save(tmp_path):
     target = tmp_path / "copy.onnx"
     save_onnx(load_onnx(SAMPLE_MODEL), target)
     onnx.checker.check_model(onnx.load(target), full_check=True)
+
+
+def test_kiln_only_operators_and_attributes_are_not_read_from_files(tmp_path, capsys):
+    path = _save(tmp_path / "fc.onnx", [helper.make_node("FullyConnected", ["x", "w"], ["y"],
+                                                         name="fc")],
+                 inits=[numpy_helper.from_array(np.ones((4, 4), np.float32), "w")])
+    code, _, err = _kiln(capsys, "inspect", path)
+    _assert_one_line_error(code, err, "fc.onnx", "node fc (FullyConnected)", "unsupported")
+    path = _save(tmp_path / "layout.onnx",
+                 [helper.make_node("Relu", ["x"], ["y"], name="r", activation="Relu")])
+    code, _, err = _kiln(capsys, "inspect", path)
+    assert code == 2  # Relu has no such attribute at all
+    node = helper.make_node("Softmax", ["x"], ["y"], name="sm", coerce_2d=1)
+    code, _, err = _kiln(capsys, "inspect", _save(tmp_path / "sm.onnx", [node]))
+    _assert_one_line_error(code, err, "sm.onnx", "node sm (Softmax)", "Kiln's own")

@@ -278,6 +278,7 @@ class Graph:
                 mapping[id(old)] = out
             copy.nodes.append(new)
         copy.outputs = [mapping[id(v)] for v in self.outputs]
+        copy._names = copy._nodes_named = None  # built while copying: rebuild on next use
         return copy
 
     def __repr__(self) -> str:

@@ -219,7 +219,7 @@ def _softmax_to_onnx(op: str):
 _SOFTMAX_ATTRS = {
     "axis": Attr("int", -1, "the axis normalized over"),
     "coerce_2d": Attr("int", 0, "Kiln only: 1 normalizes over axis and all later axes together "
-                                "(the 2-D coercion of opsets before 13)"),
+                                "(the 2-D coercion of opsets before 13)", onnx=False),
 }
 register(OpDef("Softmax", "activation", _infer_softmax, _softmax, attrs=_SOFTMAX_ATTRS,
                from_onnx=_softmax_from_onnx, to_onnx=_softmax_to_onnx("Softmax"),

@@ -21,9 +21,9 @@ ACTIVATIONS = {"": 0, "Relu": 0, "Clip": 2, "LeakyRelu": 1}
 
 ACTIVATION_ATTRS = {
     "activation": Attr("string", "", "Kiln only: activation fused into the node by a pass "
-                                     "(Relu, Clip or LeakyRelu; empty for none)"),
+                                     "(Relu, Clip or LeakyRelu; empty for none)", onnx=False),
     "activation_params": Attr("floats", None, "Kiln only: Clip's min and max, or LeakyRelu's "
-                                              "alpha"),
+                                              "alpha", onnx=False),
 }
 
 
@@ -47,8 +47,10 @@ def check_activation(node: Node, dtype: str) -> None:
         fail(f"fused activations apply to float results, not {dtype}")
 
 
-def activation(name: str, params, y: np.ndarray) -> np.ndarray:
-    """`y` through activation `name`, computed by the unfused operator's own reference."""
+def apply_activation(node: Node, y: np.ndarray) -> np.ndarray:
+    """The node's fused activation applied to its result, by the unfused operator's reference."""
+    name = node.attrs.get("activation") or ""
+    params = node.attrs.get("activation_params") or ()
     if name == "Relu":
         return lookup("Relu").reference(step_node("Relu"), y)
     if name == "LeakyRelu":
@@ -57,12 +59,6 @@ def activation(name: str, params, y: np.ndarray) -> np.ndarray:
         low, high = (np.array(p, y.dtype) for p in params)
         return lookup("Clip").reference(step_node("Clip"), y, low, high)
     return y
-
-
-def apply_activation(node: Node, y: np.ndarray) -> np.ndarray:
-    """The node's fused activation applied to its result (the result itself when none)."""
-    name = node.attrs.get("activation") or ""
-    return activation(name, node.attrs.get("activation_params") or (), y) if name else y
 
 
 # -- FullyConnected -----------------------------------------------------------------------------
@@ -96,7 +92,7 @@ def _fc_macs(node) -> int:
 
 
 register(OpDef("FullyConnected", "matmul", _fc_infer, _fc, attrs=dict(ACTIVATION_ATTRS),
-               inputs=(2, 3), macs=_fc_macs,
+               inputs=(2, 3), macs=_fc_macs, onnx=False,
                doc="Kiln only: x @ W.T + b over the last axis, W stored [outputs, inputs] as "
                    "CMSIS-NN wants it; optional fused activation"))
 
@@ -177,5 +173,5 @@ def _fused(node, *arrays):
 register(OpDef("FusedElementwise", "elementwise", _fused_infer, _fused,
                attrs={"steps": Attr("strings", doc="Kiln only: the chained operations, e.g. "
                                                    "['Mul $0 $1', 'Add x $2', 'Relu x']")},
-               inputs=(1, -1),
+               inputs=(1, -1), onnx=False,
                doc="Kiln only: a chain of element-wise operations computed in one loop"))

@@ -37,6 +37,7 @@ class Attr:
     kind: str
     default: Any = REQUIRED
     doc: str = ""
+    onnx: bool = True  # False for Kiln's own attributes, which a model file may not set
 
     def __post_init__(self):
         assert self.kind in ATTR_KINDS, self.kind
@@ -70,6 +71,8 @@ class OpDef:
         to_onnx: Optional hook turning the canonical form into the encoding of a target opset.
         value_from_types: Optional: the output values computable from input types alone (Shape).
         doc: One line for docs/operators.md.
+        onnx: False for Kiln's own operators (produced by passes), which a model file may not
+            contain.
     """
 
     name: str
@@ -86,13 +89,14 @@ class OpDef:
     to_onnx: Callable | None = None
     value_from_types: Callable | None = None
     doc: str = ""
+    onnx: bool = True
 
     def __post_init__(self):
         assert self.category in CATEGORIES, (self.name, self.category)
         if self.spatial and "layout" not in self.attrs:
             self.attrs = {**self.attrs, "layout": Attr("string", "NCHW",
                                                         "Kiln only: NCHW as loaded, NHWC after the"
-                                                        " layout pass")}
+                                                        " layout pass", onnx=False)}
 
     def count_macs(self, node: Node) -> int:
         """MACs of `node` (0 for operators without arithmetic worth counting)."""

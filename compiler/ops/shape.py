@@ -301,6 +301,7 @@ register(OpDef(
     "Dropout", "shape", _dropout_infer, _dropout, inputs=(1, 3), outputs=(1, 2),
     attrs={"seed": Attr("int", None, "random seed (unused: no randomness at inference)"),
            "mask_version": Attr("int", 12, "Kiln only: the Dropout version whose inference mask "
-                                           "the node computes (7, 10 or 12, see _MASKS)")},
+                                           "the node computes (7, 10 or 12, see _MASKS)",
+                                onnx=False)},
     from_onnx=_dropout_from_onnx, to_onnx=_dropout_to_onnx,
     doc="Inference dropout: output = input (and a constant mask)"))

@@ -40,11 +40,6 @@ class Pass:
         return inspect.getdoc(self.fn) or ""
 
     @property
-    def summary(self) -> str:
-        """The first sentence of the docstring."""
-        return self.doc.split("\n\n")[0].replace("\n", " ")
-
-    @property
     def location(self) -> str:
         """`module.py:line` where the pass is defined, so a viewer can show its source."""
         code = self.fn.__code__

@@ -64,6 +64,8 @@ def fold_constant_layout(graph: Graph) -> bool:
 def _evaluate(node: Node) -> list[np.ndarray] | None:
     """The node's outputs computed now, or None when it must wait for run time."""
     opdef = ops.lookup(node.op)
+    if node.op == "DequantizeLinear":
+        return None  # an int8 weight and its scales are how a quantized model stores it
     if opdef.value_from_types is not None:  # Shape: the static types decide it
         return [np.asarray(v) for v in opdef.value_from_types(node, node.input_types())]
     arrays = [const(v) for v in node.inputs]
@@ -89,9 +91,9 @@ def _evaluate(node: Node) -> list[np.ndarray] | None:
 def fold_constants(graph: Graph) -> bool:
     """Constant folding: a node whose inputs are all constants runs once, at compile time.
 
-    The reference interpreter computes it and its outputs become constants. Exported models build
-    weights this way (ConstantOfShape, DequantizeLinear of int8 weights, Shape arithmetic);
-    folding turns them into plain weights that later patterns can read.
+    The reference interpreter computes it and its outputs become constants: exported models build
+    weights this way (ConstantOfShape, Shape arithmetic). A DequantizeLinear stays, since folding
+    it would store a quantized weight in 4x the bytes and lose the scales its kernel needs.
     """
     rw = Rewriter(graph)
     changed = False

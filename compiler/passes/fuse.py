@@ -152,7 +152,7 @@ def _spatial_axes(node: Node) -> list[int]:
     return list(range(2, rank)) if layout_of(node) == "NCHW" else list(range(1, rank - 1))
 
 
-def own_pads(node: Node) -> tuple[int, ...] | None:
+def _own_pads(node: Node) -> tuple[int, ...] | None:
     """The explicit pads of a windowed operator (None when it has none or pads VALID)."""
     return node.attrs.get("pads") if node.attrs["auto_pad"] == "NOTSET" else None
 
@@ -167,7 +167,7 @@ def _merged_pads(pad: Node, reader: Node) -> tuple[int, ...] | None:
     if any(pads[a] or pads[a + rank] for a in range(rank) if a not in spatial):
         return None
     n = len(spatial)
-    own = own_pads(reader) or (0,) * (2 * n)
+    own = _own_pads(reader) or (0,) * (2 * n)
     begin = [own[i] + int(pads[a]) for i, a in enumerate(spatial)]
     end = [own[n + i] + int(pads[a + rank]) for i, a in enumerate(spatial)]
     return tuple(begin + end)
@@ -199,7 +199,7 @@ def merge_pad(graph: Graph) -> bool:
             continue  # its indices count positions of the padded image
         attrs: dict = {"auto_pad": "NOTSET"}
         if reader.op == "AveragePool" and not reader.attrs["count_include_pad"]:
-            if any(own_pads(reader) or ()):
+            if any(_own_pads(reader) or ()):
                 continue  # its own padding must stay out of the divisor, the Pad's must not
             attrs["count_include_pad"] = 1
         merged = _merged_pads(pad, reader)

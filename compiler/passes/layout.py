@@ -70,7 +70,8 @@ def to_nhwc(graph: Graph) -> bool:
 _UNARY = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Neg", "Abs",
           "Sqrt", "Exp", "Log", "Erf", "Clip", "Cast", "QuantizeLinear", "DequantizeLinear")
 # Operators combining inputs element by element, with broadcasting.
-_BROADCASTING = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu")
+_BROADCASTING = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
+                 "FusedElementwise")
 
 
 def _sole_transpose(rw: Rewriter, value: Value | None, reader: Node) -> Node | None:

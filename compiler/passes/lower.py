@@ -156,8 +156,10 @@ def lower_batchnorm(graph: Graph) -> bool:
     rw = Rewriter(graph)
     changed = False
     for node in rw.nodes():
+        if node.op != "BatchNormalization":
+            continue
         x = node.inputs[0]
-        if node.op != "BatchNormalization" or x.type.dtype not in ("float32", "float64"):
+        if x.type.dtype not in ("float32", "float64"):
             continue  # float16 normalizes in float32: a float16 Mul/Add would round differently
         found = batchnorm_factors(node, x.type.dtype)
         if found is None:

@@ -44,7 +44,7 @@ def scalar(value: Value | None) -> float | None:
 
 def is_splat(data: np.ndarray) -> bool:
     """True for an array that repeats one value through zero strides (a folded ConstantOfShape)."""
-    return data.size > 1 and all(s == 0 for s in data.strides)
+    return data.size > 1 and all(s == 0 for s, d in zip(data.strides, data.shape) if d > 1)
 
 
 def splat(value, shape: Sequence[int], dtype) -> np.ndarray:
@@ -115,10 +115,6 @@ class Rewriter:
         """False once no graph output depends on `node` any more."""
         return id(node) not in self._dead
 
-    def uses(self, value: Value) -> list[tuple[Node, int]]:
-        """(node, input index) pairs of the live nodes reading `value`."""
-        return list(self._uses.get(id(value), ()))
-
     def users(self, value: Value) -> list[Node]:
         """The distinct live nodes reading `value`."""
         seen: dict[int, Node] = {}
@@ -162,7 +158,8 @@ class Rewriter:
         """Make every reader of `old` read `new`; a graph output passes its name on to `new`."""
         if old is new:
             return
-        assert self.can_replace(old, new), f"{old.name} is a graph output {new.name} cannot take"
+        if not self.can_replace(old, new):
+            raise ValueError(f"graph output {old.name} cannot be replaced by {new.name}")
         for node, i in self._uses.pop(id(old), []):
             node.inputs[i] = new
             self._uses.setdefault(id(new), []).append((node, i))

@@ -43,6 +43,8 @@ class PassRecord:
             output types changed.
         provenance: For each added node, the source-model node ids it came from.
         ms: Time the pass took (snapshots and checks excluded).
+        settled: False when a fixpoint entry still changed the graph at its last allowed
+            iteration (a pass that never settles is a bug worth showing).
         snapshot: The graph after the pass (None unless snapshots were asked for); an unchanged
             pass shares its predecessor's snapshot.
         verified: True when the interpreter ran this snapshot. In verify mode only changed
@@ -64,6 +66,7 @@ class PassRecord:
     modified: list[int] = field(default_factory=list)
     provenance: dict[int, tuple[int, ...]] = field(default_factory=dict)
     ms: float = 0.0
+    settled: bool = True
     snapshot: Graph | None = None
     verified: bool = False
     max_abs_err: float | None = None
@@ -77,7 +80,7 @@ class PassRecord:
                 "nodes_after": self.nodes_after, "added": self.added, "removed": self.removed,
                 "modified": self.modified,
                 "provenance": {str(k): list(v) for k, v in self.provenance.items()},
-                "ms": round(self.ms, 3), "verified": self.verified,
+                "ms": round(self.ms, 3), "settled": self.settled, "verified": self.verified,
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
                 "matches": self.matches}
 
@@ -172,12 +175,13 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
         before = {n.id: _signature(n) for n in work.nodes}
         count_before = len(work.nodes)
         start = time.perf_counter()
-        changed, iterations = False, 0
+        changed, iterations, settled = False, 0, config.mode == "once"
         limit = config.max_iterations if config.mode == "fixpoint" else 1
         try:
             while iterations < limit:
                 iterations += 1
                 if not p(work):
+                    settled = True
                     break
                 changed = True
         except Exception as exc:
@@ -194,7 +198,8 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
                             f"{(added + removed + modified)[:5]}")
         record = PassRecord(p.name, p.category, changed, iterations, count_before,
                             len(work.nodes), added, removed, modified,
-                            {n.id: n.provenance for n in work.nodes if n.id not in before}, ms)
+                            {n.id: n.provenance for n in work.nodes if n.id not in before}, ms,
+                            settled)
         if snapshots:
             previous = work.snapshot() if changed else previous
             record.snapshot = previous

@@ -76,7 +76,26 @@ def _run(tmp_path, capsys, stage: str) -> np.ndarray:
 
 def test_run_at_a_stage_gives_the_same_answer(tmp_path, capsys):
     loaded = _run(tmp_path, capsys, "loaded")
-    for stage in ("to_nhwc", "dce#2", "final"):
+    for stage in ("to_nhwc", "dce#2", "15", "final"):
         np.testing.assert_allclose(_run(tmp_path, capsys, stage), loaded, rtol=1e-4, atol=1e-5)
     assert main(["run", str(SAMPLE_MODEL), "--stage", "nope"]) == 2
     assert "not in the pipeline" in capsys.readouterr().err
+
+
+def test_passes_verify_fails_when_a_pass_breaks_numerics(tmp_path, capsys, monkeypatch):
+    from compiler.passes import base
+
+    def wrong(graph):
+        conv = next(n for n in graph.nodes if n.op == "Conv")
+        conv.inputs[1] = graph.add_constant("zeros", np.zeros(conv.inputs[1].type.shape,
+                                                              np.float32))
+        return True
+
+    monkeypatch.setitem(base._PASSES, "wrong", base.Pass("wrong", "simplify", wrong))
+    path = tmp_path / "wrong.json"
+    save_pipeline(Pipeline([PassConfig("wrong")]), path)
+    assert main(["passes", str(SAMPLE_MODEL), "--json", "--verify", "--pipeline", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["passes"][0]["max_abs_err"] > 0
+    assert err.startswith("kiln: error: after pass wrong the outputs differ")
+    assert err.count("\n") == 1

@@ -35,13 +35,20 @@ def test_fold_constants_runs_the_interpreter_and_makes_constant_of_shape_a_splat
     b = Builder()
     x = b.input("x", (2, 4))
     fill = b.node("ConstantOfShape", [b.ints([2, 4])], value=np.array([0.25], np.float32))
-    q = b.const(np.array([[1, -2, 3, 4], [5, 6, -7, 8]], np.int8), "q")
-    dq = b.node("DequantizeLinear", [q, b.const(np.float32(0.5), "scale")])
+    scaled = b.node("Mul", [b.const(np.arange(8.0).reshape(2, 4), "a"), b.const(0.5, "half")])
     shape = b.node("Shape", [x])
-    y = b.node("Reshape", [b.node("Add", [b.node("Mul", [x, fill]), dq]), shape])
+    y = b.node("Reshape", [b.node("Add", [b.node("Mul", [x, fill]), scaled]), shape])
     g = apply(b.build(y), "fold_constants")
     assert op_counts(g) == {"Mul": 1, "Add": 1, "Reshape": 1}
     assert any(is_splat(c.data) for c in g.constants.values())
+
+
+def test_fold_constants_keeps_quantized_weights_quantized():
+    b = Builder()
+    x = b.input("x", (2, 4))
+    q = b.const(np.array([[1, -2, 3, 4], [5, 6, -7, 8]], np.int8), "q")
+    dq = b.node("DequantizeLinear", [q, b.const(np.float32(0.5), "scale")])
+    apply(b.build(b.node("Add", [x, dq])), "fold_constants", changed=False)
 
 
 def test_fold_constants_keeps_model_outputs_and_runtime_nodes():

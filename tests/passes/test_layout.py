@@ -96,3 +96,15 @@ def test_fold_transpose_into_fc_needs_the_batch_axis_in_place():
     y = b.node("Reshape", [b.node("Transpose", [x], perm=(1, 0, 2)), b.ints([2, 12])])
     y = b.node("FullyConnected", [y, b.const(np.ones((5, 12)), "w")])
     apply(b.build(y), "fold_transpose_into_fc", changed=False)
+
+
+def test_sink_transposes_through_a_fused_elementwise_node():
+    b = Builder()
+    x = b.input("x", (1, 4, 4, 3))
+    t = b.node("Transpose", [x], perm=(0, 3, 1, 2))
+    y = b.node("FusedElementwise", [t, b.weights(3, 1, 1, name="s")],
+               steps=("Mul $0 $1", "Relu x"))
+    g = apply(b.build(b.node("Transpose", [y], perm=(0, 2, 3, 1))), "sink_transposes")
+    while get_pass("sink_transposes")(g):
+        get_pass("dce")(g)
+    assert op_counts(g) == {"FusedElementwise": 1}

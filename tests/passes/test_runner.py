@@ -66,6 +66,7 @@ def test_stop_after_and_fixpoint_iterations():
     result = run_pipeline(_small(), pipeline, stop_after="sink_transposes")
     assert [r.name for r in result.records] == ["remove_identity", "sink_transposes"]
     assert result.records[1].iterations == 1  # nothing to sink: it settles at once
+    assert result.records[1].settled
     assert len(run_pipeline(_small(), pipeline, stop_after=1).records) == 1
 
 
@@ -99,3 +100,15 @@ def test_verify_mode_reports_a_pass_that_breaks_numerics(monkeypatch):
     _with_pass(monkeypatch, "wrong", wrong)
     result = run_pipeline(_small(), Pipeline([PassConfig("wrong")]), verify=True)
     assert result.records[0].matches is False and result.records[0].max_abs_err > 0
+
+
+def test_a_fixpoint_that_never_settles_is_flagged(monkeypatch):
+    def flip(graph):
+        conv = graph.nodes[0]
+        conv.attrs["strides"] = None if conv.attrs["strides"] else (1, 1)
+        return True
+    _with_pass(monkeypatch, "flip", flip)
+    result = run_pipeline(_small(), Pipeline([PassConfig("flip", mode="fixpoint",
+                                                         max_iterations=3)]))
+    (record,) = result.records
+    assert (record.iterations, record.settled) == (3, False)

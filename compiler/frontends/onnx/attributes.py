@@ -40,6 +40,9 @@ def decode_attributes(proto: onnx.NodeProto, opdef: OpDef, base_dir: Path | None
             raise UnsupportedError(f"attribute {attr.name!r} has a kind (graph, sparse tensor or "
                                    "type) that Kiln does not support")
         spec = opdef.attrs.get(attr.name)
+        if spec is not None and not spec.onnx:
+            raise UnsupportedError(f"attribute {attr.name!r} is Kiln's own, not an ONNX attribute "
+                                   f"of {opdef.name}")
         wanted = spec.kind if spec is not None else kind
         found[attr.name] = _convert(attr, kind, wanted, base_dir, tensor_to_array)
     attrs: dict[str, Any] = dict(found)

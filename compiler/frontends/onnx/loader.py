@@ -176,7 +176,7 @@ class _Importer:
             if node.domain not in ("", "ai.onnx"):
                 missing.append(f"node {node.name or '#' + str(index)} "
                                f"({node.domain}::{node.op_type})")
-            elif ops.get(node.op_type) is None:
+            elif ops.get(node.op_type) is None or not ops.get(node.op_type).onnx:
                 missing.append(f"node {_node_label(node, index)}")
         if missing:
             count = len(missing)

@@ -40,14 +40,24 @@ def render() -> str:
         "| operator | category | opsets read | ONNX versions | attributes | MACs |",
         "|---|---|---|---|---|---|",
     ]
-    for opdef in ops.all_ops():
+    onnx_ops = [o for o in ops.all_ops() if o.onnx]
+    for opdef in onnx_ops:
         versions = _versions(opdef.name)
         since = max(first, min(versions) if versions else first)
         attrs = ", ".join(f"`{name}`" for name in opdef.attrs) or "-"
         lines.append(f"| {opdef.name} | {opdef.category} | {since}-{last} | "
                      f"{', '.join(str(v) for v in versions)} | {attrs} | "
                      f"{'yes' if opdef.macs else '-'} |")
-    lines += ["", f"{len(ops.all_ops())} operators.", ""]
+    lines += ["", f"{len(onnx_ops)} ONNX operators.", "", "## Kiln's own operators", "",
+              "Passes produce these; a model file may not contain them, and a graph holding them",
+              "is not saved as ONNX.", "", "| operator | category | attributes | MACs |",
+              "|---|---|---|---|"]
+    for opdef in ops.all_ops():
+        if not opdef.onnx:
+            attrs = ", ".join(f"`{name}`" for name in opdef.attrs) or "-"
+            lines.append(f"| {opdef.name} | {opdef.category} | {attrs} | "
+                         f"{'yes' if opdef.macs else '-'} |")
+    lines.append("")
     return "\n".join(lines)
 
 
