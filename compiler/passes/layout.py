@@ -322,3 +322,63 @@ def fold_transpose_into_fc(graph: Graph) -> bool:
         changed = True
     rw.finish()
     return changed
+
+
+# Index arithmetic on tensors bigger than this would cost more than the Transpose it removes.
+_SHUFFLE_LIMIT = 1 << 22
+
+
+def single_axis_order(shape, middle, perm) -> tuple[int, list[int]] | None:
+    """(axis, order) when Reshape -> Transpose -> Reshape back only reorders one axis' slices.
+
+    `middle` is the shape between the Reshapes, `shape` the outer one; None otherwise. It
+    follows every element's flat index through the three nodes and checks that the result
+    equals taking the slices of that axis in `order`.
+    """
+    size = int(np.prod(shape))
+    if size > _SHUFFLE_LIMIT or size == 0:
+        return None
+    moved = np.arange(size).reshape(middle).transpose(perm).reshape(shape)
+    source = np.arange(size).reshape(shape)
+    for axis, length in enumerate(shape):
+        if length < 2:
+            continue
+        line = moved[tuple(slice(None) if a == axis else 0 for a in range(len(shape)))]
+        order = np.unravel_index(line, shape)[axis]
+        if np.array_equal(moved, np.take(source, order, axis=axis)):
+            return axis, [int(i) for i in order]
+    return None
+
+
+@register_pass("lower_channel_shuffle", "layout")
+def lower_channel_shuffle(graph: Graph) -> bool:
+    """Turn a Reshape -> Transpose -> Reshape that only reorders channels into one Gather.
+
+    ShuffleNet mixes its channel groups this way: split the channels into groups, swap the two
+    axes, flatten again. The net effect is a fixed reordering of whole channel slices, so one
+    Gather along the channel axis with constant indices does it, and no Transpose is left.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for last in rw.nodes():
+        if last.op != "Reshape":
+            continue
+        t = rw.producer(last.inputs[0], "Transpose")
+        if t is None or rw.sole_user(t.output) is not last:
+            continue
+        first = rw.producer(t.inputs[0], "Reshape")
+        if first is None or rw.sole_user(first.output) is not t:
+            continue
+        x = first.inputs[0]
+        if x.type.shape != last.output.type.shape:
+            continue  # only a round trip back to the input's own shape reorders in place
+        found = single_axis_order(x.type.shape, first.output.type.shape, perm_of(t))
+        if found is None:
+            continue  # the elements move across more than one axis
+        axis, order = found
+        indices = rw.constant(f"{t.name}_order", np.asarray(order, np.int64))
+        gather = rw.add("Gather", [x, indices], {"axis": axis}, replaces=[first, t, last])
+        rw.replace(last.output, gather.output)
+        changed = True
+    rw.finish()
+    return changed

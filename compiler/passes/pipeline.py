@@ -188,6 +188,8 @@ def default_pipeline() -> Pipeline:
         _step("transpose_to_reshape", "Transposes that move only size-1 axes become Reshapes"),
         _step("merge_reshapes", "collapse the Reshapes that sinking and the previous pass left"),
         _step("remove_noops", "drop Reshapes that now do nothing"),
+        _step("lower_channel_shuffle", "a channel shuffle left between two Reshapes is a "
+                                       "Gather on channels, not a Transpose"),
         _step("merge_pad", "on the final NHWC graph, a Pad right before a Conv or pool"),
         _step("fold_channel_affine", "per-channel scales and bias Adds into the Conv or "
                                      "FullyConnected before them, before activations fuse"),

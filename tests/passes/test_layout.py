@@ -108,3 +108,25 @@ def test_sink_transposes_through_a_fused_elementwise_node():
     while get_pass("sink_transposes")(g):
         get_pass("dce")(g)
     assert op_counts(g) == {"FusedElementwise": 1}
+
+
+def test_lower_channel_shuffle_makes_a_gather_on_channels():
+    b = Builder()
+    x = b.input("x", (1, 4, 4, 6))
+    y = b.node("Reshape", [x, b.ints([1, 4, 4, 2, 3])])
+    y = b.node("Transpose", [y], perm=(0, 1, 2, 4, 3))
+    y = b.node("Reshape", [y, b.ints([1, 4, 4, 6])])
+    g = apply(b.build(y), "lower_channel_shuffle")
+    assert op_counts(g) == {"Gather": 1}
+    (gather,) = g.nodes
+    assert gather.attrs["axis"] == 3
+    assert gather.inputs[1].data.tolist() == [0, 3, 1, 4, 2, 5]
+
+
+def test_lower_channel_shuffle_leaves_real_transposes_alone():
+    b = Builder()
+    x = b.input("x", (1, 4, 6))
+    y = b.node("Reshape", [x, b.ints([1, 2, 2, 6])])
+    y = b.node("Transpose", [y], perm=(0, 2, 3, 1))  # moves elements across two axes
+    y = b.node("Reshape", [y, b.ints([1, 4, 6])])
+    apply(b.build(y), "lower_channel_shuffle", changed=False)
