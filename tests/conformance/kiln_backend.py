@@ -45,4 +45,4 @@ def claims(model: onnx.ModelProto) -> bool:
     if opset not in SUPPORTED_OPSETS:
         return False
     return all(n.domain in ("", "ai.onnx") and ops.get(n.op_type) is not None
-               for n in model.graph.node)
+               and ops.get(n.op_type).onnx for n in model.graph.node)
