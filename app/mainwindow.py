@@ -27,7 +27,7 @@ from compiler import edit
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 from compiler.search import find_nodes
-from compiler.stats import checked_node_macs, edited_stats
+from compiler.stats import compute_stats, node_macs
 from views import style
 from views.canvas import GraphCanvas
 from views.layout import GraphLayout, compute_layout
@@ -425,7 +425,7 @@ class MainWindow(QMainWindow):
             self.stats_label.setText("No model")
             self.problems_label.clear()
             return
-        stats = edited_stats(graph)
+        stats = compute_stats(graph)
         self.stats_label.setText(f"{stats.nodes:,} nodes · {_human(stats.params)} parameters "
                                  f"({_human(stats.param_bytes)}B) · {_human(stats.macs)} MACs")
         self.stats_label.setToolTip(f"{stats.nodes:,} nodes, {stats.params:,} parameters "
@@ -448,7 +448,7 @@ class MainWindow(QMainWindow):
         """MACs per node id of the current graph (computed once per graph)."""
         graph = self.document.graph
         if self._macs is None or self._macs[0] is not graph:
-            self._macs = (graph, checked_node_macs(graph) if graph is not None else {})
+            self._macs = (graph, node_macs(graph) if graph is not None else {})
         return self._macs[1]
 
     def set_show_constants(self, on: bool) -> None:

@@ -31,16 +31,25 @@ class ModelStats:
                 "outputs": self.outputs}
 
 
-def node_macs(graph: Graph) -> dict[int, int]:
-    """Multiply-accumulates per node id."""
-    return {n.id: ops.lookup(n.op).count_macs(n) for n in graph.nodes}
+def node_macs(graph: Graph) -> dict[int, int | None]:
+    """Multiply-accumulates per node id; None for a node whose operator rejects its inputs.
+
+    An edit in the GUI can leave such a node behind, and statistics must still show.
+    """
+    result: dict[int, int | None] = {}
+    for node in graph.nodes:
+        try:
+            result[node.id] = ops.lookup(node.op).count_macs(node)
+        except KilnError:
+            result[node.id] = None
+    return result
 
 
 def compute_stats(graph: Graph) -> ModelStats:
     """Statistics of `graph`.
 
     Parameters are the elements of the constant weights the graph uses, including tensors held by
-    Constant nodes.
+    Constant nodes. Invalid nodes (after an edit) count no MACs.
     """
     counts = Counter(n.op for n in graph.nodes)
     tensors = [c.data for c in graph.used_constants()]
@@ -51,43 +60,7 @@ def compute_stats(graph: Graph) -> ModelStats:
         ops=dict(sorted(counts.items())),
         params=int(sum(t.size for t in tensors)),
         param_bytes=int(sum(t.nbytes for t in tensors)),
-        macs=int(sum(node_macs(graph).values())),
-        inputs=[{"name": v.name, "dtype": v.type.dtype, "shape": list(v.type.shape)}
-                for v in graph.inputs],
-        outputs=[{"name": v.name, "dtype": v.type.dtype, "shape": list(v.type.shape)}
-                 for v in graph.outputs],
-    )
-
-
-def checked_node_macs(graph: Graph) -> dict[int, int | None]:
-    """MACs per node id, None for a node whose operator rejects its inputs (an edit broke it)."""
-    result: dict[int, int | None] = {}
-    for node in graph.nodes:
-        try:
-            result[node.id] = ops.lookup(node.op).count_macs(node)
-        except KilnError:
-            result[node.id] = None
-    return result
-
-
-def edited_stats(graph: Graph) -> ModelStats:
-    """`compute_stats` for a graph that may hold invalid nodes: their MACs count as zero.
-
-    The GUI shows statistics after every edit, including one that breaks a node.
-    """
-    try:
-        return compute_stats(graph)
-    except KilnError:
-        pass
-    tensors = [c.data for c in graph.used_constants()]
-    tensors += [n.attrs["value"] for n in graph.nodes
-                if n.op == "Constant" and isinstance(n.attrs.get("value"), np.ndarray)]
-    return ModelStats(
-        nodes=len(graph.nodes),
-        ops=dict(sorted(Counter(n.op for n in graph.nodes).items())),
-        params=int(sum(t.size for t in tensors)),
-        param_bytes=int(sum(t.nbytes for t in tensors)),
-        macs=int(sum(m for m in checked_node_macs(graph).values() if m is not None)),
+        macs=int(sum(m for m in node_macs(graph).values() if m is not None)),
         inputs=[{"name": v.name, "dtype": v.type.dtype, "shape": list(v.type.shape)}
                 for v in graph.inputs],
         outputs=[{"name": v.name, "dtype": v.type.dtype, "shape": list(v.type.shape)}
