@@ -30,10 +30,6 @@ GRAPH_OUTPUT = "output"
 # attributes can be inserted too (see `insertable_ops`).
 PALETTE = ("Relu", "Clip", "Identity", "Transpose", "Reshape")
 
-# Attributes the compiler owns: the layout pass sets `layout`, and a hand edit would make the
-# graph unsavable as ONNX.
-_READ_ONLY_ATTRS = {"layout"}
-
 # Problems found by the inference that ended each edit, so the document does not run it twice.
 # Graphs returned by edits are never mutated afterwards, which keeps these entries valid.
 _PROBLEMS: weakref.WeakKeyDictionary[Graph, dict[int, str]] = weakref.WeakKeyDictionary()
@@ -201,7 +197,7 @@ def set_attribute(graph: Graph, node_id: int, name: str, value: Any) -> Graph:
     spec = opdef.attrs.get(name)
     if spec is None:
         raise EditError(f"{node.op} has no attribute {name!r}")
-    if name in _READ_ONLY_ATTRS:
+    if not spec.onnx:  # Kiln's own (layout, fused activation): set by passes, not by hand
         raise EditError(f"the {name!r} attribute is set by the compiler and cannot be edited")
     if value is None:
         if spec.default is REQUIRED:
