@@ -32,9 +32,6 @@ from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
 from compiler.stats import TensorStats, tensor_stats
 from views.labels import input_name, type_text
 
-# Attributes that cannot be typed in: tensors, and the layout the compiler owns.
-_READ_ONLY = {"layout"}
-
 # Histograms of bigger tensors are computed on this many evenly spaced elements (the statistics
 # themselves always use every element).
 _MAX_PLOT = 1 << 22
@@ -365,8 +362,10 @@ class PropertiesPanel(QWidget):
         rows = []
         for name, value in node.attrs.items():
             spec = schema.get(name)
+            if spec is not None and not spec.onnx and value == spec.default and name != "layout":
+                continue  # Kiln's own attributes matter once a pass sets them; layout always
             kind = spec.kind if spec else "?"
-            editable = spec is not None and kind != "tensor" and name not in _READ_ONLY
+            editable = spec is not None and kind != "tensor" and spec.onnx
             tip = f"{kind}: {spec.doc}" if spec and spec.doc else kind
             text = format_attribute(value) if value is not None else ""
             rows.append([_item(name, tip=tip),
