@@ -47,6 +47,7 @@ test: setup lint
 bench: setup
 	$(PY) tests/bench/bench_reference.py
 	$(PY) tests/bench/bench_passes.py
+	$(PY) tests/bench/bench_memory.py
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/bench_layout.py
 
 docs: setup

@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "('final'), after the named pass (NAME, or NAME#K for its K-th run), "
                           "or after the first N passes (to bisect a miscompile)")
     _add_passes_parser(sub)
+    _add_memory_parser(sub)
     return parser
 
 
@@ -278,7 +279,60 @@ def cmd_passes(args) -> int:
     return 0
 
 
-COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes}
+def _add_memory_parser(sub) -> None:
+    memory = sub.add_parser("memory", help="schedule, lifetimes, arena plan per strategy, lower "
+                                           "bound")
+    _add_model_args(memory)
+    memory.add_argument("--json", action="store_true", help="print one JSON document")
+    memory.add_argument("--io-in-arena", action="store_true",
+                        help="place inputs and outputs inside the activation arena so their "
+                             "space is reused once dead")
+    memory.add_argument("--alignment", type=int, default=64, metavar="BYTES",
+                        help="alignment of regions and buffers (default 64; 16 on Cortex-M)")
+    memory.add_argument("--dump", action="store_true", help="also print the low-level IR")
+
+
+def cmd_memory(args) -> int:
+    """`kiln memory`."""
+    from compiler.memory.report import plan_memory
+    from compiler.passes import run_pipeline
+
+    if args.alignment < 1 or args.alignment & (args.alignment - 1):
+        raise UsageError(f"--alignment {args.alignment} must be a power of two")
+    if args.dump and args.json:
+        raise UsageError("--dump prints text, so it cannot be combined with --json")
+    graph = run_pipeline(_load_graph(args), snapshots=False).graph
+    plan = plan_memory(graph, args.alignment, args.io_in_arena)
+    doc = plan.to_json()
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{Path(args.model).name}[/bold]: {plan.lowir.steps} steps, "
+                  f"scheduler {doc['scheduler']}: peak {doc['schedule_peak']:,} B (topological "
+                  f"order {doc['topological_peak']:,} B)")
+    console.print(f"activations {doc['activations']:,} B (lower bound {doc['lower_bound']:,} B, "
+                  f"efficiency {doc['efficiency']:.3f}), mutable {doc['mutable']:,} B, constant "
+                  f"{doc['constant']:,} B, alignment {args.alignment}"
+                  + (", inputs and outputs in the arena" if args.io_in_arena else ""))
+    strategies = Table("strategy", "arena bytes")
+    for name, size in doc["strategies"].items():
+        strategies.add_row(name + (" (kept)" if name == plan.arena.strategy else ""), f"{size:,}")
+    console.print(strategies)
+    buffers = Table("buffer", "node", "size", "offset", "steps")
+    for b in doc["buffers"]:
+        buffers.add_row(b["name"], b["node"], f"{b['size']:,}", f"{b['offset']:,}",
+                        f"{b['first']}-{b['last']}")
+    console.print(buffers)
+    if args.dump:
+        print(plan.lowir.dump(), end="")  # plain print: rich would wrap long operand lists
+    return 0
+
+
+COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

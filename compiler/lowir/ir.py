@@ -1,0 +1,96 @@
+"""The low-level IR: a flat instruction list over byte buffers (storages), with a text dump.
+
+A storage is one block of memory; several values may live in it: a view (Reshape) shares its
+input's storage, an in-place element-wise op writes over its input, a Concat input is a slice
+of its output's storage, a fused residual Add writes its Conv's result over the residual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+IN, OUT, INOUT = "in", "out", "inout"
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A byte range of one storage that an instruction reads (in), writes (out) or both.
+
+    An `inout` operand reads `value` and overwrites the same bytes with `writes` (in place).
+    """
+
+    storage: str
+    value: str
+    offset: int
+    size: int
+    mode: str
+    writes: str = ""
+
+
+@dataclass
+class Instr:
+    """One instruction.
+
+    Attributes:
+        kind: `alloc` / `dealloc` (bound an activation's lifetime), `op` (runs a kernel; takes a
+            schedule step), `view` (a Reshape or a Concat already done by placement: no code,
+            no step).
+        name: Node name for `op`/`view`, storage name for `alloc`/`dealloc`.
+        op: The operator (`Conv+Add` for a Conv fused with its residual Add).
+        operands: Buffer operands (constants are not buffers: they live in flash).
+        step: Schedule step of an `op`, else -1.
+        nodes: Names of the graph nodes the instruction implements.
+    """
+
+    kind: str
+    name: str
+    op: str = ""
+    operands: tuple[Operand, ...] = ()
+    step: int = -1
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass
+class Storage:
+    """A block of memory: an activation of the arena, a graph input or a graph output."""
+
+    name: str
+    size: int
+    kind: str  # "activation", "input" or "output"
+    node: str = ""
+
+
+@dataclass
+class LowIR:
+    """A scheduled, lowered graph: instructions plus where each value lives.
+
+    Attributes:
+        instrs: Instructions in execution order.
+        storages: Storage name -> storage.
+        values: Value name -> (storage name, byte offset).
+        steps: Number of `op` instructions.
+        pinned: Storages holding a graph output (live to the end, even an input's).
+    """
+
+    instrs: list[Instr] = field(default_factory=list)
+    storages: dict[str, Storage] = field(default_factory=dict)
+    values: dict[str, tuple[str, int]] = field(default_factory=dict)
+    steps: int = 0
+    pinned: set[str] = field(default_factory=set)
+
+    def dump(self) -> str:
+        """One line per instruction, e.g. `  3  Conv conv1: out t1[0:4096] <- in x[0:1024]`."""
+        lines = []
+        for s in self.storages.values():
+            if s.kind != "activation":
+                lines.append(f"{s.kind} {s.name} ({s.size} B)")
+        for ins in self.instrs:
+            if ins.kind in ("alloc", "dealloc"):
+                size = self.storages[ins.name].size
+                lines.append(f"     {ins.kind} {ins.name} ({size} B)")
+                continue
+            ops = ", ".join(f"{o.mode} {o.storage}[{o.offset}:{o.offset + o.size}]"
+                            + (f" as {o.writes}" if o.writes else "") for o in ins.operands)
+            step = f"{ins.step:3d}" if ins.step >= 0 else "  -"
+            lines.append(f"{step}  {ins.op} {ins.name}: {ops}")
+        return "\n".join(lines) + "\n"

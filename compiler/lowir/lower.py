@@ -1,0 +1,266 @@
+"""Lower a scheduled graph to the low-level IR: views, Concat slices, in-place and residual Add.
+
+Rules (each keeps every output element's reads before its own write):
+- Reshape/Flatten/Squeeze/Unsqueeze are views: same storage, no code.
+- A Concat whose slices are contiguous (every dimension before the axis is 1) has its inputs
+  written straight into slices of its output; the Concat itself is then a view.
+- An element-wise op writes over an input of the same shape and element size that dies there.
+- An Add whose other operand is a Conv/FullyConnected result (without activation) read by it
+  alone is fused into that producer (`Conv+Add`): element i of the result reads only element i
+  of the residual, so the result may overwrite the residual when the residual dies there.
+Graph inputs are never written over: the caller owns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.ir.graph import Constant, Graph, Node, Value
+from compiler.lowir.ir import IN, INOUT, OUT, Instr, LowIR, Operand, Storage
+from compiler.ops import lookup
+from compiler.schedule.model import is_view
+
+# Element-wise categories that may run in place; row-wise normalizers are excluded.
+IN_PLACE_CATEGORIES = ("elementwise", "activation")
+NOT_IN_PLACE = frozenset({"Softmax", "LogSoftmax", "Hardmax", "PRelu"})
+RESIDUAL_PRODUCERS = frozenset({"Conv", "FullyConnected"})
+
+
+def _concat_slices(graph: Graph, users: dict[int, list[Node]]) -> dict[int, tuple[Value, int]]:
+    """id(input value) -> (Concat output, byte offset) for Concats done by placement."""
+    outputs = {id(v) for v in graph.outputs}
+    slices: dict[int, tuple[Value, int]] = {}
+    for node in graph.nodes:
+        if node.op != "Concat":
+            continue
+        shape = node.output.type.shape
+        axis = node.attrs.get("axis", 0) % max(len(shape), 1)
+        ins = node.inputs
+        # Slices must be contiguous, and each input made by an ordinary node for this use only.
+        if any(d != 1 for d in shape[:axis]) or len({id(v) for v in ins}) != len(ins):
+            continue
+        if any(v is None or v.producer is None or isinstance(v, Constant) or is_view(v.producer)
+               or len(users.get(id(v), [])) != 1 or id(v) in outputs or id(v) in slices
+               for v in ins):
+            continue
+        offset = 0
+        for v in ins:
+            slices[id(v)] = (node.output, offset)
+            offset += v.type.nbytes
+    return slices
+
+
+def lower(graph: Graph, order: Sequence[Node] | None = None) -> LowIR:
+    """The low-level IR of `graph` run in `order` (default: its node order)."""
+    return _Lowering(graph, list(order if order is not None else graph.nodes)).run()
+
+
+class _Lowering:
+    """State of one lowering: where each value lives and which storages hold which values."""
+
+    def __init__(self, graph: Graph, order: list[Node]):
+        self.graph = graph
+        self.order = order
+        self.position = {id(n): k for k, n in enumerate(order)}
+        self.users: dict[int, list[Node]] = {}
+        for node in order:
+            for v in node.inputs:
+                if v is not None:
+                    self.users.setdefault(id(v), []).append(node)
+        self.outputs = {id(v) for v in graph.outputs}
+        self.slices = _concat_slices(graph, self.users)
+        self.ir = LowIR()
+        self.where: dict[int, tuple[str, int]] = {}  # id(value) -> (storage, offset)
+        self.members: dict[str, list[Value]] = {}
+        self.fused: dict[int, tuple[Node, Value]] = {}  # id(producer) -> (its Add, residual)
+        for add in order:
+            pair = _residual(add, self.users, self.outputs, self.position)
+            if pair is not None:
+                self.fused[id(pair[0])] = (add, pair[1])
+        self.step = 0
+
+    def run(self) -> LowIR:
+        """Lower every node in order, then mark output storages and bound lifetimes."""
+        for v in self.graph.inputs:
+            self.place(v, self.new_storage(v, "input", ""), 0)
+        skip = {id(add) for add, _ in self.fused.values()}
+        for node in self.order:
+            if id(node) in skip:
+                continue  # done by its producer's fused instruction
+            if self.is_placement(node):
+                self.lower_view(node)
+            elif id(node) in self.fused:
+                self.lower_fused(node, *self.fused[id(node)])
+            else:
+                self.lower_op(node)
+        ir = self.ir
+        ir.steps = self.step
+        for v in self.graph.outputs:
+            if id(v) not in self.where:  # a constant output lives in flash
+                continue
+            storage = ir.storages[self.where[id(v)][0]]
+            ir.pinned.add(storage.name)
+            if storage.kind == "activation":  # a view of an activation can be a graph output
+                storage.kind = "output"
+        _bound_lifetimes(ir)
+        return ir
+
+    # -- placement ------------------------------------------------------------------------------
+
+    def place(self, value: Value, storage: str, offset: int) -> None:
+        """Record that `value` lives at `offset` of `storage`."""
+        self.where[id(value)] = (storage, offset)
+        self.ir.values[value.name] = (storage, offset)
+        self.members.setdefault(storage, []).append(value)
+
+    def new_storage(self, value: Value, kind: str, node: str) -> str:
+        """A new storage sized and named after `value`."""
+        self.ir.storages[value.name] = Storage(value.name, value.type.nbytes, kind, node)
+        return value.name
+
+    def ensure(self, value: Value, maker: str) -> None:
+        """Place `value`: in its Concat's storage (nested Concats too) or in a new one."""
+        if id(value) in self.where:
+            return
+        if id(value) in self.slices:
+            cat, offset = self.slices[id(value)]
+            self.ensure(cat, maker)
+            storage, base = self.where[id(cat)]
+            self.place(value, storage, base + offset)
+            return
+        kind = "output" if id(value) in self.outputs else "activation"
+        self.place(value, self.new_storage(value, kind, maker), 0)
+
+    def operand(self, value: Value, mode: str) -> Operand:
+        """The operand covering `value`'s bytes."""
+        storage, offset = self.where[id(value)]
+        return Operand(storage, value.name, offset, value.type.nbytes, mode)
+
+    def dies_at(self, storage: str, k: int, exclude: Node | None = None) -> bool:
+        """True when the storage is an activation that no node after step k reads."""
+        if self.ir.storages[storage].kind != "activation":
+            return False
+        for v in self.members[storage]:
+            if id(v) in self.outputs:
+                return False
+            for u in self.users.get(id(v), []):
+                if u is not exclude and self.position[id(u)] > k:
+                    return False
+        return True
+
+    # -- instructions ---------------------------------------------------------------------------
+
+    def is_placement(self, node: Node) -> bool:
+        """A view, or a Concat whose inputs were all written into its slices."""
+        return is_view(node) or (node.op == "Concat" and bool(node.inputs) and all(
+            self.slices.get(id(v), (None,))[0] is node.output for v in node.inputs))
+
+    def lower_view(self, node: Node) -> None:
+        """No code: the output shares its input's storage (or is the Concat's own storage)."""
+        if id(node.output) not in self.where:  # a Concat's output is placed with its inputs
+            self.place(node.output, *self.where[id(node.inputs[0])])
+        data_in = _data_inputs(node)
+        self.ir.instrs.append(Instr("view", node.name, node.op,
+                                    tuple(self.operand(v, IN) for v in data_in)
+                                    + (self.operand(node.output, OUT),), -1, (node.name,)))
+
+    def lower_fused(self, node: Node, add: Node, residual: Value) -> None:
+        """`Conv+Add`: the producer adds the residual; in place over it when it dies."""
+        data_in = _data_inputs(node)
+        out = add.output
+        rs, roff = self.where[id(residual)]
+        # Nothing but the Add may read the residual once the producer has run, and the
+        # producer must not read the residual's storage itself (through a view).
+        if (self.dies_at(rs, self.position[id(node)], exclude=add) and id(out) not in self.slices
+                and id(out) not in self.outputs
+                and all(self.where[id(v)][0] != rs for v in data_in)):
+            self.place(out, rs, roff)
+            last = Operand(rs, residual.name, roff, residual.type.nbytes, INOUT, out.name)
+            operands = [self.operand(v, IN) for v in data_in] + [last]
+        else:
+            self.ensure(out, node.name)
+            operands = [self.operand(v, IN) for v in [*data_in, residual]]
+            operands.append(self.operand(out, OUT))
+        self.emit(node, f"{node.op}+Add", operands, (node.name, add.name))
+
+    def lower_op(self, node: Node) -> None:
+        """An ordinary kernel; element-wise ones write over an input that dies here."""
+        data_in = _data_inputs(node)
+        out = node.output
+        if id(out) not in self.slices and id(out) not in self.outputs:
+            for v in data_in:
+                storage = self.where[id(v)][0]
+                if _in_place_ok(node, v) and self.dies_at(storage, self.position[id(node)]):
+                    self.place(out, *self.where[id(v)])
+                    break
+        for o in node.outputs:
+            self.ensure(o, node.name)
+        outs = [self.operand(o, OUT) for o in node.outputs]
+        operands = []
+        for o in (self.operand(v, IN) for v in data_in):
+            same = [w for w in outs if (w.storage, w.offset) == (o.storage, o.offset)]
+            if same:  # in place: one inout operand reads the input and writes the output
+                outs.remove(same[0])
+                o = Operand(o.storage, o.value, o.offset, o.size, INOUT, same[0].value)
+            operands.append(o)
+        self.emit(node, node.op, operands + outs, (node.name,))
+
+    def emit(self, node: Node, op: str, operands: list[Operand], names: tuple[str, ...]) -> None:
+        """Append an instruction that takes the next schedule step."""
+        self.ir.instrs.append(Instr("op", node.name, op, tuple(operands), self.step, names))
+        self.step += 1
+
+
+def _data_inputs(node: Node) -> list[Value]:
+    """Inputs that are buffers (constants live in flash and are not operands)."""
+    return [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
+
+
+def _in_place_ok(node: Node, value: Value) -> bool:
+    """An element-wise node may write over `value` when shapes and element sizes match."""
+    if node.op in NOT_IN_PLACE or lookup(node.op).category not in IN_PLACE_CATEGORIES:
+        return False
+    if len(node.outputs) != 1 or isinstance(value, Constant) or value.producer is None:
+        return False
+    out = node.output.type
+    return value.type.shape == out.shape and value.type.itemsize == out.itemsize
+
+
+def _residual(add: Node, users, outputs, position) -> tuple[Node, Value] | None:
+    """(producer, residual) when `add` can be fused into the producer of one operand."""
+    if add.op != "Add" or len(add.inputs) != 2 or any(v is None for v in add.inputs):
+        return None
+    for c, r in (add.inputs, add.inputs[::-1]):
+        p = c.producer
+        # The fused op computes producer-then-add element by element: no broadcasting, no
+        # activation between them, and nobody else reads the producer's own result.
+        if p is None or p.op not in RESIDUAL_PRODUCERS or p.attrs.get("activation"):
+            continue
+        if c.type.shape != add.output.type.shape or r.type.shape != add.output.type.shape:
+            continue
+        if isinstance(r, Constant) or c is r or id(c) in outputs:
+            continue
+        if [u for u in users.get(id(c), [])] != [add] or any(v is r for v in p.inputs):
+            continue
+        if r.producer is not None and position[id(r.producer)] > position[id(p)]:
+            continue  # the residual must exist when the producer runs
+        return p, r
+    return None
+
+
+def _bound_lifetimes(ir: LowIR) -> None:
+    """Insert `alloc` before each activation's first write and `dealloc` after its last read."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for index, ins in enumerate(ir.instrs):
+        for o in ins.operands:
+            first.setdefault(o.storage, index)
+            last[o.storage] = index
+    body: list[Instr] = []
+    for index, ins in enumerate(ir.instrs):
+        body += [Instr("alloc", s) for s, i in first.items()
+                 if i == index and ir.storages[s].kind == "activation"]
+        body.append(ins)
+        body += [Instr("dealloc", s) for s, i in last.items()
+                 if i == index and ir.storages[s].kind == "activation"]
+    ir.instrs = body

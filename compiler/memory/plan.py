@@ -1,0 +1,115 @@
+"""An arena plan: every strategy tried, the smallest kept, and a checker that proves it valid."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compiler.errors import KilnError
+from compiler.memory.buffers import Buffer, align_up, live_bytes, lower_bound
+from compiler.memory.strategies import STRATEGIES, arena_size, first_fit, hill_climb
+
+# Region alignment: a cache line on the host; Cortex-M needs only 16 (LDRD/VLDM, MVE vectors).
+HOST_ALIGNMENT = 64
+CORTEX_M_ALIGNMENT = 16
+
+
+class PlanError(KilnError):
+    """A memory plan that breaks a rule (overlap, out of its region, misaligned)."""
+
+
+@dataclass
+class ArenaPlan:
+    """Offsets of buffers in one arena, with the size each strategy reached.
+
+    Attributes:
+        buffers: The buffers placed.
+        offsets: Buffer name -> byte offset.
+        size: Arena bytes (end of the highest buffer).
+        alignment: Every offset and size is a multiple of it.
+        strategy: The strategy whose plan was kept.
+        strategies: Strategy name -> arena bytes it reached.
+        lower_bound: Largest sum of simultaneously live aligned sizes.
+    """
+
+    buffers: list[Buffer]
+    offsets: dict[str, int]
+    size: int
+    alignment: int
+    strategy: str = ""
+    strategies: dict[str, int] = field(default_factory=dict)
+    lower_bound: int = 0
+
+    @property
+    def efficiency(self) -> float:
+        """lower_bound / size (1.0 for an empty arena)."""
+        return self.lower_bound / self.size if self.size else 1.0
+
+    def live_bytes(self) -> list[int]:
+        """Aligned bytes live at each step."""
+        return live_bytes(self.buffers, alignment=self.alignment)
+
+
+def plan_arena(buffers: Sequence[Buffer], alignment: int = HOST_ALIGNMENT,
+               climb_iterations: int = 300) -> ArenaPlan:
+    """Pack `buffers` with every strategy and keep the smallest arena (checked before return)."""
+    buffers = list(buffers)
+    if len({b.name for b in buffers}) != len(buffers):
+        raise PlanError("buffer names must be unique")
+    results: dict[str, dict[str, int]] = {}
+    sizes: dict[str, int] = {}
+    for name, strategy in STRATEGIES.items():
+        results[name] = strategy(buffers, alignment)
+        sizes[name] = arena_size(buffers, results[name], alignment)
+    best_name = min(sizes, key=lambda n: (sizes[n], n))
+    bound = lower_bound(buffers, alignment)
+    if sizes[best_name] > bound:
+        # Start the climb from the best ordering found so far.
+        offsets = results[best_name]
+        start = sorted(buffers, key=lambda b: (offsets[b.name], b.first))
+        results["hill_climb"] = hill_climb(buffers, alignment, start, climb_iterations)
+    else:
+        results["hill_climb"] = results[best_name]
+    sizes["hill_climb"] = arena_size(buffers, results["hill_climb"], alignment)
+    best_name = min(sizes, key=lambda n: (sizes[n], n))
+    plan = ArenaPlan(buffers, results[best_name], sizes[best_name], alignment, best_name, sizes,
+                     bound)
+    check_plan(plan)
+    return plan
+
+
+def check_plan(plan: ArenaPlan) -> None:
+    """Raise PlanError unless the plan is valid.
+
+    Valid means: every buffer has an aligned offset and lies inside the arena, and no two
+    buffers live at a common step share a byte.
+    """
+    a = plan.alignment
+    for b in plan.buffers:
+        if b.name not in plan.offsets:
+            raise PlanError(f"buffer {b.name} has no offset")
+        off = plan.offsets[b.name]
+        if off < 0 or off % a:
+            raise PlanError(f"buffer {b.name} at offset {off} is not {a}-byte aligned")
+        if off + align_up(b.size, a) > plan.size:
+            raise PlanError(f"buffer {b.name} ends past the arena ({plan.size} bytes)")
+        if b.first > b.last:
+            raise PlanError(f"buffer {b.name} ends (step {b.last}) before it starts ({b.first})")
+    # Sweep by first step: compare each buffer only with those still live when it starts.
+    ordered = sorted(plan.buffers, key=lambda b: b.first)
+    for i, b in enumerate(ordered):
+        lo = plan.offsets[b.name]
+        hi = lo + b.size
+        for other in ordered[i + 1:]:
+            if other.first > b.last:
+                break
+            olo = plan.offsets[other.name]
+            if b.size and other.size and lo < olo + other.size and olo < hi:
+                raise PlanError(f"buffers {b.name} and {other.name} are live together "
+                                f"(steps {max(b.first, other.first)}-"
+                                f"{min(b.last, other.last)}) and overlap in memory")
+    if plan.size < lower_bound(plan.buffers, a):
+        raise PlanError("the arena is smaller than its lower bound: the checker is wrong")
+
+
+__all__ = ["ArenaPlan", "PlanError", "plan_arena", "check_plan", "first_fit"]

@@ -1,0 +1,123 @@
+"""The whole memory flow of a final graph: schedule, low-level IR, lifetimes, regions, plan.
+
+The result is plain data: `kiln memory` prints it and a timeline view draws it (buffers with
+first/last step, offset and size; live bytes per step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.ir.graph import Graph
+from compiler.lowir import LowIR, lower, verify_lowir
+from compiler.memory.buffers import align_up, lower_bound
+from compiler.memory.lifetimes import lifetimes
+from compiler.memory.plan import HOST_ALIGNMENT, ArenaPlan, PlanError, check_plan, plan_arena
+from compiler.schedule import Schedule, schedule
+
+
+@dataclass
+class MemoryPlan:
+    """Regions and the activation arena of one compiled graph.
+
+    Attributes:
+        schedule: The order chosen, with its peak and plain topological order's.
+        lowir: The low-level IR of that order.
+        arena: The activation arena plan (with inputs/outputs when `io_in_arena`).
+        constant: Bytes of the constant region (weights, each aligned).
+        mutable: Bytes of the mutable region (inputs and outputs, unless in the arena).
+        mutable_offsets: Input/output storage -> offset in the mutable region.
+        alignment: Alignment of every region and buffer.
+        io_in_arena: Whether inputs and outputs live in the activation arena.
+    """
+
+    schedule: Schedule
+    lowir: LowIR
+    arena: ArenaPlan
+    constant: int
+    mutable: int
+    mutable_offsets: dict[str, int]
+    alignment: int
+    io_in_arena: bool
+    output_names: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        """The `kiln memory --json` document."""
+        a = self.arena
+        return {
+            "lower_bound": a.lower_bound, "activations": a.size, "mutable": self.mutable,
+            "constant": self.constant, "efficiency": round(a.efficiency, 6),
+            "schedule_peak": self.schedule.peak, "topological_peak": self.schedule.topological_peak,
+            "strategies": dict(a.strategies),
+            "buffers": [{"name": b.name, "node": b.node, "size": b.size,
+                         "offset": a.offsets[b.name], "first": b.first, "last": b.last}
+                        for b in sorted(a.buffers, key=lambda b: (b.first, b.name))],
+            "live_bytes": a.live_bytes(),
+            "alignment": self.alignment, "io_in_arena": self.io_in_arena,
+            "scheduler": self.schedule.method,
+        }
+
+
+def _best_order(graph: Graph, alignment: int, io_in_arena: bool):
+    """The scheduler candidate with the lowest arena bound once in-place ops are known.
+
+    The schedulers count every output as a new buffer; lowering shows which ones reuse their
+    input, which may favour another candidate. Ties keep the scheduler's own choice.
+    """
+    result = schedule(graph)
+    best = None
+    for name, nodes in result.orders.items():
+        ir = lower(graph, nodes)
+        buffers = lifetimes(ir, io_in_arena)
+        key = (lower_bound(buffers, alignment), result.candidates[name], name != result.method)
+        if best is None or key < best[0]:
+            best = (key, result.pick(name), ir, buffers)
+    return best[1], best[2], best[3]
+
+
+def plan_memory(graph: Graph, alignment: int = HOST_ALIGNMENT, io_in_arena: bool = False,
+                climb_iterations: int = 300) -> MemoryPlan:
+    """Schedule `graph` (a final graph), lower it, and plan its three regions."""
+    order, ir, buffers = _best_order(graph, alignment, io_in_arena)
+    verify_lowir(ir)
+    arena = plan_arena(buffers, alignment, climb_iterations)
+    constant = sum(align_up(c.type.nbytes, alignment) for c in graph.used_constants())
+    offsets, mutable = {}, 0
+    if not io_in_arena:
+        for s in ir.storages.values():
+            if s.kind in ("input", "output"):
+                offsets[s.name] = mutable
+                mutable += align_up(s.size, alignment)
+    plan = MemoryPlan(order, ir, arena, constant, mutable, offsets, alignment, io_in_arena,
+                      tuple(v.name for v in graph.outputs))
+    check_memory(plan)
+    return plan
+
+
+def check_memory(plan: MemoryPlan) -> None:
+    """Raise PlanError unless every storage sits in exactly one region, validly.
+
+    The arena is checked by `check_plan`; inputs and outputs outside it live for the whole run,
+    so in the mutable region they may not overlap at all.
+    """
+    check_plan(plan.arena)
+    a = plan.alignment
+    spans = []
+    for s in plan.lowir.storages.values():
+        in_arena = s.name in plan.arena.offsets
+        in_mutable = s.name in plan.mutable_offsets
+        if in_arena == in_mutable:
+            raise PlanError(f"storage {s.name} must be in exactly one region")
+        if s.kind == "activation" and not in_arena:
+            raise PlanError(f"activation {s.name} is outside the arena")
+        if in_mutable:
+            off = plan.mutable_offsets[s.name]
+            if off % a or off + align_up(s.size, a) > plan.mutable:
+                raise PlanError(f"{s.name} is misaligned or outside the mutable region")
+            spans.append((off, off + s.size, s.name))
+    spans.sort()
+    for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
+        if start < end:
+            raise PlanError(f"{name} and {other} overlap in the mutable region")
+    if plan.constant % a:
+        raise PlanError("the constant region size is not aligned")

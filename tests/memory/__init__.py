@@ -1,0 +1,1 @@
+"""Tests of scheduling, the low-level IR and memory planning."""
