@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "or after the first N passes (to bisect a miscompile)")
     _add_passes_parser(sub)
     _add_memory_parser(sub)
+    _add_compile_parser(sub)
     return parser
 
 
@@ -332,7 +333,46 @@ def cmd_memory(args) -> int:
     return 0
 
 
-COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory}
+def _add_compile_parser(sub) -> None:
+    compile_ = sub.add_parser("compile", help="compile a model into a bundle (object, header, "
+                                              "report)")
+    _add_model_args(compile_)
+    compile_.add_argument("--target", default="host", metavar="TARGET",
+                          help="a CPU target (host, x86-64, cortex-m0plus/m3/m4/m7/m33/m55, "
+                               "aarch64, riscv32) or a board name (default host)")
+    compile_.add_argument("-o", "--output", required=True, metavar="DIR",
+                          help="folder for NET.o, NET.h and NET.report.json")
+    compile_.add_argument("--name", default="net", metavar="NET",
+                          help="entry point and file name prefix, a C identifier (default net)")
+    compile_.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def cmd_compile(args) -> int:
+    """`kiln compile`."""
+    from compiler.codegen.build import compile_graph
+    from compiler.codegen.bundle import report, write_bundle
+    from compiler.codegen.targets import get_target
+    from compiler.passes import run_pipeline
+
+    target = get_target(args.target)  # an unknown target is an error before any work
+    if not args.name.isidentifier():
+        raise UsageError(f"--name {args.name!r} must be a C identifier")
+    graph = run_pipeline(_load_graph(args), snapshots=False).graph
+    net = compile_graph(graph, target, args.name)
+    paths = write_bundle(net, args.output)
+    if args.json:
+        print(json.dumps(report(net)))
+        return 0
+    print(f"{Path(args.model).name} -> {target.name} ({target.triple}): object "
+          f"{len(net.object):,} B, activations {net.plan.arena.size:,} B, mutable "
+          f"{net.plan.mutable:,} B")
+    for path in paths:
+        print(f"  wrote {path}")
+    return 0
+
+
+COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
+            "compile": cmd_compile}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""Code generation: LLVM IR kernels per node, target machines, objects and bundles."""

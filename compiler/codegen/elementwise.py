@@ -1,0 +1,161 @@
+"""Element-wise kernels: single operators and fused chains in one loop, plus Softmax.
+
+A fused chain's steps (`Mul $0 $1`, `Add x $2`, `Relu x`) become scalar code inside one loop
+over the output; inputs broadcast numpy-style through zero strides, all known at compile time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.kernels import FAST, Kernel, activate, llvm_type
+from compiler.errors import KilnError
+from compiler.ops.kiln import parse_step
+
+
+def _intrinsic(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
+    """Call llvm.<name> on floats (libm on targets without an instruction for it)."""
+    ty = args[0].type
+    fn = k.fn.module.declare_intrinsic(f"llvm.{name}", [ty],
+                                       ir.FunctionType(ty, [ty] * len(args)))
+    return k.b.call(fn, list(args))
+
+
+def _const(x: ir.Value, value: float) -> ir.Constant:
+    return ir.Constant(x.type, value)
+
+
+def _max(k, a, b):
+    return k.b.select(k.b.fcmp_unordered(">", a, b), a, b)
+
+
+def _min(k, a, b):
+    return k.b.select(k.b.fcmp_unordered("<", a, b), a, b)
+
+
+def _sigmoid(k, x):
+    e = _intrinsic(k, "exp", k.b.fneg(x))
+    return k.b.fdiv(_const(x, 1.0), k.b.fadd(_const(x, 1.0), e))
+
+
+def _clip(k, x, low=None, high=None):
+    if low is not None:
+        x = _max(k, x, low)
+    return x if high is None else _min(k, x, high)
+
+
+def _hard_sigmoid(k, x, alpha=0.2, beta=0.5):
+    y = k.b.fadd(k.b.fmul(x, _const(x, alpha)), _const(x, beta))
+    return _min(k, _max(k, y, _const(x, 0.0)), _const(x, 1.0))
+
+
+# op -> (scalar emitter, attribute names passed after the operands, with defaults).
+SCALAR_OPS: dict[str, tuple[Callable, tuple[tuple[str, float], ...]]] = {
+    "Add": (lambda k, a, b: k.b.fadd(a, b), ()),
+    "Sub": (lambda k, a, b: k.b.fsub(a, b), ()),
+    "Mul": (lambda k, a, b: k.b.fmul(a, b), ()),
+    "Div": (lambda k, a, b: k.b.fdiv(a, b), ()),
+    "Max": (lambda k, *xs: _fold(k, _max, xs), ()),
+    "Min": (lambda k, *xs: _fold(k, _min, xs), ()),
+    "Neg": (lambda k, x: k.b.fneg(x), ()),
+    "Abs": (lambda k, x: _intrinsic(k, "fabs", x), ()),
+    "Sqrt": (lambda k, x: _intrinsic(k, "sqrt", x), ()),
+    "Exp": (lambda k, x: _intrinsic(k, "exp", x), ()),
+    "Log": (lambda k, x: _intrinsic(k, "log", x), ()),
+    "Pow": (lambda k, a, b: _intrinsic(k, "pow", a, b), ()),
+    "Relu": (lambda k, x: _max(k, x, _const(x, 0.0)), ()),
+    "LeakyRelu": (lambda k, x, alpha: k.b.select(k.b.fcmp_ordered(">=", x, _const(x, 0.0)), x,
+                                                 k.b.fmul(x, _const(x, alpha))),
+                  (("alpha", 0.01),)),
+    "PRelu": (lambda k, x, s: k.b.select(k.b.fcmp_ordered(">=", x, _const(x, 0.0)), x,
+                                         k.b.fmul(x, s)), ()),
+    "Sigmoid": (_sigmoid, ()),
+    "Clip": (_clip, ()),
+    "HardSigmoid": (_hard_sigmoid, (("alpha", 0.2), ("beta", 0.5))),
+    "HardSwish": (lambda k, x: k.b.fmul(x, _hard_sigmoid(k, x, 1 / 6, 0.5)), ()),
+}
+
+
+def _fold(k, fn, xs):
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = fn(k, acc, x)
+    return acc
+
+
+def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
+    """Element strides of `shape` seen as `out` (numpy broadcasting; 0 where repeated)."""
+    shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+    strides = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    return [0 if d == 1 and o != 1 else s for d, s, o in zip(shape, strides, out)]
+
+
+def _steps(node) -> list[tuple[str, list[str], dict[str, float]]]:
+    """The node as a chain of steps: its own `steps`, or one step for a plain operator."""
+    if node.op == "FusedElementwise":
+        return [parse_step(text) for text in node.attrs["steps"]]
+    refs = ["_" if v is None else f"${i}" for i, v in enumerate(node.inputs)]
+    attrs = {a: float(node.attrs[a]) for a, _ in SCALAR_OPS[node.op][1] if a in node.attrs}
+    return [(node.op, refs, attrs)]
+
+
+def emit_elementwise(k: Kernel) -> None:
+    """One loop over the output computing every step per element (in place when planned so)."""
+    node = k.node
+    out = tuple(node.output.type.shape)
+    out_strides = _broadcast_strides(out, out)
+    steps = _steps(node)
+    for op, _, _ in steps:
+        if op not in SCALAR_OPS:
+            raise KilnError(f"cannot generate element-wise {op} in {node.name}")
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in out]
+        loaded: dict[int, ir.Value] = {}
+
+        def operand(i: int) -> ir.Value:
+            if i not in loaded:
+                strides = _broadcast_strides(node.inputs[i].type.shape, out)
+                loaded[i] = k.load(k.args[i], k.index(*zip(idx, strides)))
+            return loaded[i]
+
+        # Every input is read before the first store, so an in-place output is safe.
+        for i, v in enumerate(node.inputs):
+            if v is not None:
+                operand(i)
+        x = None
+        for op, refs, attrs in steps:
+            fn, names = SCALAR_OPS[op]
+            args = [x if r == "x" else None if r == "_" else operand(int(r[1:])) for r in refs]
+            x = fn(k, *args, *(attrs.get(a, d) for a, d in names))
+        k.store(activate(k, x), k.outs[0], k.index(*zip(idx, out_strides)))
+
+
+def emit_softmax(k: Kernel) -> None:
+    """Softmax over the last axis: max, exp and sum into the output, then one scaling pass."""
+    node = k.node
+    shape = node.output.type.shape
+    axis = int(node.attrs.get("axis", -1)) % len(shape)
+    if axis != len(shape) - 1:
+        raise KilnError(f"cannot generate Softmax {node.name} over axis {axis}: last axis only")
+    depth = shape[-1]
+    rows = int(np.prod(shape, dtype=np.int64)) // depth
+    ty = llvm_type(node.output.type.dtype)
+    top, total = k.alloca(ty), k.alloca(ty)
+    b = k.b
+    with k.loop(rows) as r:
+        b.store(ir.Constant(ty, float("-inf")), top)
+        with k.loop(depth) as d:
+            b.store(_max(k, k.load(k.args[0], k.index((r, depth), (d, 1))), b.load(top)), top)
+        b.store(ir.Constant(ty, 0.0), total)
+        with k.loop(depth) as d:
+            i = k.index((r, depth), (d, 1))
+            e = _intrinsic(k, "exp", b.fsub(k.load(k.args[0], i), b.load(top)))
+            k.store(e, k.outs[0], i)
+            b.store(b.fadd(b.load(total), e, flags=FAST), total)
+        with k.loop(depth) as d:
+            i = k.index((r, depth), (d, 1))
+            k.store(b.fdiv(k.load(k.outs[0], i), b.load(total)), k.outs[0], i)

@@ -1,0 +1,62 @@
+"""LLVM plumbing: initialization, target machines, O3 optimization and object emission."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from compiler.codegen.targets import Target
+
+
+@cache
+def _init() -> None:
+    """Register every backend once (llvmlite >= 0.45 has no `initialize()` any more)."""
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+def target_machine(target: Target, opt: int = 3) -> llvm.TargetMachine:
+    """A target machine for `target`: static relocation for MCUs, PIC elsewhere (shared libs)."""
+    _init()
+    reloc = "static" if target.mcu else "pic"
+    return llvm.Target.from_triple(target.triple).create_target_machine(
+        cpu=target.cpu, features=target.features, opt=opt, reloc=reloc, codemodel="default")
+
+
+def new_module(name: str, target: Target) -> ir.Module:
+    """An empty IR module carrying the target's triple and data layout."""
+    module = ir.Module(name=name)
+    module.triple = target.triple
+    module.data_layout = str(target_machine(target).target_data)
+    return module
+
+
+def optimize(module: ir.Module | str, target: Target, level: int = 3) -> llvm.ModuleRef:
+    """Parse, verify and optimize with the new pass manager (loop and SLP vectorizers on)."""
+    machine = target_machine(target)
+    ref = llvm.parse_assembly(str(module))
+    ref.triple = target.triple
+    ref.data_layout = str(machine.target_data)
+    ref.verify()
+    options = llvm.create_pipeline_tuning_options(speed_level=level)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    options.loop_unrolling = True
+    builder = llvm.create_pass_builder(machine, options)
+    builder.getModulePassManager().run(ref, builder)
+    ref.verify()
+    return ref
+
+
+def emit_object(module: ir.Module | str, target: Target, level: int = 3) -> bytes:
+    """An ELF object for `target`; the same module always gives the same bytes."""
+    ref = optimize(module, target, level)
+    return target_machine(target).emit_object(ref)
+
+
+def emit_assembly(module: ir.Module | str, target: Target, level: int = 3) -> str:
+    """The target assembly, for reports and for reading what the kernels became."""
+    ref = optimize(module, target, level)
+    return target_machine(target).emit_assembly(ref)

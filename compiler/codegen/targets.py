@@ -1,0 +1,100 @@
+"""Code-generation targets and boards as data: a new target is a table row, not a branch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from compiler.errors import KilnError
+
+
+@dataclass(frozen=True)
+class Target:
+    """What LLVM needs to emit code for one CPU.
+
+    Attributes:
+        name: Kiln's name for the target (the CLI's `--target`).
+        triple: LLVM target triple.
+        cpu: LLVM CPU name ("" for the triple's default).
+        features: LLVM feature string ("+a,-b").
+        float_abi: "hard", "soft" or "softfp"; exported signatures are pointer-only, so it only
+            documents how the object may be linked.
+        vector_bits: Widest useful SIMD register, a hint for kernel shaping (0: scalar).
+        mcu: True for bare-metal microcontrollers (weights stay in flash, no libc assumed).
+    """
+
+    name: str
+    triple: str
+    cpu: str = ""
+    features: str = ""
+    float_abi: str = "hard"
+    vector_bits: int = 0
+    mcu: bool = False
+
+
+@dataclass(frozen=True)
+class Board:
+    """A development board: a target plus the memory budgets a bundle must fit.
+
+    Attributes:
+        name: Board name.
+        target: Name of its CPU target.
+        flash: Flash bytes.
+        ram: RAM bytes usable for weights and the arena.
+    """
+
+    name: str
+    target: str
+    flash: int
+    ram: int
+
+
+def _host() -> Target:
+    """The machine running Kiln, from LLVM's own detection (so host objects can use AVX)."""
+    import llvmlite.binding as llvm
+
+    return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
+                  llvm.get_host_cpu_features().flatten(), "hard", 256)
+
+
+_TARGETS = (
+    Target("x86-64", "x86_64-unknown-linux-gnu", "x86-64", "", "hard", 128),
+    Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True),
+    Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True),
+    Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True),
+    Target("cortex-m7", "thumbv7em-none-eabihf", "cortex-m7", "+fp-armv8d16sp,-fp64", "hard", 0,
+           True),
+    Target("cortex-m33", "thumbv8m.main-none-eabihf", "cortex-m33", "+fp-armv8d16sp,-fp64",
+           "hard", 0, True),
+    Target("cortex-m55", "thumbv8.1m.main-none-eabihf", "cortex-m55", "+mve.fp", "hard", 128,
+           True),
+    Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128),
+    Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True),
+)
+
+BOARDS = {b.name: b for b in (
+    Board("stm32f746g-disco", "cortex-m7", 1024 * 1024, 320 * 1024),
+    Board("nrf52840-dk", "cortex-m4", 1024 * 1024, 256 * 1024),
+    Board("imxrt1060-evk", "cortex-m7", 8 * 1024 * 1024, 1024 * 1024),
+    Board("mps2-an500", "cortex-m7", 4 * 1024 * 1024, 4 * 1024 * 1024),
+    Board("mps2-an505", "cortex-m33", 4 * 1024 * 1024, 2 * 1024 * 1024),
+)}
+
+
+def target_names() -> list[str]:
+    """Every target name, host first."""
+    return ["host"] + [t.name for t in _TARGETS]
+
+
+@cache
+def get_target(name: str) -> Target:
+    """The target called `name`, or the CPU target of the board called `name`."""
+    if name == "host":
+        return _host()
+    if name in BOARDS:
+        return get_target(BOARDS[name].target)
+    for target in _TARGETS:
+        if target.name == name:
+            return target
+    known = ", ".join(target_names() + list(BOARDS))
+    raise KilnError(f"unknown target {name!r} (known: {known})")
