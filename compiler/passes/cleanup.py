@@ -27,12 +27,17 @@ def remove_identity(graph: Graph) -> bool:
             continue
         if any(rw.is_used(out) for out in node.outputs[1:]):
             continue  # Dropout's mask is read: the node still computes something
-        if not rw.can_replace(node.output, node.inputs[0]):
-            continue  # a model output would lose its name
-        rw.replace(node.output, node.inputs[0])
-        changed = True
+        changed |= _bypass(rw, node)
     rw.finish()
     return changed
+
+
+def _bypass(rw: Rewriter, node: Node) -> bool:
+    """Let the readers of `node`'s output read its first input instead, when that is allowed."""
+    if not rw.can_replace(node.output, node.inputs[0]):
+        return False  # a model output would lose its name
+    rw.replace(node.output, node.inputs[0])
+    return True
 
 
 def _is_noop(node: Node) -> bool:
@@ -69,10 +74,7 @@ def remove_noops(graph: Graph) -> bool:
     for node in rw.nodes():
         if not node.inputs or node.inputs[0] is None or not _is_noop(node):
             continue
-        if not rw.can_replace(node.output, node.inputs[0]):
-            continue  # a model output would lose its name
-        rw.replace(node.output, node.inputs[0])
-        changed = True
+        changed |= _bypass(rw, node)
     rw.finish()
     return changed
 
