@@ -5,20 +5,29 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 SAMPLE := resources/models/digits_cnn.onnx
 OUT := out
+# The MLPerf Tiny float models `make bench` times against onnxruntime.
+SHARED_ONNX := ../shared/models/onnx
+KILN_BENCH_MODELS := ad01_fp32 kws_ref_model_float32 pretrainedResnet vww_96_float
 
 # Debian libraries Qt needs offscreen and on a real (or Xvfb) display, and a font for text.
 DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \
   libglib2.0-0 fonts-dejavu-core libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 \
   libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0
+# Cross compiler, newlib (semihosting libc) and QEMU for the Cortex-M firmware tests; installed
+# without recommends (qemu-system-arm would otherwise pull in hundreds of desktop libraries).
+ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
 
 .PHONY: setup system-packages run test lint bench docs clean
 
 # As root, install the Debian packages that are missing (nothing happens when all are there).
 system-packages:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
-	  else echo "note: missing Debian packages (install them as root): $$missing"; fi; \
+	arm=$$(for p in $(ARM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing$$arm" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    { [ -z "$$missing" ] || apt-get install -y -qq $$missing; } && \
+	    { [ -z "$$arm" ] || apt-get install -y -qq --no-install-recommends $$arm; }; \
+	  else echo "note: missing Debian packages (install them as root):" $$missing $$arm; fi; \
 	fi
 
 $(STAMP): pyproject.toml
@@ -49,6 +58,11 @@ bench: setup
 	$(PY) tests/bench/bench_passes.py
 	$(PY) tests/bench/bench_memory.py
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/bench_layout.py
+	@status=0; for m in $(KILN_BENCH_MODELS); do \
+	  if [ -f $(SHARED_ONNX)/$$m.onnx ]; then $(VENV)/bin/kiln bench $(SHARED_ONNX)/$$m.onnx || status=1; \
+	  else echo "note: $(SHARED_ONNX)/$$m.onnx not found, skipped"; fi; \
+	done; \
+	$(VENV)/bin/kiln bench $(SAMPLE) || status=1; exit $$status
 
 docs: setup
 	$(PY) -m compiler.frontends.onnx.opdoc > docs/operators.md

@@ -77,13 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print one JSON document")
     inspect.add_argument("--dump", action="store_true", help="also print the graph, a line a node")
 
-    run = sub.add_parser("run", help="run a model with the reference interpreter")
+    run = sub.add_parser("run", help="run a model with the reference interpreter or compiled")
     _add_model_args(run)
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                      help="an input tensor (inputs not given get a seeded random tensor)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    run.add_argument("--engine", choices=["reference"], default="reference",
-                     help="which engine runs the model (the compiled engine comes later)")
+    run.add_argument("--engine", choices=["reference", "compiled"], default="reference",
+                     help="the reference interpreter (default), or the model compiled for this "
+                          "host and run as a bundle")
     run.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an npz file")
     run.add_argument("--stage", default="loaded", metavar="STAGE",
                      help="run the graph as loaded (default), after the whole default pipeline "
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_passes_parser(sub)
     _add_memory_parser(sub)
     _add_compile_parser(sub)
+    _add_bench_parser(sub)
     return parser
 
 
@@ -167,9 +169,15 @@ def cmd_run(args) -> int:
 
     graph = _load_graph(args)
     feeds = _read_inputs(graph, args.input or [], args.seed)
-    if args.stage != "loaded":
-        graph = _graph_at_stage(graph, args.stage)
-    outputs = run(graph, feeds)
+    if args.engine == "compiled":
+        if args.stage != "loaded":
+            raise UsageError("--stage applies to the reference engine only; the compiled engine "
+                             "always runs the final graph")
+        outputs = _run_compiled(graph, feeds)
+    else:
+        if args.stage != "loaded":
+            graph = _graph_at_stage(graph, args.stage)
+        outputs = run(graph, feeds)
     for name, array in outputs.items():
         flat = array.reshape(-1)
         preview = np.array2string(flat[:8], precision=5, separator=", ")
@@ -187,6 +195,30 @@ def cmd_run(args) -> int:
             raise UsageError(f"cannot write {args.output}: {exc.strerror}") from None
         print(f"wrote {args.output}")
     return 0
+
+
+def _run_compiled(graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of the graph compiled for this host, written as a bundle and loaded back."""
+    import tempfile
+
+    from compiler.codegen.build import compile_graph
+    from compiler.codegen.bundle import write_bundle
+    from compiler.codegen.host import HostNet
+    from compiler.codegen.targets import get_target
+    from compiler.passes import run_pipeline
+
+    net = compile_graph(run_pipeline(graph, snapshots=False).graph, get_target("host"))
+    with tempfile.TemporaryDirectory(prefix="kiln-run-") as folder:
+        write_bundle(net, folder)
+        hosted = HostNet.from_bundle(folder)
+        try:
+            outputs = hosted.run(feeds)
+        finally:
+            hosted.close()
+    missing = [v.name for v in graph.outputs if v.name not in outputs]
+    if missing:
+        raise KilnError(f"the compiled network lost output {missing[0]}")
+    return {v.name: outputs[v.name] for v in graph.outputs}
 
 
 def _graph_at_stage(graph, stage: str):
@@ -335,44 +367,150 @@ def cmd_memory(args) -> int:
 
 def _add_compile_parser(sub) -> None:
     compile_ = sub.add_parser("compile", help="compile a model into a bundle (object, header, "
-                                              "report)")
+                                              "weights, report, example program)")
     _add_model_args(compile_)
-    compile_.add_argument("--target", default="host", metavar="TARGET",
+    compile_.add_argument("--target", metavar="TARGET",
                           help="a CPU target (host, x86-64, cortex-m0plus/m3/m4/m7/m33/m55, "
-                               "aarch64, riscv32) or a board name (default host)")
+                               "aarch64, riscv32) or a board name (default: the board's CPU "
+                               "with --board, else host)")
+    compile_.add_argument("--board", metavar="BOARD",
+                          help="check flash and RAM use against this board's budget "
+                               "(stm32f746g-disco, nrf52840-dk, imxrt1060-evk, mps2-an500, "
+                               "mps2-an505); over budget is a warning, not an error")
     compile_.add_argument("-o", "--output", required=True, metavar="DIR",
-                          help="folder for NET.o, NET.h and NET.report.json")
+                          help="folder for the bundle")
     compile_.add_argument("--name", default="net", metavar="NET",
                           help="entry point and file name prefix, a C identifier (default net)")
+    compile_.add_argument("--weights", choices=["embedded", "external"], default="embedded",
+                          help="weights as read-only data inside NET.o (default), or in "
+                               "NET.weights.bin (and NET.weights.h) for the caller to place")
+    compile_.add_argument("--io-in-arena", action="store_true",
+                          help="place inputs and outputs inside the activation arena so their "
+                               "space is reused once dead")
     compile_.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
+def _target_and_board(target_name: str | None, board_name: str | None):
+    """The target to compile for and the board to check, from --target and --board.
+
+    A board name given as --target also selects that board's budget.
+    """
+    from compiler.codegen.targets import BOARDS, get_target
+
+    if board_name is None and target_name in BOARDS:
+        board_name = target_name
+    board = None
+    if board_name is not None:
+        if board_name not in BOARDS:
+            raise UsageError(f"--board {board_name!r} is not a known board (known: "
+                             f"{', '.join(BOARDS)})")
+        board = BOARDS[board_name]
+    if target_name is None:
+        return get_target(board.target if board else "host"), board
+    target = get_target(target_name)
+    if board is not None and target.name != board.target:
+        raise UsageError(f"--target {target_name} does not match --board {board.name}, whose "
+                         f"CPU is {board.target}")
+    return target, board
+
+
+def _print_budget(usage: dict) -> None:
+    """The board's flash and RAM use as a table, and one warning line per budget exceeded."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(f"{usage['name']}", "used", "budget", "use")
+    for label, key in (("flash", "flash"), ("RAM", "ram")):
+        used, budget = usage[f"{key}_used"], usage[key]
+        table.add_row(label, f"{used:,} B", f"{budget:,} B", f"{100 * used / budget:.1f}%")
+    Console().print(table)
+    _budget_warnings(usage)
+
+
+def _budget_warnings(usage: dict) -> None:
+    for label, key in (("flash", "flash"), ("RAM", "ram")):
+        used, budget = usage[f"{key}_used"], usage[key]
+        if used > budget:
+            print(f"kiln: warning: {label} over the {usage['name']} budget by {used - budget:,} B "
+                  f"({used:,} B used of {budget:,} B)", file=sys.stderr)
+
+
 def cmd_compile(args) -> int:
-    """`kiln compile`."""
+    """`kiln compile`.
+
+    A bundle over its board's budget is still written and the exit code stays 0 (it may be
+    meant for a bigger part); the warning goes to stderr and `--json` carries `board.fits`.
+    """
     from compiler.codegen.build import compile_graph
     from compiler.codegen.bundle import report, write_bundle
-    from compiler.codegen.targets import get_target
     from compiler.passes import run_pipeline
 
-    target = get_target(args.target)  # an unknown target is an error before any work
+    target, board = _target_and_board(args.target, args.board)  # errors before any work
     if not args.name.isidentifier():
         raise UsageError(f"--name {args.name!r} must be a C identifier")
     graph = run_pipeline(_load_graph(args), snapshots=False).graph
-    net = compile_graph(graph, target, args.name)
-    paths = write_bundle(net, args.output)
+    net = compile_graph(graph, target, args.name, io_in_arena=args.io_in_arena,
+                        weights=args.weights)
+    try:
+        paths = write_bundle(net, args.output, board)
+    except OSError as exc:
+        raise UsageError(f"cannot write the bundle to {args.output}: {exc.strerror}") from None
+    doc = report(net, board)
     if args.json:
-        print(json.dumps(report(net)))
+        print(json.dumps(doc))
+        if board is not None and not doc["board"]["fits"]:
+            _budget_warnings(doc["board"])
         return 0
-    print(f"{Path(args.model).name} -> {target.name} ({target.triple}): object "
-          f"{len(net.object):,} B, activations {net.plan.arena.size:,} B, mutable "
-          f"{net.plan.mutable:,} B")
+    s = doc["sections"]
+    print(f"{Path(args.model).name} -> {target.name} ({target.triple}), weights {doc['weights']}"
+          f": text {s['text']:,} B, rodata {s['rodata']:,} B, data {s['data']:,} B, bss "
+          f"{s['bss']:,} B; constant {doc['regions']['constant']:,} B, mutable "
+          f"{net.plan.mutable:,} B, activations {net.plan.arena.size:,} B")
     for path in paths:
         print(f"  wrote {path}")
+    if board is not None:
+        _print_budget(doc["board"])
+    return 0
+
+
+def _add_bench_parser(sub) -> None:
+    bench = sub.add_parser("bench", help="the model compiled for this host against onnxruntime")
+    _add_model_args(bench)
+    bench.add_argument("--json", action="store_true", help="print one JSON document")
+    bench.add_argument("--runs", type=int, metavar="N",
+                       help="inferences per repeat (default: about 0.2 s worth)")
+    bench.add_argument("--repeats", type=int, default=5, metavar="K",
+                       help="repeats; each keeps its median, the result is their median "
+                            "(default 5)")
+    bench.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+
+
+def cmd_bench(args) -> int:
+    """`kiln bench`: the measuring lives in compiler.codegen.bench; this only formats."""
+    from compiler.codegen.bench import bench_model
+
+    if args.repeats < 1 or (args.runs is not None and args.runs < 1):
+        raise UsageError("--runs and --repeats must be at least 1")
+    shapes = dict(_parse_shape(s) for s in args.shape or [])
+    result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed)
+    if args.json:
+        print(json.dumps(result.to_json()))
+        return 0
+    print(f"{result.model} on {result.target} ({result.triple}): compiled in "
+          f"{result.compile_s:.2f} s; median of {result.repeats} repeats x {result.runs} runs, "
+          "one thread each")
+    print(f"  kiln         {result.kiln_ms:.4g} ms")
+    print(f"  onnxruntime  {result.ort_ms:.4g} ms")
+    print(f"  kiln/ort     {result.ratio:.3g}   (outputs differ by at most "
+          f"{result.max_abs_diff:.2g})")
+    print(f"  throughput   {result.kiln_gflops:.1f} GFLOP/s over {result.macs:,} MACs, "
+          f"{100 * result.peak_fraction:.0f}% of this core's measured peak "
+          f"({result.peak_gflops:.0f} GFLOP/s)")
     return 0
 
 
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
-            "compile": cmd_compile}
+            "compile": cmd_compile, "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

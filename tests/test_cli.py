@@ -80,3 +80,29 @@ def test_run_without_inputs_is_seeded(tmp_path, capsys):
     assert main(["run", str(SAMPLE_MODEL), "--seed", "7", "-o", str(tmp_path / "c.npz")]) == 0
     with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "c.npz") as c:
         assert not np.array_equal(a["logits"], c["logits"])
+
+
+def test_run_compiled_engine_matches_the_reference(tmp_path, capsys):
+    image = np.load(SAMPLE_MODEL.parent / "digit_2.npy")
+    np.save(tmp_path / "image.npy", image)
+    for engine in ("reference", "compiled"):
+        assert main(["run", str(SAMPLE_MODEL), "--input", f"image={tmp_path / 'image.npy'}",
+                     "--engine", engine, "-o", str(tmp_path / f"{engine}.npz")]) == 0
+        assert "argmax=2" in capsys.readouterr().out
+    with np.load(tmp_path / "reference.npz") as ref, np.load(tmp_path / "compiled.npz") as got:
+        assert list(got) == ["logits"]
+        assert got["logits"].dtype == ref["logits"].dtype and got["logits"].shape == (1, 10)
+        np.testing.assert_allclose(got["logits"], ref["logits"], rtol=1e-4, atol=1e-4)
+    # Seeded random inputs are the same for both engines too.
+    for engine in ("reference", "compiled"):
+        assert main(["run", str(SAMPLE_MODEL), "--engine", engine, "--seed", "5", "-o",
+                     str(tmp_path / f"seeded-{engine}.npz")]) == 0
+    with np.load(tmp_path / "seeded-reference.npz") as ref, \
+            np.load(tmp_path / "seeded-compiled.npz") as got:
+        np.testing.assert_allclose(got["logits"], ref["logits"], rtol=1e-4, atol=1e-4)
+
+
+def test_run_compiled_refuses_a_stage(capsys):
+    assert main(["run", str(SAMPLE_MODEL), "--engine", "compiled", "--stage", "final"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--stage applies to the reference engine only" in err

@@ -1,23 +1,25 @@
-"""Build a final graph into one LLVM module and object: kernels, embedded weights, entry point."""
+"""Build a final graph into one LLVM module and object: kernels, weights, entry point."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.kernels import I32, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
+from compiler.codegen.prepare import prepare_for_codegen
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target
+from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.memory.plan import HOST_ALIGNMENT
 from compiler.memory.report import MemoryPlan, plan_memory
 
 I8P = ir.PointerType(ir.IntType(8))
-WEIGHT_ALIGNMENT = 64
+WEIGHT_MODES = ("embedded", "external")
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,30 @@ class Tensor:
     dtype: str
 
 
+@dataclass(frozen=True)
+class KernelInfo:
+    """One generated kernel, for the bundle report and the GUI's kernel map.
+
+    Attributes:
+        symbol: LLVM function name (internal: after inlining it may not reach the object).
+        op: Operator, "+Add" appended when a residual Add is fused in.
+        nodes: Names of the graph nodes the kernel covers.
+        weight_bytes: Bytes of constant data it reads (shared weights count in every reader).
+    """
+
+    symbol: str
+    op: str
+    nodes: tuple[str, ...]
+    weight_bytes: int
+
+
 @dataclass
 class CompiledNet:
-    """One graph compiled for one target: the object, the plan it assumes, and its I/O map."""
+    """One graph compiled for one target: the object, the plan it assumes, and its I/O map.
+
+    `weights` says where the constant data is; with "external", `constant` is the blob the
+    caller passes as `constant_weights` (each tensor at a 64-aligned offset), else b"".
+    """
 
     name: str
     target: Target
@@ -51,6 +74,9 @@ class CompiledNet:
     object: bytes
     inputs: list[Tensor]
     outputs: list[Tensor]
+    weights: str = "embedded"
+    constant: bytes = b""
+    kernels: list[KernelInfo] = field(default_factory=list)
 
 
 def _location(plan: MemoryPlan, value: Value) -> tuple[int, int]:
@@ -68,42 +94,63 @@ def _tensor(plan: MemoryPlan, value: Value) -> Tensor:
 
 
 class _Builder:
-    """Emits the module: one internal function per node, called in schedule order by `name`."""
+    """Emits the module: one internal function per node, called in schedule order by `name`.
 
-    def __init__(self, graph: Graph, plan: MemoryPlan, target: Target, name: str):
+    Weights are packed into one `WeightTable` before any kernel is emitted, so each is at a
+    final offset: inside the `name.weights` placeholder global (embedded) or from the entry
+    point's `constant_weights` argument (external). Kernels take them as arguments in both
+    modes: pointers into one big global as constant expressions cost LLVM about 1.5x the
+    optimization and emission time.
+    """
+
+    def __init__(self, graph: Graph, plan: MemoryPlan, target: Target, name: str,
+                 weights: str):
         self.graph, self.plan, self.target, self.name = graph, plan, target, name
+        self.external = weights == "external"
         self.module = new_module(name, target)
         self.nodes = {n.name: n for n in graph.nodes}
-        self.weights = 0
-        # id(array) -> (array, global): a constant read by several nodes is embedded once; the
-        # array is kept so its id stays unique while the module is built.
-        self._globals: dict[int, tuple[np.ndarray, ir.Value]] = {}
+        self.table = WeightTable()
+        self.blob: ir.GlobalVariable | None = None
+        self.kernels: list[KernelInfo] = []
 
-    def weight(self, array: np.ndarray, ty: ir.Type) -> ir.Value:
-        """A read-only, aligned global holding `array` (flash on an MCU), as an element pointer."""
-        if id(array) in self._globals:
-            return self._globals[id(array)][1]
-        data = np.ascontiguousarray(array, dtype=np.dtype(str(array.dtype)).newbyteorder("<"))
-        raw = bytearray(data.tobytes())
-        gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), len(raw)),
-                               f"{self.name}.w{self.weights}")
-        self.weights += 1
-        gv.initializer = ir.Constant(gv.value_type, raw)
+    def _steps(self) -> list[tuple[Node, Node | None, tuple[str, ...], str]]:
+        """(node, fused Add or None, covered node names, op) per kernel, in schedule order."""
+        steps = []
+        for instr in (i for i in self.plan.lowir.instrs if i.kind == "op"):
+            fused = instr.op.endswith("+Add") and len(instr.nodes) == 2
+            if (len(instr.nodes) > 1 and not fused) or instr.name not in self.nodes:
+                raise KilnError(f"cannot generate {instr.op} ({instr.name})")
+            add = self.nodes[instr.nodes[1]] if fused else None
+            steps.append((self.nodes[instr.name], add, tuple(instr.nodes), instr.op))
+        return steps
+
+    def _placeholder(self) -> None:
+        """The embedded weights global: zeros in the IR, the blob written in by `embed`."""
+        if self.external or not self.table.size:
+            return
+        size = -(-self.table.size // WEIGHT_ALIGNMENT) * WEIGHT_ALIGNMENT
+        gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size),
+                               f"{self.name}.weights")
+        gv.initializer = ir.Constant(gv.value_type, None)
         gv.global_constant = True
         gv.linkage = "internal"
+        # Printed between the linkage and `constant`: the optimizer must not fold loads from
+        # the zero placeholder (the real bytes arrive after code generation).
+        gv.storage_class = "externally_initialized"
         gv.align = WEIGHT_ALIGNMENT
-        ptr = gv.bitcast(ir.PointerType(ty))
-        self._globals[id(array)] = (array, ptr)
-        return ptr
+        self.blob = gv
 
-    def kernel(self, node: Node, index: int, add: Node | None = None
-               ) -> tuple[ir.Function, list[Value]]:
-        """The specialized function of `node` and the runtime values it takes, in order.
+    def kernel(self, node: Node, index: int, add: Node | None,
+               weights: dict[int, tuple[np.ndarray, int]]
+               ) -> tuple[ir.Function, list[Value], list[tuple[int, ir.Type]]]:
+        """The function of `node`, its runtime values in order, and its weight arguments.
 
-        With `add` (a fused residual Add), the kernel also takes the residual and writes the
-        Add's output instead of the node's.
+        The weight arguments follow the runtime ones, as (blob offset, element type): the entry
+        point passes pointers into the blob, wherever it is. With `add` (a fused residual
+        Add), the kernel also takes the residual and writes the Add's output instead of the
+        node's.
         """
-        emit, prepare = lookup(node)
+        emit, _ = lookup(node)
         ty = llvm_type(node.output.type.dtype)
         runtime = [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
         outputs = list(node.outputs)
@@ -115,7 +162,10 @@ class _Builder:
             runtime.append(residual)
             outputs = list(add.outputs)
         params = runtime + outputs
-        fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(ty)] * len(params))
+        consts = [(offset, llvm_type(str(array.dtype)))
+                  for _, (array, offset) in sorted(weights.items())]
+        fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(ty)] * len(params)
+                               + [ir.PointerType(t) for _, t in consts])
         fn = ir.Function(self.module, fnty, f"{self.name}.k{index}.{node.op}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
@@ -125,50 +175,74 @@ class _Builder:
         for arg, storage in zip(fn.args, storages):
             if storages.count(storage) == 1:
                 arg.add_attribute("noalias")
-        prepared = prepare(node)
-        slots = max([len(node.inputs)] + [i + 1 for i in prepared])
+        # Weights are never written and live in their own region. No `align 64` promise: a
+        # caller placing the blob less aligned than asked then still gets correct code.
+        for arg in fn.args[len(params):]:
+            arg.add_attribute("noalias")
+        slots = max([len(node.inputs)] + [i + 1 for i in weights])
         args: list = [None] * slots
         it = iter(fn.args)
         for i, v in enumerate(node.inputs):
             if v is not None and not isinstance(v, Constant):
                 args[i] = next(it)
-        for i, array in prepared.items():
-            args[i] = self.weight(array, llvm_type(str(array.dtype)))
         residual = next(it) if add is not None else None
-        kernel = Kernel(node, fn, args, [next(it) for _ in outputs], residual, add)
+        outs = [next(it) for _ in outputs]
+        for i in sorted(weights):
+            args[i] = next(it)
+        kernel = Kernel(node, fn, args, outs, residual, add, target=self.target)
         emit(kernel)
         kernel.finish()
-        return fn, params
+        return fn, params, consts
 
     def build(self) -> ir.Module:
         """The module with the exported `int name(const u8 *, u8 *, u8 *)` entry point."""
+        steps = self._steps()
+        prepared = []
+        for node, _, _, _ in steps:
+            arrays = lookup(node)[1](node)
+            prepared.append({i: (a, self.table.add(a)) for i, a in arrays.items()})
+        self._placeholder()
         entry = ir.Function(self.module, ir.FunctionType(I32, [I8P, I8P, I8P]), self.name)
         entry.attributes.add("nounwind")
         b = ir.IRBuilder(entry.append_basic_block("entry"))
-        for step, instr in enumerate(i for i in self.plan.lowir.instrs if i.kind == "op"):
-            fused = instr.op.endswith("+Add") and len(instr.nodes) == 2
-            if (len(instr.nodes) > 1 and not fused) or instr.name not in self.nodes:
-                raise KilnError(f"cannot generate {instr.op} ({instr.name})")
-            add = self.nodes[instr.nodes[1]] if fused else None
-            fn, params = self.kernel(self.nodes[instr.name], step, add)
+        base = entry.args[0] if self.blob is None else b.bitcast(self.blob, I8P)
+        for step, ((node, add, names, op), weights) in enumerate(zip(steps, prepared)):
+            fn, params, consts = self.kernel(node, step, add, weights)
             ptrs = []
             for value, arg in zip(params, fn.args):
                 region, offset = _location(self.plan, value)
                 ptrs.append(b.bitcast(b.gep(entry.args[region], [I32(offset)], inbounds=True),
                                       arg.type))
+            for (offset, _), arg in zip(consts, fn.args[len(params):]):
+                ptrs.append(b.bitcast(b.gep(base, [I32(offset)], inbounds=True), arg.type))
             b.call(fn, ptrs)
+            self.kernels.append(KernelInfo(fn.name, op, names,
+                                           sum(a.nbytes for a, _ in weights.values())))
         b.ret(I32(0))
         return self.module
 
 
 def compile_graph(graph: Graph, target: Target, name: str = "net",
-                  alignment: int = HOST_ALIGNMENT, io_in_arena: bool = False) -> CompiledNet:
-    """Plan memory for a final graph (after `run_pipeline`) and compile it for `target`."""
+                  alignment: int = HOST_ALIGNMENT, io_in_arena: bool = False,
+                  weights: str = "embedded") -> CompiledNet:
+    """Plan memory for a final graph (after `run_pipeline`) and compile it for `target`.
+
+    `weights` is "embedded" (read-only data in the object) or "external" (the object reads
+    them through `constant_weights`; `CompiledNet.constant` is the blob to place there).
+    """
     if not name.isidentifier():
         raise KilnError(f"network name {name!r} is not a C identifier")
+    if weights not in WEIGHT_MODES:
+        raise KilnError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
+    graph = prepare_for_codegen(graph)  # float kernels want float weights, not int8 + scales
     plan = plan_memory(graph, alignment, io_in_arena)
-    module = _Builder(graph, plan, target, name).build()
-    text = str(module)
-    return CompiledNet(name, target, graph, plan, text, emit_object(text, target),
+    builder = _Builder(graph, plan, target, name, weights)
+    text = str(builder.build())
+    blob, kernels = builder.table.blob(), builder.kernels
+    del builder  # the prepared weight arrays: the blob holds their bytes now
+    obj = emit_object(text, target)
+    if weights == "embedded":
+        obj, blob = embed(obj, f"{name}.weights", blob), b""
+    return CompiledNet(name, target, graph, plan, text, obj,
                        [_tensor(plan, v) for v in graph.inputs],
-                       [_tensor(plan, v) for v in graph.outputs])
+                       [_tensor(plan, v) for v in graph.outputs], weights, blob, kernels)

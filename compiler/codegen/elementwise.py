@@ -1,4 +1,4 @@
-"""Element-wise kernels: single operators and fused chains in one loop, plus Softmax.
+"""Element-wise kernels: single operators and fused chains in one loop, plus (Log)Softmax.
 
 A fused chain's steps (`Mul $0 $1`, `Add x $2`, `Relu x`) become scalar code inside one loop
 over the output; inputs broadcast numpy-style through zero strides, all known at compile time.
@@ -13,12 +13,20 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.kernels import FAST, Kernel, activate, llvm_type
+from compiler.codegen.mathfn import math_call
 from compiler.errors import KilnError
 from compiler.ops.kiln import parse_step
 
 
-def _intrinsic(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
-    """Call llvm.<name> on floats (libm on targets without an instruction for it)."""
+def intrinsic(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
+    """`name(*args)` on floats.
+
+    exp, log, pow and tanh are inline code (`mathfn`: it vectorizes and calls no library), the
+    rest llvm.<name> (an instruction on every FPU target).
+    """
+    inline = math_call(k.b, name, *args)
+    if inline is not None:
+        return inline
     ty = args[0].type
     fn = k.fn.module.declare_intrinsic(f"llvm.{name}", [ty],
                                        ir.FunctionType(ty, [ty] * len(args)))
@@ -29,28 +37,30 @@ def _const(x: ir.Value, value: float) -> ir.Constant:
     return ir.Constant(x.type, value)
 
 
-def _max(k, a, b):
+def max_of(k, a, b):
+    """The larger of two floats; a NaN in `a` propagates."""
     return k.b.select(k.b.fcmp_unordered(">", a, b), a, b)
 
 
-def _min(k, a, b):
+def min_of(k, a, b):
+    """The smaller of two floats; a NaN in `a` propagates."""
     return k.b.select(k.b.fcmp_unordered("<", a, b), a, b)
 
 
 def _sigmoid(k, x):
-    e = _intrinsic(k, "exp", k.b.fneg(x))
+    e = intrinsic(k, "exp", k.b.fneg(x))
     return k.b.fdiv(_const(x, 1.0), k.b.fadd(_const(x, 1.0), e))
 
 
 def _clip(k, x, low=None, high=None):
     if low is not None:
-        x = _max(k, x, low)
-    return x if high is None else _min(k, x, high)
+        x = max_of(k, x, low)
+    return x if high is None else min_of(k, x, high)
 
 
 def _hard_sigmoid(k, x, alpha=0.2, beta=0.5):
     y = k.b.fadd(k.b.fmul(x, _const(x, alpha)), _const(x, beta))
-    return _min(k, _max(k, y, _const(x, 0.0)), _const(x, 1.0))
+    return min_of(k, max_of(k, y, _const(x, 0.0)), _const(x, 1.0))
 
 
 # op -> (scalar emitter, attribute names passed after the operands, with defaults).
@@ -59,15 +69,15 @@ SCALAR_OPS: dict[str, tuple[Callable, tuple[tuple[str, float], ...]]] = {
     "Sub": (lambda k, a, b: k.b.fsub(a, b), ()),
     "Mul": (lambda k, a, b: k.b.fmul(a, b), ()),
     "Div": (lambda k, a, b: k.b.fdiv(a, b), ()),
-    "Max": (lambda k, *xs: _fold(k, _max, xs), ()),
-    "Min": (lambda k, *xs: _fold(k, _min, xs), ()),
+    "Max": (lambda k, *xs: _fold(k, max_of, xs), ()),
+    "Min": (lambda k, *xs: _fold(k, min_of, xs), ()),
     "Neg": (lambda k, x: k.b.fneg(x), ()),
-    "Abs": (lambda k, x: _intrinsic(k, "fabs", x), ()),
-    "Sqrt": (lambda k, x: _intrinsic(k, "sqrt", x), ()),
-    "Exp": (lambda k, x: _intrinsic(k, "exp", x), ()),
-    "Log": (lambda k, x: _intrinsic(k, "log", x), ()),
-    "Pow": (lambda k, a, b: _intrinsic(k, "pow", a, b), ()),
-    "Relu": (lambda k, x: _max(k, x, _const(x, 0.0)), ()),
+    "Abs": (lambda k, x: intrinsic(k, "fabs", x), ()),
+    "Sqrt": (lambda k, x: intrinsic(k, "sqrt", x), ()),
+    "Exp": (lambda k, x: intrinsic(k, "exp", x), ()),
+    "Log": (lambda k, x: intrinsic(k, "log", x), ()),
+    "Pow": (lambda k, a, b: intrinsic(k, "pow", a, b), ()),
+    "Relu": (lambda k, x: max_of(k, x, _const(x, 0.0)), ()),
     "LeakyRelu": (lambda k, x, alpha: k.b.select(k.b.fcmp_ordered(">=", x, _const(x, 0.0)), x,
                                                  k.b.fmul(x, _const(x, alpha))),
                   (("alpha", 0.01),)),
@@ -77,6 +87,10 @@ SCALAR_OPS: dict[str, tuple[Callable, tuple[tuple[str, float], ...]]] = {
     "Clip": (_clip, ()),
     "HardSigmoid": (_hard_sigmoid, (("alpha", 0.2), ("beta", 0.5))),
     "HardSwish": (lambda k, x: k.b.fmul(x, _hard_sigmoid(k, x, 1 / 6, 0.5)), ()),
+    "Tanh": (lambda k, x: intrinsic(k, "tanh", x), ()),
+    "Sum": (lambda k, *xs: _fold(k, lambda k, a, b: k.b.fadd(a, b), xs), ()),
+    "Mean": (lambda k, *xs: k.b.fdiv(_fold(k, lambda k, a, b: k.b.fadd(a, b), xs),
+                                     _const(xs[0], float(len(xs)))), ()),
 }
 
 
@@ -134,28 +148,50 @@ def emit_elementwise(k: Kernel) -> None:
         k.store(activate(k, x), k.outs[0], k.index(*zip(idx, out_strides)))
 
 
-def emit_softmax(k: Kernel) -> None:
-    """Softmax over the last axis: max, exp and sum into the output, then one scaling pass."""
-    node = k.node
+def _softmax_span(node) -> tuple[int, int, int]:
+    """(outer, depth, inner): the sizes of the axes before, across and after the normalized ones.
+
+    One axis is normalized, or (the 2-D coercion of opsets before 13) `axis` and all after it.
+    """
     shape = node.output.type.shape
     axis = int(node.attrs.get("axis", -1)) % len(shape)
-    if axis != len(shape) - 1:
-        raise KilnError(f"cannot generate Softmax {node.name} over axis {axis}: last axis only")
-    depth = shape[-1]
-    rows = int(np.prod(shape, dtype=np.int64)) // depth
+    end = len(shape) if node.attrs.get("coerce_2d") else axis + 1
+    size = [int(np.prod(shape[a:b], dtype=np.int64)) for a, b in
+            ((0, axis), (axis, end), (end, len(shape)))]
+    return size[0], size[1], size[2]
+
+
+def emit_softmax(k: Kernel) -> None:
+    """Softmax or LogSoftmax over any axis: max, exp and sum per row, then one scaling pass.
+
+    Rows are `depth` elements `inner` apart; with the last axis (the usual case) they are
+    contiguous. Softmax keeps the exponentials in the output; LogSoftmax recomputes x - max.
+    """
+    node = k.node
+    outer, depth, inner = _softmax_span(node)
+    log = node.op == "LogSoftmax"
     ty = llvm_type(node.output.type.dtype)
     top, total = k.alloca(ty), k.alloca(ty)
     b = k.b
-    with k.loop(rows) as r:
+    with k.loop(outer) as o, k.loop(inner) as r:
+        def at(d):
+            return k.index((o, depth * inner), (d, inner), (r, 1))
+
         b.store(ir.Constant(ty, float("-inf")), top)
         with k.loop(depth) as d:
-            b.store(_max(k, k.load(k.args[0], k.index((r, depth), (d, 1))), b.load(top)), top)
+            b.store(max_of(k, k.load(k.args[0], at(d)), b.load(top)), top)
         b.store(ir.Constant(ty, 0.0), total)
         with k.loop(depth) as d:
-            i = k.index((r, depth), (d, 1))
-            e = _intrinsic(k, "exp", b.fsub(k.load(k.args[0], i), b.load(top)))
-            k.store(e, k.outs[0], i)
+            i = at(d)
+            e = intrinsic(k, "exp", b.fsub(k.load(k.args[0], i), b.load(top)))
+            if not log:
+                k.store(e, k.outs[0], i)
             b.store(b.fadd(b.load(total), e, flags=FAST), total)
+        if log:
+            shift = b.fadd(b.load(top), intrinsic(k, "log", b.load(total)))
         with k.loop(depth) as d:
-            i = k.index((r, depth), (d, 1))
-            k.store(b.fdiv(k.load(k.outs[0], i), b.load(total)), k.outs[0], i)
+            i = at(d)
+            if log:
+                k.store(b.fsub(k.load(k.args[0], i), shift), k.outs[0], i)
+            else:
+                k.store(b.fdiv(k.load(k.outs[0], i), b.load(total)), k.outs[0], i)

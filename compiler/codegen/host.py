@@ -1,8 +1,14 @@
-"""Run a host-compiled network: link its object into a shared library and call it via ctypes."""
+"""Run a host-compiled network: link its object into a shared library and call it via ctypes.
+
+`HostNet(net)` runs a `CompiledNet` in memory; `HostNet.from_bundle(folder)` runs a written
+bundle from its files alone (NET.o, NET.report.json, NET.weights.bin), the way a user's program
+would, so a bundle can be checked without the compiler state that produced it.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import json
 import shutil
 import subprocess
 import tempfile
@@ -10,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.codegen.build import CompiledNet
+from compiler.codegen.build import CompiledNet, Tensor
+from compiler.codegen.weights import WEIGHT_ALIGNMENT
 from compiler.errors import KilnError
 
 # Regions are over-allocated by this much so their start can be moved to the plan's alignment.
 _SLACK = 256
+_REGIONS = ("mutable", "activations")
 
 
 def _aligned(size: int, alignment: int) -> np.ndarray:
@@ -24,52 +32,146 @@ def _aligned(size: int, alignment: int) -> np.ndarray:
     return raw[start:start + max(size, 1)]
 
 
+def _link(obj: Path, name: str, folder: Path, cc: str | None) -> Path:
+    """`obj` linked into a shared library in `folder` with the system C compiler."""
+    cc = cc or shutil.which("cc")
+    if cc is None:
+        raise KilnError("running on the host needs a C compiler (cc) to link the object")
+    lib = folder / f"lib{name}.so"
+    done = subprocess.run([cc, "-shared", "-o", str(lib), str(obj), "-lm"],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise KilnError(f"linking {obj.name} failed: {done.stderr.strip()}")
+    return lib
+
+
 class HostNet:
     """A compiled network loaded into this process.
 
     The shared library lives in a private temporary folder that `close` (or garbage collection
     of the folder object) removes; the regions are numpy buffers reused across calls.
+
+    Attributes:
+        name: Entry point name.
+        net: The CompiledNet, or None when loaded from a bundle.
+        inputs, outputs: Where each graph input and output lives.
+        regions: "constant" (external weights only), "mutable" and "activations" buffers.
     """
 
     def __init__(self, net: CompiledNet, cc: str | None = None):
-        cc = cc or shutil.which("cc")
-        if cc is None:
-            raise KilnError("running on the host needs a C compiler (cc) to link the object")
-        self.net = net
         self._dir = tempfile.TemporaryDirectory(prefix="kiln-")
-        folder = Path(self._dir.name)
-        (folder / f"{net.name}.o").write_bytes(net.object)
-        lib = folder / f"lib{net.name}.so"
-        done = subprocess.run([cc, "-shared", "-o", str(lib), str(folder / f"{net.name}.o"),
-                               "-lm"], capture_output=True, text=True)
-        if done.returncode:
-            raise KilnError(f"linking {net.name}.o failed: {done.stderr.strip()}")
-        self._lib = ctypes.CDLL(str(lib))
-        self._fn = getattr(self._lib, net.name)
+        obj = Path(self._dir.name) / f"{net.name}.o"
+        obj.write_bytes(net.object)
+        self._load(net.name, obj, cc, net.inputs, net.outputs, net.plan.alignment,
+                   {"mutable": net.plan.mutable, "activations": net.plan.arena.size},
+                   net.constant if net.weights == "external" else None)
+        self.net: CompiledNet | None = net
+
+    @classmethod
+    def from_bundle(cls, folder: str | Path, name: str | None = None,
+                    cc: str | None = None) -> HostNet:
+        """A runner built only from the files of a bundle written for the host."""
+        folder = Path(folder)
+        if name is None:
+            reports = sorted(folder.glob("*.report.json"))
+            if len(reports) != 1:
+                raise KilnError(f"{folder} holds {len(reports)} bundle reports; name the network")
+            name = reports[0].name[:-len(".report.json")]
+        report_path = folder / f"{name}.report.json"
+        try:
+            report = json.loads(report_path.read_text())
+            regions = report["regions"]
+            sizes = {r: int(regions[r]) for r in _REGIONS}
+            alignment, external = int(regions["alignment"]), report["weights"] == "external"
+            if report["weights"] not in ("embedded", "external"):
+                raise ValueError(f"weights is {report['weights']!r}")
+            inputs = [_tensor(t) for t in report["inputs"]]
+            outputs = [_tensor(t) for t in report["outputs"]]
+        except OSError as e:
+            raise KilnError(f"cannot read {report_path}: {e.strerror}") from None
+        except KeyError as e:
+            raise KilnError(f"{report_path} is not a Kiln bundle report: no {e} entry") from None
+        except (ValueError, TypeError) as e:
+            raise KilnError(f"{report_path} is not a Kiln bundle report: {e}") from None
+        _check_fits(inputs + outputs, sizes, report_path)
+        constant = None
+        if external:
+            blob = folder / f"{name}.weights.bin"
+            if not blob.is_file():
+                raise KilnError(f"{blob} is missing: the bundle has external weights")
+            constant = blob.read_bytes()
+            if len(constant) != int(regions["constant"]):
+                raise KilnError(f"{blob} holds {len(constant)} bytes, the report says "
+                                f"{regions['constant']}")
+        if not (folder / f"{name}.o").is_file():
+            raise KilnError(f"{folder / f'{name}.o'} is missing")
+        self = cls.__new__(cls)
+        self._dir = tempfile.TemporaryDirectory(prefix="kiln-")
+        self._load(name, folder / f"{name}.o", cc, inputs, outputs, alignment, sizes, constant)
+        self.net = None
+        return self
+
+    def _load(self, name: str, obj: Path, cc: str | None, inputs: list[Tensor],
+              outputs: list[Tensor], alignment: int, sizes: dict[str, int],
+              constant: bytes | None) -> None:
+        self.name, self.inputs, self.outputs = name, inputs, outputs
+        self._lib = ctypes.CDLL(str(_link(obj, name, Path(self._dir.name), cc)))
+        self._fn = getattr(self._lib, name)
         self._fn.restype = ctypes.c_int
         self._fn.argtypes = [ctypes.c_void_p] * 3
-        align = net.plan.alignment
-        self.regions = {"mutable": _aligned(net.plan.mutable, align),
-                        "activations": _aligned(net.plan.arena.size, align)}
+        self.regions = {r: _aligned(sizes[r], alignment) for r in _REGIONS}
+        if constant is not None:
+            self.regions["constant"] = _aligned(len(constant), max(alignment, WEIGHT_ALIGNMENT))
+            self.regions["constant"][:len(constant)] = np.frombuffer(constant, np.uint8)
+        # Built once, so that a run costs the copies and the call, not numpy bookkeeping.
+        self._in_views = [(t.name, t.dtype, self._view(t)) for t in inputs]
+        self._out_views = [(t.name, self._view(t)) for t in outputs]
+        base = self.regions.get("constant")
+        self._args = (None if base is None else base.ctypes.data,
+                      self.regions["mutable"].ctypes.data,
+                      self.regions["activations"].ctypes.data)
 
-    def _view(self, tensor) -> np.ndarray:
+    def _view(self, tensor: Tensor) -> np.ndarray:
         nbytes = int(np.prod(tensor.shape, dtype=np.int64)) * np.dtype(tensor.dtype).itemsize
         raw = self.regions[tensor.region][tensor.offset:tensor.offset + nbytes]
         return raw.view(tensor.dtype).reshape(tensor.shape)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs by name for inputs by name (shapes and element types must match)."""
-        for tensor in self.net.inputs:
-            if tensor.name not in feeds:
-                raise KilnError(f"input {tensor.name} is missing")
-            self._view(tensor)[...] = np.asarray(feeds[tensor.name], tensor.dtype).reshape(
-                tensor.shape)
-        status = self._fn(None, self.regions["mutable"].ctypes.data,
-                          self.regions["activations"].ctypes.data)
+        for name, dtype, view in self._in_views:
+            if name not in feeds:
+                raise KilnError(f"input {name} is missing")
+            value = np.asarray(feeds[name])
+            if value.dtype != dtype or value.shape != view.shape:
+                value = np.asarray(value, dtype).reshape(view.shape)
+            view[...] = value
+        self.call()
+        return {name: view.copy() for name, view in self._out_views}
+
+    def call(self) -> None:
+        """Run the entry point once on the regions as they are (inputs already in place)."""
+        status = self._fn(*self._args)
         if status:
-            raise KilnError(f"{self.net.name} returned {status}")
-        return {t.name: self._view(t).copy() for t in self.net.outputs}
+            raise KilnError(f"{self.name} returned {status}")
 
     def close(self) -> None:
         """Remove the temporary library (the loaded copy stays mapped until exit)."""
         self._dir.cleanup()
+
+
+def _tensor(doc: dict) -> Tensor:
+    """A Tensor from its report entry."""
+    region = doc["region"]
+    if region not in _REGIONS:
+        raise ValueError(f"unknown region {region!r} of {doc['name']}")
+    return Tensor(str(doc["name"]), region, int(doc["offset"]),
+                  tuple(int(d) for d in doc["shape"]), np.dtype(str(doc["dtype"])).name)
+
+
+def _check_fits(tensors: list[Tensor], sizes: dict[str, int], report: Path) -> None:
+    """Every input and output lies inside its region (a report from a stranger may lie)."""
+    for t in tensors:
+        end = t.offset + int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
+        if t.offset < 0 or end > sizes[t.region]:
+            raise KilnError(f"{report}: {t.name} ends at byte {end}, outside the {t.region} "
+                            f"region of {sizes[t.region]} bytes")

@@ -53,8 +53,10 @@ class Kernel:
     """
 
     def __init__(self, node: Node, fn: ir.Function, args: list, outs: list,
-                 residual: ir.Value | None = None, act_node: Node | None = None):
+                 residual: ir.Value | None = None, act_node: Node | None = None,
+                 target=None):
         self.node, self.fn, self.args, self.outs = node, fn, args, outs
+        self.target = target
         self.residual = residual
         self.act_node = act_node or node
         self._entry = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -106,20 +108,27 @@ class Kernel:
 
 # -- activations ----------------------------------------------------------------------------
 
+def _const(ty: ir.Type, value: float) -> ir.Constant:
+    """`value` as a constant of `ty`, splatted when `ty` is a vector (tiled kernels)."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [value] * ty.count)
+    return ir.Constant(ty, value)
+
+
 def _relu(k: Kernel, x: ir.Value, params) -> ir.Value:
-    zero = ir.Constant(x.type, 0.0)
+    zero = _const(x.type, 0.0)
     return k.b.select(k.b.fcmp_ordered(">", x, zero), x, zero)
 
 
 def _clip(k: Kernel, x: ir.Value, params) -> ir.Value:
-    low, high = (ir.Constant(x.type, float(p)) for p in params)
+    low, high = (_const(x.type, float(p)) for p in params)
     x = k.b.select(k.b.fcmp_ordered("<", x, low), low, x)
     return k.b.select(k.b.fcmp_ordered(">", x, high), high, x)
 
 
 def _leaky_relu(k: Kernel, x: ir.Value, params) -> ir.Value:
-    scaled = k.b.fmul(x, ir.Constant(x.type, float(params[0])))
-    return k.b.select(k.b.fcmp_ordered(">=", x, ir.Constant(x.type, 0.0)), x, scaled)
+    scaled = k.b.fmul(x, _const(x.type, float(params[0])))
+    return k.b.select(k.b.fcmp_ordered(">=", x, _const(x.type, 0.0)), x, scaled)
 
 
 ACTIVATIONS: dict[str, Callable] = {
@@ -249,7 +258,12 @@ def emit_conv(k: Kernel) -> None:
     of several output channels accumulate in a vector register; depthwise layers (one per
     group) accumulate in memory with the loop over groups innermost, contiguous too.
     """
+    from compiler.codegen.conv import emit_conv_tiled, tiled_form  # conv builds on this module
+
     node = k.node
+    if tiled_form(node):
+        emit_conv_tiled(k, k.target)
+        return
     batch, channels = node.inputs[0].type.shape[0], node.inputs[0].type.shape[3]
     _, out_h, out_w, out_c = node.output.type.shape
     groups = int(node.attrs.get("group", 1))

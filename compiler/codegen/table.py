@@ -7,16 +7,22 @@ from collections.abc import Callable
 import numpy as np
 
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
+from compiler.codegen.gather import emit_gather
 from compiler.codegen.kernels import (
     Kernel,
-    avg_divisors,
     conv_weights,
     emit_concat,
     emit_conv,
     emit_fully_connected,
-    emit_pool,
     emit_transpose,
 )
+from compiler.codegen.lrn import emit_lrn
+from compiler.codegen.matmul import emit_matmul
+from compiler.codegen.pad import emit_pad
+from compiler.codegen.pool1d import avg_divisors_any, emit_pool_any
+from compiler.codegen.reduce import emit_reduce
+from compiler.codegen.resize import emit_resize
+from compiler.codegen.slice import emit_slice, emit_split
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Node
 
@@ -30,15 +36,33 @@ def _constants(node: Node) -> dict[int, np.ndarray]:
     return {i: v.data for i, v in enumerate(node.inputs) if isinstance(v, Constant)}
 
 
+def _data_only(node: Node) -> dict[int, np.ndarray]:
+    """Slot 0 only, when constant: the emitter reads the other constants itself.
+
+    Indices, pads, axes and scales are integers or parameters that become code, not weights.
+    """
+    return {0: node.inputs[0].data} if isinstance(node.inputs[0], Constant) else {}
+
+
 EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("FullyConnected", "float32"): (emit_fully_connected, _constants),
     ("Conv", "float32"): (emit_conv, lambda n: {**_constants(n), 1: conv_weights(n)}),
-    ("MaxPool", "float32"): (emit_pool, _constants),
-    ("AveragePool", "float32"): (emit_pool, lambda n: {1: avg_divisors(n)}),
+    ("MaxPool", "float32"): (emit_pool_any, _constants),
+    ("AveragePool", "float32"): (emit_pool_any, avg_divisors_any),
     ("Transpose", "float32"): (emit_transpose, _constants),
     ("Concat", "float32"): (emit_concat, _constants),
     ("FusedElementwise", "float32"): (emit_elementwise, _constants),
     ("Softmax", "float32"): (emit_softmax, _constants),
+    ("LogSoftmax", "float32"): (emit_softmax, _constants),
+    ("LRN", "float32"): (emit_lrn, _constants),
+    ("Gather", "float32"): (emit_gather, _data_only),
+    ("Pad", "float32"): (emit_pad, _data_only),
+    ("Resize", "float32"): (emit_resize, _data_only),
+    ("MatMul", "float32"): (emit_matmul, _constants),
+    ("Slice", "float32"): (emit_slice, _data_only),
+    ("Split", "float32"): (emit_split, _data_only),
+    **{(op, "float32"): (emit_reduce, _data_only)
+       for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")},
     **{(op, "float32"): (emit_elementwise, _constants) for op in SCALAR_OPS},
 }
 

@@ -21,6 +21,7 @@ class Target:
             documents how the object may be linked.
         vector_bits: Widest useful SIMD register, a hint for kernel shaping (0: scalar).
         mcu: True for bare-metal microcontrollers (weights stay in flash, no libc assumed).
+        registers: Floating-point (vector) registers kernels may keep accumulators in.
     """
 
     name: str
@@ -30,6 +31,7 @@ class Target:
     float_abi: str = "hard"
     vector_bits: int = 0
     mcu: bool = False
+    registers: int = 16
 
 
 @dataclass(frozen=True)
@@ -53,22 +55,30 @@ def _host() -> Target:
     """The machine running Kiln, from LLVM's own detection (so host objects can use AVX)."""
     import llvmlite.binding as llvm
 
-    return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                  llvm.get_host_cpu_features().flatten(), "hard", 256)
+    features = llvm.get_host_cpu_features().flatten()
+    if "+avx512f" in features.split(","):
+        # Some AVX-512 CPUs are tuned to prefer 256-bit vectors, which would split every
+        # 16-lane accumulator in two; the kernels are shaped for the full register file.
+        return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
+                      features + ",-prefer-256-bit", "hard", 512, registers=32)
+    return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
+                  "hard", 256)
 
 
 _TARGETS = (
     Target("x86-64", "x86_64-unknown-linux-gnu", "x86-64", "", "hard", 128),
     Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True),
     Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True),
-    Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True),
+    Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True,
+           registers=32),
     Target("cortex-m7", "thumbv7em-none-eabihf", "cortex-m7", "+fp-armv8d16sp,-fp64", "hard", 0,
-           True),
+           True, registers=32),
     Target("cortex-m33", "thumbv8m.main-none-eabihf", "cortex-m33", "+fp-armv8d16sp,-fp64",
-           "hard", 0, True),
+           "hard", 0, True, registers=32),
     Target("cortex-m55", "thumbv8.1m.main-none-eabihf", "cortex-m55", "+mve.fp", "hard", 128,
-           True),
-    Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128),
+           True, registers=8),
+    Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128,
+           registers=32),
     Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True),
 )
 

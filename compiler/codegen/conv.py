@@ -1,0 +1,258 @@
+"""Register-tiled NHWC convolution: a tile of output pixels times a chunk of output channels.
+
+The accumulators of a tile (`pixels` output pixels of one row, `chunk` output channels each)
+live in vector registers for the whole reduction over the window and the input channels. Each
+filter vector loaded is used once per pixel of the tile and each input value once per vector
+of the chunk, so the inner loop does one load per fused multiply-add or better, instead of
+the load/add/store round trip through memory of a pixel-at-a-time loop.
+
+Only the pixels whose window can leave the input need bounds checks: the columns at the left
+and right edges are emitted one pixel at a time with the checks, the interior in whole tiles
+without. Rows are checked once per tile (every pixel of a tile shares the row).
+
+Two forms use the tiles: ordinary convolutions (one group: the filter vector runs over output
+channels and the input value is broadcast) and depthwise ones (one channel per group: the
+input and the filter vectors both run over channels). Other grouped convolutions keep the
+simple loops of `kernels.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from compiler.codegen.kernels import (
+    FAST,
+    I32,
+    Kernel,
+    _inside,
+    _spatial,
+    activate,
+    llvm_type,
+)
+from compiler.codegen.targets import Target
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How one target wants its convolution tiles.
+
+    Attributes:
+        lanes: Floats per vector register (1 when the target has no SIMD).
+        registers: Vector (or float) registers the accumulators, one filter chunk and one
+            input value must fit in.
+        max_pixels: Upper bound on the pixels of a tile (longer tiles stop paying).
+    """
+
+    lanes: int
+    registers: int
+    max_pixels: int = 8
+
+    def shape(self, channels: int) -> tuple[int, int]:
+        """(chunk, pixels): output channels per chunk and pixels per tile for `channels`."""
+        # Two vectors of channels; a scalar FPU takes four channels (its registers are many).
+        chunk = min(channels, 2 * self.lanes if self.lanes > 1 else 4)
+        vectors = -(-chunk // self.lanes)
+        pixels = max(1, (self.registers - vectors - 1) // vectors)
+        return chunk, min(pixels, self.max_pixels)
+
+
+def tiling_for(target: Target | None) -> Tiling:
+    """The tile shape for `target` (an AVX2 host's when unknown)."""
+    if target is None:
+        return Tiling(8, 16)
+    if target.vector_bits:
+        return Tiling(target.vector_bits // 32, target.registers)
+    return Tiling(1, target.registers, 4)
+
+
+def tiled_form(node) -> str | None:
+    """"dense" or "depthwise" when the tiled kernel handles `node`, else None."""
+    channels = node.inputs[0].type.shape[3]
+    out_c = node.output.type.shape[3]
+    groups = int(node.attrs.get("group", 1))
+    if groups == 1:
+        return "dense"
+    if groups == channels == out_c:
+        return "depthwise"
+    return None
+
+
+def _const_vec(ty: ir.VectorType, value: float) -> ir.Constant:
+    return ir.Constant(ty, [value] * ty.count)
+
+
+def _vec_ptr(k: Kernel, ptr: ir.Value, index: ir.Value, ty: ir.Type) -> ir.Value:
+    return k.b.bitcast(k.b.gep(ptr, [index], inbounds=True), ir.PointerType(ty))
+
+
+def _splat(k: Kernel, scalar: ir.Value, ty: ir.VectorType) -> ir.Value:
+    b = k.b
+    one = b.insert_element(ir.Constant(ty, None), scalar, I32(0))
+    return b.shuffle_vector(one, ir.Constant(ty, None),
+                            ir.Constant(ir.VectorType(I32, ty.count), [0] * ty.count))
+
+
+class _Conv:
+    """The shape facts of one convolution node and the tile emitter."""
+
+    def __init__(self, k: Kernel, tiling: Tiling):
+        node = k.node
+        self.k, self.node = k, node
+        self.batch, self.height, self.width, self.channels = node.inputs[0].type.shape
+        _, self.out_h, self.out_w, self.out_c = node.output.type.shape
+        (self.kh, self.kw), (self.sh, self.sw), (self.dh, self.dw), pads = _spatial(node)
+        self.pt, self.pl = pads[0], pads[1]
+        if (self.kh, self.kw, self.sh, self.sw, *pads) == (1, 1, 1, 1, 0, 0, 0, 0):
+            # A pointwise conv reads pixel i for output pixel i: in NHWC the image is one long
+            # row, so tiles run across row ends and only the very last tile is partial.
+            self.width *= self.height
+            self.out_w *= self.out_h
+            self.height = self.out_h = 1
+        self.depthwise = tiled_form(node) == "depthwise"
+        self.cg = 1 if self.depthwise else self.channels
+        self.ty = llvm_type(node.output.type.dtype)
+        self.chunk, self.pixels = tiling.shape(self.out_c)
+        self.has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
+
+    # -- indices --------------------------------------------------------------------------
+
+    def x_index(self, n, ih, iw, c) -> ir.Value:
+        h, w, ch = self.height, self.width, self.channels
+        return self.k.index((n, h * w * ch), (ih, w * ch), (iw, ch), (c, 1))
+
+    def w_index(self, kh, kw, c, oc) -> ir.Value:
+        """Flat filter index; for both forms `oc` is the contiguous one.
+
+        The layout is [KH, KW, groups, I/group, O/group], so `oc` is the output channel, or
+        the group for depthwise.
+        """
+        if self.depthwise:
+            return self.k.index((kh, self.kw * self.out_c), (kw, self.out_c), (oc, 1))
+        return self.k.index((kh, self.kw * self.cg * self.out_c), (kw, self.cg * self.out_c),
+                            (c, self.out_c), (oc, 1))
+
+    def y_index(self, n, oh, ow, oc) -> ir.Value:
+        return self.k.index((n, self.out_h * self.out_w * self.out_c),
+                            (oh, self.out_w * self.out_c), (ow, self.out_c), (oc, 1))
+
+    # -- the column ranges --------------------------------------------------------------
+
+    def interior(self) -> tuple[int, int]:
+        """[lo, hi): output columns whose whole window lies inside the input columns."""
+        lo = -(-self.pl // self.sw)
+        last = self.width - 1 + self.pl - (self.kw - 1) * self.dw
+        hi = last // self.sw + 1 if last >= 0 else 0
+        lo, hi = min(lo, self.out_w), max(0, min(hi, self.out_w))
+        return (lo, hi) if hi > lo else (self.out_w, self.out_w)
+
+    def check_rows(self) -> bool:
+        return (self.pt > 0 or (self.out_h - 1) * self.sh - self.pt + (self.kh - 1) * self.dh
+                >= self.height)
+
+    # -- emission -----------------------------------------------------------------------
+
+    def emit(self) -> None:
+        """Per row: a loop of checked-free tiles over the interior, fixed tiles at the edges.
+
+        Tiles at a compile-time column unroll the window's columns in Python, so a tap that
+        falls outside the input is simply not emitted for the pixels it misses: the edge
+        pixels get full tiles (several independent accumulators) instead of a one-pixel loop.
+        """
+        k, p = self.k, self.pixels
+        lo, hi = self.interior()
+        first = min(self.out_w, p * -(-lo // p)) if lo else 0  # first interior tile start
+        count = max(0, (hi - first) // p)
+        with k.loop(self.batch) as n, k.loop(self.out_h) as oh:
+            for start in range(0, first, p):
+                self.tile(n, oh, start, min(p, first - start))
+            if count:
+                with k.loop(count) as t:
+                    self.tile(n, oh, k.index((t, p), base=first), p)
+            for start in range(first + count * p, self.out_w, p):
+                self.tile(n, oh, start, min(p, self.out_w - start))
+
+    def tile(self, n, oh, ow0, pixels: int) -> None:
+        """`pixels` output pixels from column `ow0` of row `oh`, every output channel.
+
+        `ow0` is an int when the tile sits at a fixed column. Channels go one chunk at a time.
+        """
+        full, tail = divmod(self.out_c, self.chunk)
+        if full > 1:
+            with self.k.loop(full) as j:
+                self.chunk_tile(n, oh, ow0, pixels, self.k.index((j, self.chunk)), self.chunk)
+        elif full:
+            self.chunk_tile(n, oh, ow0, pixels, I32(0), self.chunk)
+        if tail:
+            self.chunk_tile(n, oh, ow0, pixels, I32(full * self.chunk), tail)
+
+    def chunk_tile(self, n, oh, ow0, pixels: int, oc0, width: int) -> None:
+        """Accumulate `width` channels from `oc0` of `pixels` pixels in registers, then store."""
+        k, b = self.k, self.k.b
+        vec = ir.VectorType(self.ty, width)
+        fixed = isinstance(ow0, int)
+        col0 = I32(ow0) if fixed else ow0
+        accs = [k.alloca(vec) for _ in range(pixels)]
+        y_base = b.gep(k.outs[0], [self.y_index(n, oh, col0, oc0)], inbounds=True)
+        init = _const_vec(vec, 0.0)
+        if self.has_bias:
+            init = b.load(_vec_ptr(k, k.args[2], oc0, vec), align=4)
+        for p, acc in enumerate(accs):
+            value = init
+            if k.residual is not None:
+                r_base = b.gep(k.residual, [self.y_index(n, oh, col0, oc0)], inbounds=True)
+                value = b.fadd(value, b.load(_vec_ptr(k, r_base, I32(p * self.out_c), vec),
+                                             align=4))
+            b.store(value, acc)
+        with k.loop(self.kh) as kh:
+            ih = k.index((oh, self.sh), (kh, self.dh), base=-self.pt)
+            with _inside(k, ih, self.height, self.check_rows()):
+                row = b.gep(k.args[0], [k.index((n, self.height * self.width * self.channels),
+                                                (ih, self.width * self.channels))],
+                            inbounds=True)
+                if fixed:  # unroll the window's columns: taps outside the input vanish
+                    for kw in range(self.kw):
+                        cols = [(p, (ow0 + p) * self.sw - self.pl + kw * self.dw)
+                                for p in range(pixels)]
+                        cols = [(p, iw) for p, iw in cols if 0 <= iw < self.width]
+                        if cols:
+                            self.taps(row, [iw for _, iw in cols], kh, I32(kw), oc0, vec,
+                                      [accs[p] for p, _ in cols], I32(0))
+                else:
+                    with k.loop(self.kw) as kw:
+                        iw0 = k.index((col0, self.sw), (kw, self.dw), base=-self.pl)
+                        self.taps(row, [p * self.sw for p in range(pixels)], kh, kw, oc0, vec,
+                                  accs, iw0)
+        for p, acc in enumerate(accs):
+            y = activate(k, b.load(acc))
+            b.store(y, _vec_ptr(k, y_base, I32(p * self.out_c), vec), align=4)
+
+    def taps(self, row, iws: list[int], kh, kw, oc0, vec, accs, iw0) -> None:
+        """acc[p] += x[row, iw0 + iws[p], c] * w[kh, kw, c, oc0:] over the input channels.
+
+        `iws` are compile-time column offsets, so each pixel's input is one base pointer plus
+        a constant: the loads fold into the multiply-adds' addressing.
+        """
+        k, b = self.k, self.k.b
+        ch = self.channels
+        base = b.gep(row, [b.mul(iw0, I32(ch), flags=["nsw"])], inbounds=True)
+        if self.depthwise:
+            w = b.load(_vec_ptr(k, k.args[1], self.w_index(kh, kw, None, oc0), vec), align=4)
+            for iw, acc in zip(iws, accs):
+                x = b.load(_vec_ptr(k, base, b.add(oc0, I32(iw * ch)), vec), align=4)
+                b.store(b.fadd(b.load(acc), b.fmul(x, w, flags=FAST), flags=FAST), acc)
+            return
+        taps = b.gep(k.args[1], [self.w_index(kh, kw, I32(0), oc0)], inbounds=True)
+        with k.loop(self.cg) as c:
+            w = b.load(_vec_ptr(k, taps, b.mul(c, I32(self.out_c), flags=["nsw"]), vec),
+                       align=4)
+            for iw, acc in zip(iws, accs):
+                x = _splat(k, b.load(b.gep(base, [b.add(c, I32(iw * ch))], inbounds=True)),
+                           vec)
+                b.store(b.fadd(b.load(acc), b.fmul(x, w, flags=FAST), flags=FAST), acc)
+
+
+def emit_conv_tiled(k: Kernel, target: Target | None = None) -> None:
+    """Emit `k.node` (dense or depthwise NHWC Conv) with register tiles shaped for `target`."""
+    _Conv(k, tiling_for(target)).emit()

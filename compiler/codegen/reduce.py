@@ -1,0 +1,69 @@
+"""ReduceSum, ReduceMean, ReduceMax and ReduceMin over constant axes."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.elementwise import max_of, min_of
+from compiler.codegen.kernels import FAST, Kernel, llvm_type
+from compiler.errors import KilnError
+from compiler.ir.graph import Constant
+
+# op -> (start value, combine(k, accumulated, x)).
+_REDUCERS = {
+    "ReduceSum": (0.0, lambda k, a, x: k.b.fadd(a, x, flags=FAST)),
+    "ReduceMean": (0.0, lambda k, a, x: k.b.fadd(a, x, flags=FAST)),
+    "ReduceMax": (float("-inf"), max_of),
+    "ReduceMin": (float("inf"), min_of),
+}
+
+
+def reduced_axes(k: Kernel) -> tuple[int, ...]:
+    """The normalized axes reduced (all of them when none are given, or none for a no-op)."""
+    node = k.node
+    rank = len(node.inputs[0].type.shape)
+    given = node.attrs.get("axes")
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        if not isinstance(node.inputs[1], Constant):
+            raise KilnError(f"cannot generate {node.op} {node.name}: its axes must be constants")
+        given = node.inputs[1].data.reshape(-1).tolist()
+    if not given:
+        return () if node.attrs.get("noop_with_empty_axes") else tuple(range(rank))
+    return tuple(sorted({int(a) % rank for a in given}))
+
+
+def emit_reduce(k: Kernel) -> None:
+    """One pass over x in memory order, folding each element into its output element.
+
+    The output starts at the reduction's identity; the loops follow x's layout, so the
+    innermost one is contiguous in x (and in y when the last axis is kept, as for the
+    spatial mean of an NHWC tensor): it vectorizes. A mean divides once at the end.
+    """
+    node = k.node
+    if node.op not in _REDUCERS:
+        raise KilnError(f"cannot generate {node.op} {node.name}")
+    shape = node.inputs[0].type.shape
+    axes = reduced_axes(k)
+    ty = llvm_type(node.output.type.dtype)
+    start, combine = _REDUCERS[node.op]
+    kept = [1 if a in axes else d for a, d in enumerate(shape)]
+    total = int(np.prod(kept, dtype=np.int64))
+    if total == 0:
+        return
+    x_strides = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    y_strides = [0 if a in axes else int(np.prod(kept[a + 1:], dtype=np.int64))
+                 for a in range(len(shape))]
+    with k.loop(total) as i:
+        k.store(ir.Constant(ty, start), k.outs[0], i)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(d)) for d in shape]
+        yi = k.index(*zip(idx, y_strides))
+        x = k.load(k.args[0], k.index(*zip(idx, x_strides)))
+        k.store(combine(k, k.load(k.outs[0], yi), x), k.outs[0], yi)
+    if node.op == "ReduceMean":
+        count = ir.Constant(ty, float(np.prod([shape[a] for a in axes], dtype=np.int64)))
+        with k.loop(total) as i:
+            k.store(k.b.fdiv(k.load(k.outs[0], i), count), k.outs[0], i)

@@ -1,0 +1,64 @@
+"""Slice and Split with compile-time parameters: strided copies out of the input."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import numpy as np
+
+from compiler.codegen.kernels import Kernel
+from compiler.errors import KilnError
+from compiler.ir.graph import Constant
+from compiler.ops.gather import _slices, _split_sizes
+
+
+def _strides(shape) -> list[int]:
+    return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+
+
+def _ints(k: Kernel, slot: int) -> list[int] | None:
+    node = k.node
+    value = node.inputs[slot] if len(node.inputs) > slot else None
+    if value is None:
+        return None
+    if not isinstance(value, Constant):
+        raise KilnError(f"cannot generate {node.op} {node.name}: its input {slot} must be a "
+                        "constant")
+    return [int(v) for v in value.data.reshape(-1)]
+
+
+def _copy(k: Kernel, out_index: int, starts: list[int], steps: list[int]) -> None:
+    """outs[out_index][i] = x[starts + i * steps], every axis, output in memory order."""
+    shape = k.node.inputs[0].type.shape
+    out = k.node.outputs[out_index].type.shape
+    if 0 in out:
+        return
+    x_strides, y_strides = _strides(shape), _strides(out)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in out]
+        src = k.index(*((i, step * s) for i, step, s in zip(idx, steps, x_strides)),
+                      base=sum(a * s for a, s in zip(starts, x_strides)))
+        k.store(k.load(k.args[0], src), k.outs[out_index], k.index(*zip(idx, y_strides)))
+
+
+def emit_slice(k: Kernel) -> None:
+    """A strided window (steps may be negative) copied out with constant strides."""
+    shape = k.node.inputs[0].type.shape
+    params = [_ints(k, slot) for slot in (1, 2, 3, 4)]
+    slices = _slices(shape, *params)
+    starts = [s.indices(d)[0] for s, d in zip(slices, shape)]
+    steps = [s.indices(d)[2] for s, d in zip(slices, shape)]
+    _copy(k, 0, starts, steps)
+
+
+def emit_split(k: Kernel) -> None:
+    """Each output is the next block along the axis; one copy loop per output."""
+    node = k.node
+    shape = node.inputs[0].type.shape
+    axis = int(node.attrs.get("axis", 0)) % len(shape)
+    sizes = _split_sizes(node, shape, _ints(k, 1))
+    start = 0
+    for j, size in enumerate(sizes):
+        starts = [start if a == axis else 0 for a in range(len(shape))]
+        _copy(k, j, starts, [1] * len(shape))
+        start += size

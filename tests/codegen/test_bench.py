@@ -1,0 +1,46 @@
+"""`kiln bench` times the compiled bundle and onnxruntime on the same inputs and says so plainly."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from app.cli import main
+from compiler.codegen.bench import bench_model
+from compiler.errors import KilnError
+from tests.conftest import SAMPLE_MODEL
+
+
+def test_bench_json_has_both_medians_and_their_ratio(capsys):
+    assert main(["bench", str(SAMPLE_MODEL), "--json", "--runs", "5", "--repeats", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "digits_cnn.onnx" and doc["target"] == "host"
+    assert (doc["runs"], doc["repeats"]) == (5, 3)
+    assert len(doc["kiln_repeats_ms"]) == len(doc["ort_repeats_ms"]) == 3
+    assert doc["kiln_ms"] > 0 and doc["ort_ms"] > 0 and doc["compile_s"] > 0
+    assert doc["ratio"] == pytest.approx(doc["kiln_ms"] / doc["ort_ms"])
+    assert sorted(doc["kiln_repeats_ms"])[1] == doc["kiln_ms"]  # median of the repeat medians
+    assert doc["max_abs_diff"] < 1e-3  # both engines computed the same thing
+
+
+def test_bench_text(capsys):
+    assert main(["bench", str(SAMPLE_MODEL), "--runs", "3", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "kiln/ort" in out and "onnxruntime" in out and "1 repeats x 3 runs" in out
+
+
+def test_bench_refuses_bad_counts(capsys):
+    assert main(["bench", str(SAMPLE_MODEL), "--runs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "at least 1" in err
+
+
+def test_bench_without_onnxruntime_is_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import now raises ImportError
+    with pytest.raises(KilnError, match="needs onnxruntime"):
+        bench_model(SAMPLE_MODEL, runs=1, repeats=1)
+    assert main(["bench", str(SAMPLE_MODEL), "--runs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs onnxruntime" in err
