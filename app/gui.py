@@ -187,4 +187,8 @@ def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
     window.search_bar.query.setText(node.op if node is not None else "")
     window.search_bar.search_now()
     save(window.search_bar, "search.png")
+    window.search_bar.close_bar()
+    from app.panels import screenshot_all
+
+    screenshot_all(window, save)
     return written

@@ -22,6 +22,7 @@ from app import dialogs, settings, workers
 from app.actions import build_actions
 from app.document import Document
 from app.editing import EditController
+from app.panels import install_all
 from app.workers import Job, Loaded, lay_out, load_model
 from compiler import edit
 from compiler.errors import KilnError
@@ -125,6 +126,7 @@ class MainWindow(QMainWindow):
 
         self.editing = EditController(self)
         self.actions_ = build_actions(self)
+        install_all(self)  # pass stepping, memory timeline, code views, export
         self._build_status_bar()
         self._connect()
         self.setAcceptDrops(True)

@@ -1,0 +1,26 @@
+"""The main window's feature panels, installed in this order; each module owns its panel.
+
+A feature module exposes `install(window)`, which adds its docks, actions and signal
+connections and returns its controller, and `screenshots(window, save)`, which renders its
+panels for `kiln --screenshot`.
+"""
+
+from __future__ import annotations
+
+from app import code_panel, export, memory_panel, stepping
+
+# (window attribute, module)
+FEATURES = (("stepping", stepping), ("memory", memory_panel), ("code", code_panel),
+            ("export", export))
+
+
+def install_all(window) -> None:
+    """Install every feature and keep its controller as `window.<attribute>`."""
+    for attribute, module in FEATURES:
+        setattr(window, attribute, module.install(window))
+
+
+def screenshot_all(window, save) -> None:
+    """Let every feature render its panels."""
+    for _, module in FEATURES:
+        module.screenshots(window, save)
