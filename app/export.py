@@ -1,12 +1,306 @@
-"""Placeholder: replaced by the feature's controller (install adds it to the main window)."""
+"""File > Export Bundle…: compile the document's graph into a bundle, off the GUI thread.
+
+The job takes the path of `kiln compile` (run_pipeline, compile_graph, write_bundle) so the
+files are byte for byte what the command line writes; the dialog then shows the size report.
+"""
 
 from __future__ import annotations
 
+import shlex
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
-def install(window):
-    """Add the feature to `window`; returns its controller."""
-    return None
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction, QKeySequence
+
+from app import settings
+from app.export_dialog import ExportDialog, ExportOptions
+from app.workers import Job, Progress
+from compiler.codegen.targets import BOARDS, Target
+from compiler.errors import KilnError
+from compiler.ir.graph import Graph
+
+SHORTCUT = "Ctrl+Shift+E"
+SETTINGS_KEY = "export"
+
+# GCC flags per MCU target: what the object was generated for (CPU, FPU, float ABI).
+_MCU_FLAGS = {
+    "cortex-m0plus": "-mcpu=cortex-m0plus -mthumb -mfloat-abi=soft",
+    "cortex-m3": "-mcpu=cortex-m3 -mthumb -mfloat-abi=soft",
+    "cortex-m4": "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16",
+    "cortex-m7": "-mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16",
+    "cortex-m33": "-mcpu=cortex-m33 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16",
+    "cortex-m55": "-mcpu=cortex-m55 -mthumb -mfloat-abi=hard -mfpu=auto",
+}
+_CROSS_CC = {"x86-64": "x86_64-linux-gnu-gcc", "aarch64": "aarch64-linux-gnu-gcc"}
+
+
+def build_command(target: Target, name: str, folder: str | Path) -> str:
+    """A command that builds a program from the bundle for `target` (to paste in a shell).
+
+    Hosted targets link the bundle's example main.c; MCU bundles have no main, so the line
+    compiles the user's firmware main.c against NET.h and links NET.o with a board linker script.
+    """
+    where = shlex.quote(str(folder))
+    if not target.mcu:
+        cc = "cc" if target.name == "host" else _CROSS_CC.get(target.name, "cc")
+        return f"cd {where} && {cc} -O2 -std=c99 -o {name}_example main.c {name}.o -lm"
+    if target.name == "riscv32":
+        cc, flags = "riscv32-unknown-elf-gcc", "-march=rv32imf -mabi=ilp32"
+    else:
+        cc, flags = "arm-none-eabi-gcc", _MCU_FLAGS.get(target.name, f"-mcpu={target.cpu}")
+    return (f"{cc} {flags} -O2 -std=c99 -I {where} --specs=nano.specs -T board.ld "
+            f"-o firmware.elf main.c {shlex.quote(str(Path(folder) / f'{name}.o'))} -lm")
+
+
+@dataclass
+class Exported:
+    """A bundle written by the export job."""
+
+    folder: Path
+    files: list[Path]
+    report: dict
+    command: str
+
+
+def _target_and_board(options: ExportOptions) -> tuple[Target, object]:
+    from compiler.codegen.targets import get_target
+
+    board = BOARDS[options.board] if options.board else None
+    target = get_target(options.target)
+    if board is not None and target.name != board.target:
+        raise KilnError(f"target {target.name} does not match board {board.name}, whose CPU is "
+                        f"{board.target}")
+    return target, board
+
+
+def export_job(graph: Graph, options: ExportOptions) -> Callable[[Progress], Exported]:
+    """The function of a job that compiles `graph` and writes the bundle (as `kiln compile`).
+
+    Cancel takes effect between stages; nothing is written before the last stage, and the
+    bundle is written atomically, so a cancelled export leaves the output folder as it was.
+    """
+    folder = Path(options.folder)
+
+    def work(progress: Progress) -> Exported:
+        from compiler.codegen.build import compile_graph
+        from compiler.codegen.bundle import report, write_bundle
+        from compiler.codegen.prepare import prepare_for_codegen
+        from compiler.memory.plan import HOST_ALIGNMENT
+        from compiler.memory.report import plan_memory
+        from compiler.passes import run_pipeline
+
+        target, board = _target_and_board(options)
+        progress.report(0.0, "running passes")
+        final = run_pipeline(graph, snapshots=False).graph
+        progress.report(0.15, "planning memory")
+        # compile_graph plans again (cheap); planning here gives the stage its own cancel point.
+        plan = plan_memory(prepare_for_codegen(final), HOST_ALIGNMENT, options.io_in_arena)
+        progress.report(0.2, f"generating code ({plan.arena.size:,} B of activations)")
+        net = compile_graph(final, target, options.name, io_in_arena=options.io_in_arena,
+                            weights=options.weights)
+        progress.report(0.9, "writing bundle")
+        existed = folder.exists()
+        try:
+            files = write_bundle(net, folder, board)
+        except OSError as exc:
+            raise KilnError(f"cannot write the bundle to {folder}: {exc.strerror}") from None
+        try:
+            progress.check()
+        except BaseException:
+            if not existed:  # cancelled while writing: take back the folder this job made
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return Exported(folder, files, report(net, board),
+                        build_command(target, options.name, folder))
+
+    return work
+
+
+class ExportController(QObject):
+    """The Export Bundle action, its dialog and the compile job."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+        self.dialog: ExportDialog | None = None
+        self.job: Job | None = None
+        self.last: Exported | None = None
+        self.action = QAction("Export &Bundle…", window)
+        self.action.setShortcut(QKeySequence(SHORTCUT))
+        tip = "Compile the model into a bundle (object, header, report) for a target"
+        self.action.setStatusTip(tip)
+        self.action.setToolTip(tip)
+        self.action.triggered.connect(lambda _checked=False: self.open_dialog())
+        window.document.graphChanged.connect(self._update_action)
+        self._update_action()
+
+    def _update_action(self) -> None:
+        self.action.setEnabled(self.window.document.graph is not None)
+
+    # -- dialog ---------------------------------------------------------------------------------
+
+    def open_dialog(self) -> ExportDialog | None:
+        """Show the dialog (nothing without a model); returns it."""
+        if self.window.document.graph is None:
+            return None
+        if self.dialog is None:
+            self.dialog = ExportDialog(self.window)
+            self.dialog.exportRequested.connect(self.start)
+            self.dialog.cancelRequested.connect(self.cancel)
+            self.dialog.rejected.connect(self.cancel)
+            self.dialog.set_options(self._initial_options())
+        self.dialog.show()
+        self.dialog.raise_()
+        return self.dialog
+
+    def _default_folder(self) -> Path:
+        path = self.window.document.path
+        return (path.absolute().parent / f"{path.stem}_bundle") if path else \
+            Path.home() / "kiln_bundle"
+
+    def _initial_options(self) -> ExportOptions:
+        defaults = ExportOptions("host", None, "net", "embedded", False, self._default_folder())
+        if not self.window.remember:
+            return defaults
+        store = settings.settings()
+        store.beginGroup(SETTINGS_KEY)
+        try:
+            board = store.value("board", "") or None
+            return ExportOptions(
+                str(store.value("target", defaults.target)),
+                board if board in BOARDS else None,
+                str(store.value("name", defaults.name)),
+                str(store.value("weights", defaults.weights)),
+                str(store.value("ioInArena", "false")).lower() == "true",
+                Path(str(store.value("folder", defaults.folder))))
+        finally:
+            store.endGroup()
+
+    def _remember(self, options: ExportOptions) -> None:
+        if not self.window.remember:
+            return
+        store = settings.settings()
+        store.beginGroup(SETTINGS_KEY)
+        for key, value in (("target", options.target), ("board", options.board or ""),
+                           ("name", options.name), ("weights", options.weights),
+                           ("ioInArena", "true" if options.io_in_arena else "false"),
+                           ("folder", str(options.folder))):
+            store.setValue(key, value)
+        store.endGroup()
+
+    # -- the job --------------------------------------------------------------------------------
+
+    def start(self, options: ExportOptions) -> Job | None:
+        """Compile the document's current graph with `options` in a worker; returns the job."""
+        graph = self.window.document.graph
+        if graph is None or (self.job is not None and self.job.is_active()):
+            return None
+        self._remember(options)
+        dialog = self.dialog
+        job = Job(export_job(graph, options), f"Exporting {options.name}", self)
+        if dialog is not None:
+            dialog.set_running(True)
+            job.progress.connect(dialog.set_progress)
+            job.failed.connect(dialog.show_error)
+            job.cancelled.connect(dialog.show_cancelled)
+        job.succeeded.connect(self._succeeded)
+        self.job = job
+        return job.start()
+
+    def cancel(self) -> None:
+        """Stop a running export (nothing is written)."""
+        if self.job is not None:
+            self.job.cancel()
+
+    def _succeeded(self, exported: Exported) -> None:
+        self.last = exported
+        self.window.statusBar().showMessage(f"Exported bundle to {exported.folder}", 5000)
+        if self.dialog is not None:
+            self.dialog.show_result(exported.report, exported.folder, exported.files,
+                                    exported.command)
+
+
+def _add_to_file_menu(window, action: QAction) -> None:
+    """Put the action after Save As (before Quit's separator) in the File menu."""
+    for menu_action in window.menuBar().actions():
+        menu = menu_action.menu()
+        if menu is not None and menu_action.text().replace("&", "") == "File":
+            separators = [a for a in menu.actions() if a.isSeparator()]
+            before = separators[-1] if separators else None
+            menu.insertAction(before, action) if before else menu.addAction(action)
+            return
+    window.addAction(action)  # no File menu: the shortcut still works
+
+
+def install(window) -> ExportController:
+    """Add File > Export Bundle… to `window`; returns the controller (`window.export`)."""
+    controller = ExportController(window)
+    _add_to_file_menu(window, controller.action)
+    return controller
+
+
+def _wide_fc_graph() -> Graph:
+    """A one-layer model whose 2 MiB of weights fit no small board (the "over budget" shot)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from compiler.frontends.onnx import load_onnx
+
+    weights = np.random.default_rng(0).standard_normal((1024, 512)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W"], ["y"], name="wide_fc")], "wide_fc",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 512])],
+        [numpy_helper.from_array(weights, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return load_onnx(model)
+
+
+def _run_now(graph: Graph, options: ExportOptions) -> Exported:
+    """Run the export job in this thread (screenshots: no event loop to wait on)."""
+    return export_job(graph, options)(Progress(lambda _f, _t: None))
 
 
 def screenshots(window, save) -> None:
-    """Render the feature's panels with `save(widget, file_name)`."""
+    """The result page for the open model on stm32f746g-disco, fitting and over budget.
+
+    A small open model fits every board; the over-budget page then shows a wide fully
+    connected layer on nrf52840-dk.
+    """
+    import tempfile
+
+    graph = window.document.graph
+    if graph is None:
+        return
+    dialog = ExportDialog(window)
+    dialog.set_options(window.export._initial_options() if window.export else
+                       ExportOptions("host", None, "net", "embedded", False, Path("bundle")))
+    dialog.show()
+    save(dialog, "export_options.png")
+    dialog.close()
+    dialog.deleteLater()
+    with tempfile.TemporaryDirectory() as tmp:
+        board = BOARDS["stm32f746g-disco"]
+        options = ExportOptions(board.target, board.name, "net", "embedded", False,
+                                Path(tmp) / "fits")
+        shots = {}
+        exported = _run_now(graph, options)
+        shots["fits" if exported.report["board"]["fits"] else "over"] = exported
+        if "over" not in shots:
+            small = BOARDS["nrf52840-dk"]
+            shots["over"] = _run_now(_wide_fc_graph(), ExportOptions(
+                small.target, small.name, "wide_fc", "embedded", False, Path(tmp) / "over"))
+        for kind, exported in shots.items():
+            dialog = ExportDialog(window)
+            dialog.show_result(exported.report, exported.folder, exported.files,
+                               exported.command)
+            dialog.resize(820, 720)
+            dialog.show()
+            save(dialog, f"export_result_{kind}.png")
+            dialog.close()
+            dialog.deleteLater()

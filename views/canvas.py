@@ -10,15 +10,16 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QWid
 
 from compiler.ir.graph import Graph, Value
 from views import style
-from views.graph_items import BoxItem, EdgeItem
+from views.graph_items import BoxItem, EdgeItem, ghost_item
 from views.labels import type_text
-from views.layout import GraphLayout, Key
+from views.layout import Box, GraphLayout, Key, NodeLabel
 
 MIN_ZOOM = 0.005
 MAX_ZOOM = 4.0
 ZOOM_STEP = 1.25
 CLICK_SLOP = 4  # pixels a press may move and still count as a click, not a drag
 READABLE_ZOOM = 0.8  # zoom that search and keyboard navigation bring a far-out view to
+FADED_OPACITY = 0.45  # boxes of nodes a pass left unused (pass stepping)
 
 
 def _kind(key: Key) -> str:
@@ -63,6 +64,7 @@ class GraphCanvas(QGraphicsView):
         self._consumers: dict[Key, list[Key]] = {}
         self._problems: dict[int, str] = {}
         self._highlight: set[Key] = set()
+        self._ghosts: dict[Key, BoxItem] = {}  # nodes a pass removed (pass stepping)
         self._selected: Key | None = None
         self._selected_edge: str | None = None
         self._came_from: tuple[str, Key] | None = None  # last keyboard move: direction, origin
@@ -83,6 +85,7 @@ class GraphCanvas(QGraphicsView):
         old_keys = set(self._boxes)
         self.scene().clear()
         self._boxes, self._edges, self._edges_of = {}, [], {}
+        self._ghosts = {}
         self._producers, self._consumers = {}, {}
         self._graph, self._layout = graph, layout
         if graph is None or layout is None:
@@ -208,6 +211,63 @@ class GraphCanvas(QGraphicsView):
         """Keys highlighted now (those shown)."""
         return self._highlight & set(self._boxes)
 
+    # -- pass stepping: what a pass changed ----------------------------------------------
+
+    def set_diff(self, added: Iterable[Key] = (), modified: Iterable[Key] = (),
+                 ghosts: dict[Key, tuple[Box, NodeLabel, str]] | None = None) -> None:
+        """Outline added (green) and modified (amber) boxes; draw removed nodes as red ghosts.
+
+        `ghosts` maps a removed node's id to its box, label and operator. Replaces any
+        previous diff; set_graph clears it.
+        """
+        added, modified = set(added), set(modified)
+        for key, item in self._boxes.items():
+            item.set_state(diff="added" if key in added else
+                           "modified" if key in modified else None)
+        for item in self._ghosts.values():
+            self.scene().removeItem(item)
+        self._ghosts = {}
+        for key, (box, label, op) in (ghosts or {}).items():
+            item = ghost_item(key, box, label, style.category_of(op))
+            item.setToolTip(f"<b>{_html(label.title)}</b><br>removed by this pass")
+            item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache if self._cached
+                              else QGraphicsItem.CacheMode.NoCache)
+            self.scene().addItem(item)
+            self._ghosts[key] = item
+        if self._layout is not None:
+            rect = QRectF(0, 0, self._layout.width, self._layout.height)
+            for item in self._ghosts.values():
+                rect = rect.united(item.sceneBoundingRect())
+            self.scene().setSceneRect(rect)
+        self.overviewChanged.emit()
+
+    def set_related(self, keys: Iterable[Key]) -> None:
+        """Mark the nodes that share a source with the selected one (a purple halo)."""
+        related = set(keys)
+        for key, item in self._boxes.items():
+            item.set_state(related=key in related)
+        self.overviewChanged.emit()
+
+    def related(self) -> set[Key]:
+        """Keys marked as related now."""
+        return {key for key, item in self._boxes.items() if item.related}
+
+    def set_faded(self, keys: Iterable[Key]) -> None:
+        """Draw these boxes faded (nodes no output uses any more, waiting for a dce)."""
+        faded = set(keys)
+        for key, item in self._boxes.items():
+            item.setOpacity(FADED_OPACITY if key in faded else 1.0)
+
+    def faded(self) -> set[Key]:
+        """Keys drawn faded now."""
+        return {key for key, item in self._boxes.items() if item.opacity() < 1.0}
+
+    def diff_state(self) -> dict[Key, str]:
+        """What the shown diff marks: key -> "added", "modified" or "removed" (ghosts)."""
+        out = {key: item.diff for key, item in self._boxes.items() if item.diff}
+        out.update({key: "removed" for key in self._ghosts})
+        return out
+
     # -- selection --------------------------------------------------------------------------
 
     def select(self, key: Key | None) -> None:
@@ -286,7 +346,7 @@ class GraphCanvas(QGraphicsView):
         self._cached = cached
         mode = (QGraphicsItem.CacheMode.DeviceCoordinateCache if cached
                 else QGraphicsItem.CacheMode.NoCache)
-        for item in self._boxes.values():
+        for item in [*self._boxes.values(), *self._ghosts.values()]:
             item.setCacheMode(mode)
 
     def zoom_in(self) -> None:
@@ -426,7 +486,7 @@ class GraphCanvas(QGraphicsView):
 
     def _item_at(self, pos: QPoint):
         for item in self.items(pos):
-            if isinstance(item, (BoxItem, EdgeItem)):
+            if isinstance(item, (BoxItem, EdgeItem)) and not getattr(item, "ghost", False):
                 return item
         return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import (
     QBrush,
+    QColor,
     QFontMetricsF,
     QPainter,
     QPainterPath,
@@ -21,6 +22,11 @@ from views.layout import Box, Key
 HALO = 5.0  # room around a box for the selection and search outlines
 RADIUS = 5.0
 ARROW = 7.0
+
+# Pass stepping: what a pass did to a node, as an outline colour (removed nodes are ghosts).
+DIFF_COLORS = {"added": "#2e9d46", "removed": "#d32f2f", "modified": "#f0a202"}
+GHOST_OPACITY = 0.4
+RELATED = "#8e24aa"  # halo of nodes sharing a source with the selected one (provenance)
 
 
 def _lod(painter: QPainter, option: QStyleOptionGraphicsItem) -> float:
@@ -46,6 +52,9 @@ class BoxItem(QGraphicsItem):
         self.selected = False
         self.highlighted = False
         self.tip = ""
+        self.diff: str | None = None  # "added", "modified" or "removed" (a ghost)
+        self.related = False  # shares a source node with the selected node (provenance)
+        self.ghost = False
         self.setPos(box.x, box.y)
         self.setZValue(2)
         self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -60,9 +69,16 @@ class BoxItem(QGraphicsItem):
         path.addRect(self.rect)
         return path
 
-    def set_state(self, *, selected=None, highlighted=None, problem=..., tip=None) -> None:
+    def set_state(self, *, selected=None, highlighted=None, problem=..., tip=None,
+                  diff=..., related=None) -> None:
         """Change what the box shows; repaints (and re-caches) only when something changed."""
         changed = False
+        if related is not None and related != self.related:
+            self.related = related
+            changed = True
+        if diff is not ... and diff != self.diff:
+            self.diff = diff
+            changed = True
         for name, value in (("selected", selected), ("highlighted", highlighted)):
             if value is not None and getattr(self, name) != value:
                 setattr(self, name, value)
@@ -111,9 +127,17 @@ class BoxItem(QGraphicsItem):
                 fill = style.color(style.HIGHLIGHT)
             if self.selected:
                 fill = style.color(style.SELECTED)
+            elif self.related:
+                fill = style.color(RELATED)
+            elif self.diff:
+                fill = style.color(DIFF_COLORS[self.diff])
             painter.fillRect(self.rect, fill)
             return
         outline = self._outline()
+        if self.related:
+            painter.setPen(QPen(style.color(RELATED), 9.0))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawPath(outline)
         if self.highlighted:
             painter.setPen(QPen(style.color(style.HIGHLIGHT), 7.0))
             painter.setBrush(Qt.BrushStyle.NoBrush)
@@ -134,6 +158,19 @@ class BoxItem(QGraphicsItem):
         painter.drawPath(outline)
         if lod >= style.LOD_TEXT:
             self._paint_text(painter, title_color)
+        if self.diff and lod < style.LOD_TEXT:  # too small for an outline to show: a wash
+            wash = QColor(style.color(DIFF_COLORS[self.diff]))
+            wash.setAlpha(150)
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(wash)
+            painter.drawPath(outline)
+        if self.diff:
+            pen = QPen(style.color(DIFF_COLORS[self.diff]), 4.0)
+            if self.ghost:
+                pen.setStyle(Qt.PenStyle.DashLine)
+            painter.setPen(pen)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawPath(self._selection_path())
         if self.selected:
             painter.setPen(QPen(style.color(style.SELECTED), 2.5))
             painter.drawPath(self._selection_path())
@@ -201,6 +238,16 @@ class BoxItem(QGraphicsItem):
                                  value)
             y += labels.LINE_H
         painter.restore()
+
+
+def ghost_item(key: Key, box: Box, label: NodeLabel, category: str) -> BoxItem:
+    """A faded, red-outlined box where a node removed by a pass used to be (not selectable)."""
+    item = BoxItem(key, "node", box, label, category)
+    item.ghost = True
+    item.diff = "removed"
+    item.setOpacity(GHOST_OPACITY)
+    item.setZValue(1)
+    return item
 
 
 def smooth_path(points: list[tuple[float, float]]) -> QPainterPath:

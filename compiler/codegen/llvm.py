@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 
 import llvmlite.binding as llvm
@@ -9,6 +10,10 @@ from llvmlite import ir
 
 from compiler.codegen.armattrs import mark_vfp_args_compatible
 from compiler.codegen.targets import Target
+
+# llvmlite works in LLVM's one global context, which is not thread-safe: the GUI compiles in
+# worker threads (export, code views) that may overlap, so every use of LLVM holds this lock.
+LLVM_LOCK = threading.RLock()
 
 
 @cache
@@ -20,10 +25,12 @@ def _init() -> None:
 
 def target_machine(target: Target, opt: int = 3) -> llvm.TargetMachine:
     """A target machine for `target`: static relocation for MCUs, PIC elsewhere (shared libs)."""
-    _init()
-    reloc = "static" if target.mcu else "pic"
-    return llvm.Target.from_triple(target.triple).create_target_machine(
-        cpu=target.cpu, features=target.features, opt=opt, reloc=reloc, codemodel="default")
+    with LLVM_LOCK:
+        _init()
+        reloc = "static" if target.mcu else "pic"
+        return llvm.Target.from_triple(target.triple).create_target_machine(
+            cpu=target.cpu, features=target.features, opt=opt, reloc=reloc,
+            codemodel="default")
 
 
 def new_module(name: str, target: Target) -> ir.Module:
@@ -36,6 +43,11 @@ def new_module(name: str, target: Target) -> ir.Module:
 
 def optimize(module: ir.Module | str, target: Target, level: int = 3) -> llvm.ModuleRef:
     """Parse, verify and optimize with the new pass manager (loop and SLP vectorizers on)."""
+    with LLVM_LOCK:
+        return _optimize(module, target, level)
+
+
+def _optimize(module: ir.Module | str, target: Target, level: int) -> llvm.ModuleRef:
     machine = target_machine(target)
     ref = llvm.parse_assembly(str(module))
     ref.triple = target.triple
@@ -56,8 +68,10 @@ def optimize(module: ir.Module | str, target: Target, level: int = 3) -> llvm.Mo
 
 def emit_object(module: ir.Module | str, target: Target, level: int = 3) -> bytes:
     """An ELF object for `target`; the same module always gives the same bytes."""
-    ref = optimize(module, target, level)
-    obj = target_machine(target).emit_object(ref)
+    with LLVM_LOCK:
+        ref = optimize(module, target, level)
+        obj = target_machine(target).emit_object(ref)
+        del ref
     if target.triple.endswith("eabihf"):
         obj = mark_vfp_args_compatible(obj)  # links into hard-float firmware too
     return obj
@@ -65,5 +79,6 @@ def emit_object(module: ir.Module | str, target: Target, level: int = 3) -> byte
 
 def emit_assembly(module: ir.Module | str, target: Target, level: int = 3) -> str:
     """The target assembly, for reports and for reading what the kernels became."""
-    ref = optimize(module, target, level)
-    return target_machine(target).emit_assembly(ref)
+    with LLVM_LOCK:
+        ref = optimize(module, target, level)
+        return target_machine(target).emit_assembly(ref)

@@ -13,7 +13,7 @@ import time
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from compiler.codegen.llvm import optimize, target_machine
+from compiler.codegen.llvm import LLVM_LOCK, optimize, target_machine
 from compiler.codegen.targets import Target, get_target
 
 _ACCUMULATORS = 16
@@ -62,9 +62,10 @@ def peak_flops(target: Target | None = None, seconds: float = 0.2) -> float:
     """Float32 operations per second one core of this host sustains (an FMA counts as two)."""
     target = target or get_target("host")
     lanes = max(1, target.vector_bits // 32)
-    ref = optimize(_module(target, lanes), target)
-    engine = llvm.create_mcjit_compiler(ref, target_machine(target))
-    engine.finalize_object()
+    with LLVM_LOCK:
+        ref = optimize(_module(target, lanes), target)
+        engine = llvm.create_mcjit_compiler(ref, target_machine(target))
+        engine.finalize_object()
     fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(ctypes.c_float))(
         engine.get_function_address("peak"))
     out = ctypes.c_float()

@@ -99,3 +99,21 @@ def test_weights_and_io_flags_reach_the_bundle(tmp_path, capsys):
     assert doc["regions"]["constant"] == len((tmp_path / "net.weights.bin").read_bytes()) > 0
     assert {t["region"] for t in doc["inputs"] + doc["outputs"]} == {"activations"}
     assert (tmp_path / "main.c").exists() and (tmp_path / "Makefile").exists()
+
+
+def test_ram_over_budget_suggests_io_in_arena(tmp_path, capsys):
+    """A big input over a small part's RAM: the warning names the way out, which works."""
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]),
+             onnx.helper.make_node("ReduceMax", ["r"], ["y"], keepdims=0)]
+    model = make_model(nodes, [("x", "float32", [1, 80000])], [("y", "float32", None)],
+                       opset=17)
+    onnx.save(model, tmp_path / "wide.onnx")
+    args = ["compile", str(tmp_path / "wide.onnx"), "--board", "nrf52840-dk"]
+    assert main(args + ["-o", str(tmp_path / "a")]) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "RAM over the nrf52840-dk budget" in line and "--io-in-arena" in line
+    assert main(args + ["--io-in-arena", "--json", "-o", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr()
+    assert "--io-in-arena" not in out.err
+    doc = json.loads(out.out)
+    assert doc["io_in_arena"] is True

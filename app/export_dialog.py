@@ -1,0 +1,324 @@
+"""The Export Bundle dialog: the `kiln compile` options, progress with cancel, then the report.
+
+The dialog only collects options and shows state; the controller (app.export) runs the compile
+job, so the dialog never touches the compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QRegularExpression, Qt, QUrl, Signal
+from PySide6.QtGui import (
+    QDesktopServices,
+    QFontDatabase,
+    QGuiApplication,
+    QRegularExpressionValidator,
+)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from compiler.codegen.targets import BOARDS, target_names
+from views import style
+from views.size_report import SizeReport
+
+WEIGHTS = (("embedded", "Embedded in NET.o (read-only data)"),
+           ("external", "External: NET.weights.bin for the caller to place"))
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What `kiln compile` takes: --target, --board, --name, --weights, --io-in-arena, -o."""
+
+    target: str
+    board: str | None
+    name: str
+    weights: str
+    io_in_arena: bool
+    folder: Path
+
+    def cli_args(self) -> list[str]:
+        """The same export as `kiln compile` arguments (after the model)."""
+        args = ["--target", self.target, "-o", str(self.folder), "--name", self.name,
+                "--weights", self.weights]
+        if self.board:
+            args += ["--board", self.board]
+        if self.io_in_arena:
+            args.append("--io-in-arena")
+        return args
+
+
+class ExportDialog(QDialog):
+    """Options page (with progress while compiling) and result page (the size report).
+
+    Signals:
+        exportRequested(options): the user pressed Export with valid options.
+        cancelRequested(): the user cancelled a running export.
+    """
+
+    exportRequested = Signal(object)
+    cancelRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Export Bundle")
+        self.setObjectName("ExportDialog")
+        self.folder_path: Path | None = None
+        self.command = ""
+        self._running = False
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self._options_page())
+        self.pages.addWidget(self._result_page())
+        column = QVBoxLayout(self)
+        column.addWidget(self.pages)
+        self.show_page(0)
+        self.resize(600, self.sizeHint().height())
+
+    def show_page(self, index: int) -> None:
+        """Show the options (0) or result (1) page; only the shown page sets the minimum size."""
+        for i in range(self.pages.count()):
+            policy = (QSizePolicy.Policy.Preferred if i == index
+                      else QSizePolicy.Policy.Ignored)
+            self.pages.widget(i).setSizePolicy(policy, policy)
+        previous = self.pages.currentIndex()
+        self.pages.setCurrentIndex(index)
+        if index == 0 and previous != 0:
+            self.adjustSize()  # back from the report: shrink to the options again
+
+    # -- options page ---------------------------------------------------------------------------
+
+    def _options_page(self) -> QWidget:
+        page = QWidget()
+        self.target = QComboBox()
+        self.target.addItems(target_names())
+        self.target.setToolTip("CPU to generate code for; 'host' is this machine")
+        self.board = QComboBox()
+        self.board.addItem("None (no budget check)", None)
+        for board in BOARDS.values():
+            self.board.addItem(f"{board.name}  ({board.target}, flash {board.flash // 1024} KiB, "
+                               f"RAM {board.ram // 1024} KiB)", board.name)
+        self.board.setToolTip("Check flash and RAM use against this board; selects its CPU")
+        self.name = QLineEdit("net")
+        self.name.setValidator(QRegularExpressionValidator(
+            QRegularExpression("[A-Za-z_][A-Za-z0-9_]*"), self.name))
+        self.name.setToolTip("Entry point and file names: NET.o, NET.h (a C identifier)")
+        self.weights = QComboBox()
+        for key, text in WEIGHTS:
+            self.weights.addItem(text, key)
+        self.io_in_arena = QCheckBox("Inputs and outputs live in the activation arena")
+        self.folder = QLineEdit()
+        self.folder.setPlaceholderText("folder for the bundle (created if needed)")
+        self.browse = browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        folder_row = QHBoxLayout()
+        folder_row.addWidget(self.folder, 1)
+        folder_row.addWidget(browse)
+
+        form = QFormLayout()
+        form.addRow("&Target:", self.target)
+        form.addRow("&Board:", self.board)
+        form.addRow("&Network name:", self.name)
+        form.addRow("&Weights:", self.weights)
+        form.addRow("", self.io_in_arena)
+        folder_label = QLabel("&Output folder:")
+        folder_label.setBuddy(self.folder)
+        form.addRow(folder_label, folder_row)
+
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet(f"color: {style.PROBLEM};")
+        self.error.hide()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.status = QLabel()
+        self.status.setStyleSheet(f"color: {style.TEXT_MUTED};")
+        self.export_button = QPushButton("Export")
+        self.export_button.setDefault(True)
+        self.export_button.clicked.connect(self.request_export)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self._cancel_or_close)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.status, 1)
+        buttons.addWidget(self.export_button)
+        buttons.addWidget(self.cancel_button)
+
+        column = QVBoxLayout(page)
+        column.addLayout(form)
+        column.addWidget(self.error)
+        column.addStretch(1)
+        column.addWidget(self.progress)
+        column.addLayout(buttons)
+        self.progress.hide()
+        self.board.currentIndexChanged.connect(self._board_changed)
+        self.target.currentTextChanged.connect(self._target_changed)
+        return page
+
+    def _browse(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Output Folder", self.folder.text())
+        if folder:
+            self.folder.setText(folder)
+
+    def _board_changed(self) -> None:
+        name = self.board.currentData()
+        if name is not None:
+            self.target.setCurrentText(BOARDS[name].target)
+
+    def _target_changed(self, target: str) -> None:
+        name = self.board.currentData()
+        if name is not None and BOARDS[name].target != target:
+            self.board.setCurrentIndex(0)  # the board's CPU differs: no budget to check
+
+    def set_options(self, options: ExportOptions) -> None:
+        """Fill the fields (remembered settings, or tests)."""
+        self.board.setCurrentIndex(max(0, self.board.findData(options.board)))
+        if options.target in target_names():
+            self.target.setCurrentText(options.target)
+        self.name.setText(options.name)
+        self.weights.setCurrentIndex(max(0, self.weights.findData(options.weights)))
+        self.io_in_arena.setChecked(options.io_in_arena)
+        self.folder.setText(str(options.folder))
+
+    def options(self) -> ExportOptions:
+        """The options as entered; raises ValueError with a one-line reason when invalid."""
+        name = self.name.text().strip()
+        if not name.isidentifier():
+            raise ValueError("The network name must be a C identifier (letters, digits, _).")
+        folder = self.folder.text().strip()
+        if not folder:
+            raise ValueError("Choose an output folder.")
+        return ExportOptions(self.target.currentText(), self.board.currentData(), name,
+                             self.weights.currentData(), self.io_in_arena.isChecked(),
+                             Path(folder).expanduser())
+
+    def request_export(self) -> None:
+        """Validate and ask the controller to export."""
+        try:
+            options = self.options()
+        except ValueError as exc:
+            self.show_error(str(exc))
+            return
+        self.error.hide()
+        self.exportRequested.emit(options)
+
+    # -- running --------------------------------------------------------------------------------
+
+    def set_running(self, running: bool) -> None:
+        """Show progress and turn Cancel into "cancel the export" while a job runs."""
+        self._running = running
+        self.progress.setVisible(running)
+        self.export_button.setEnabled(not running)
+        for widget in (self.target, self.board, self.name, self.weights, self.io_in_arena,
+                       self.folder, self.browse):
+            widget.setEnabled(not running)
+        self.cancel_button.setText("Cancel Export" if running else "Cancel")
+        if running:
+            self.progress.setValue(0)
+            self.show_page(0)
+
+    def is_running(self) -> bool:
+        """True while an export job runs."""
+        return self._running
+
+    def set_progress(self, fraction: float, text: str) -> None:
+        """Progress of the running export."""
+        self.progress.setValue(round(1000 * fraction))
+        self.status.setText(text)
+
+    def show_error(self, message: str) -> None:
+        """A one-line error under the options."""
+        self.set_running(False)
+        self.show_page(0)
+        self.status.setText("")
+        self.error.setText(message)
+        self.error.show()
+
+    def show_cancelled(self) -> None:
+        """The export was cancelled; nothing was written."""
+        self.set_running(False)
+        self.status.setText("Export cancelled: nothing was written.")
+
+    def _cancel_or_close(self) -> None:
+        if self._running:
+            self.cancelRequested.emit()
+        else:
+            self.reject()
+
+    # -- result page ----------------------------------------------------------------------------
+
+    def _result_page(self) -> QWidget:
+        page = QWidget()
+        self.written = QLabel()
+        self.written.setWordWrap(True)
+        self.written.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.report_view = SizeReport()
+        self.command_line = QLineEdit()
+        self.command_line.setReadOnly(True)
+        self.command_line.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.open_button = QPushButton("Open Folder")
+        self.open_button.clicked.connect(self.open_folder)
+        self.copy_button = QPushButton("Copy Build Command")
+        self.copy_button.clicked.connect(self.copy_command)
+        back = QPushButton("Change Options…")
+        back.clicked.connect(lambda: self.show_page(0))
+        close = QPushButton("Close")
+        close.clicked.connect(self.accept)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.open_button)
+        buttons.addWidget(self.copy_button)
+        buttons.addStretch(1)
+        buttons.addWidget(back)
+        buttons.addWidget(close)
+        command_row = QHBoxLayout()
+        command_row.addWidget(QLabel("Build:"))
+        command_row.addWidget(self.command_line, 1)
+        column = QVBoxLayout(page)
+        column.addWidget(self.written)
+        column.addWidget(self.report_view, 1)
+        column.addLayout(command_row)
+        column.addLayout(buttons)
+        return page
+
+    def show_result(self, report: dict, folder: Path, files: list[Path], command: str) -> None:
+        """Switch to the result page for a bundle written to `folder`."""
+        self.set_running(False)
+        self.status.setText("")
+        self.folder_path = Path(folder)
+        self.command = command
+        self.written.setText(f"Wrote {len(files)} files to {folder}: "
+                             + ", ".join(p.name for p in files))
+        self.report_view.set_report(report)
+        self.command_line.setText(command)
+        self.command_line.setCursorPosition(0)
+        self.command_line.setToolTip(command)
+        self.copy_button.setText("Copy Build Command")
+        self.show_page(1)
+        if self.width() < 760 or self.height() < 680:
+            self.resize(max(self.width(), 760), max(self.height(), 680))
+
+    def folder_url(self) -> QUrl:
+        """The URL "Open Folder" opens."""
+        return QUrl.fromLocalFile(str(self.folder_path or ""))
+
+    def open_folder(self) -> bool:
+        """Show the bundle folder in the desktop's file manager."""
+        return bool(self.folder_path) and QDesktopServices.openUrl(self.folder_url())
+
+    def copy_command(self) -> None:
+        """Put the build command on the clipboard."""
+        QGuiApplication.clipboard().setText(self.command)
+        self.copy_button.setText("Copied")

@@ -1,0 +1,337 @@
+"""The memory timeline: arena buffers as rectangles over schedule steps, with live bytes.
+
+x is the schedule step, y the byte offset in the activation arena. Each buffer is a rectangle
+from its first to its last step, at its offset, as tall as its aligned size, coloured by the
+operator that produces it. A step curve shows the live bytes; horizontal lines show the lower
+bound and the arena size; the peak step is marked. The widget only draws what it is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+
+from views import style
+
+LEFT, RIGHT, TOP, BOTTOM = 78, 150, 34, 40  # margins around the plot (axes, labels, legend)
+LIVE_COLOR = "#1d232a"
+BOUND_COLOR = "#2e7d32"
+ARENA_COLOR = "#c62828"
+PEAK_COLOR = "#ef6c00"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One buffer as drawn: live over steps first..last, at `offset` for `height` bytes."""
+
+    name: str
+    node: str
+    op: str
+    size: int
+    offset: int
+    height: int  # the aligned size it takes in the arena
+    first: int
+    last: int
+
+
+def kib(n: float) -> str:
+    """Bytes as KiB for axis labels (one decimal below 10 KiB)."""
+    value = n / 1024
+    return f"{value:,.1f} KiB" if value < 10 and value != int(value) else f"{value:,.0f} KiB"
+
+
+def op_colors(ops: list[str]) -> dict[str, QColor]:
+    """One colour per operator: its canvas category colour, lighter for each further op."""
+    colors: dict[str, QColor] = {}
+    seen: dict[str, int] = {}
+    for op in sorted(set(ops)):
+        category = style.category_of(op)
+        k = seen.get(category, 0)
+        seen[category] = k + 1
+        base = style.header_color(category)
+        colors[op] = base.lighter(100 + 35 * k) if k else QColor(base)
+    return colors
+
+
+class MemoryTimeline(QWidget):
+    """Draws an arena plan; click a rectangle to select its buffer, hover for its details.
+
+    Signals:
+        bufferSelected(name): the user clicked a buffer ("" when clicking empty space).
+    """
+
+    bufferSelected = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setMinimumSize(420, 200)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.bars: list[Bar] = []
+        self.live: list[int] = []
+        self.lower_bound = 0
+        self.arena = 0
+        self.colors: dict[str, QColor] = {}
+        self.message = "No model."
+        self._selected: str | None = None
+
+    def sizeHint(self) -> QSize:  # noqa: D102 (Qt override)
+        return QSize(900, 300)
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def set_plan(self, bars: list[Bar], live: list[int], lower_bound: int, arena: int) -> None:
+        """Show these buffers and curves (the selection stays when its buffer is still there)."""
+        self.bars = sorted(bars, key=lambda b: (b.first, b.offset, b.name))
+        self.live = list(live)
+        self.lower_bound = lower_bound
+        self.arena = arena
+        self.colors = op_colors([b.op for b in bars])
+        self.message = "" if bars else "The arena is empty: no activation buffers."
+        if self._selected not in {b.name for b in self.bars}:
+            self._selected = None
+        self.update()
+
+    def clear(self, message: str) -> None:
+        """Show nothing but `message` (no model, an invalid graph, an error)."""
+        self.bars, self.live, self.colors = [], [], {}
+        self.lower_bound = self.arena = 0
+        self.message = message
+        self._selected = None
+        self.update()
+
+    def steps(self) -> int:
+        """Schedule steps shown."""
+        return max(len(self.live), max((b.last + 1 for b in self.bars), default=0))
+
+    def peak_step(self) -> int | None:
+        """The first step with the most live bytes."""
+        return max(range(len(self.live)), key=lambda s: (self.live[s], -s)) if self.live else None
+
+    def bar(self, name: str) -> Bar | None:
+        """The shown buffer named `name`."""
+        return next((b for b in self.bars if b.name == name), None)
+
+    # -- selection ----------------------------------------------------------------------------
+
+    def select(self, name: str | None) -> None:
+        """Outline a buffer (None or an unknown name clears); emits nothing."""
+        self._selected = name if self.bar(name or "") is not None else None
+        self.update()
+
+    def selected(self) -> str | None:
+        """The selected buffer's name."""
+        return self._selected
+
+    # -- geometry -----------------------------------------------------------------------------
+
+    def plot_rect(self) -> QRectF:
+        """Where the rectangles go (inside the axes)."""
+        return QRectF(LEFT, TOP, max(self.width() - LEFT - RIGHT, 10),
+                      max(self.height() - TOP - BOTTOM, 10))
+
+    def _top_bytes(self) -> int:
+        highest = max([self.arena, max(self.live, default=0)]
+                      + [b.offset + b.height for b in self.bars])
+        return max(int(highest * 1.08), 1)
+
+    def _x(self, step: float) -> float:
+        r = self.plot_rect()
+        return r.left() + r.width() * step / max(self.steps(), 1)
+
+    def _y(self, offset: float) -> float:
+        r = self.plot_rect()
+        return r.bottom() - r.height() * offset / self._top_bytes()
+
+    def bar_rect(self, bar: Bar) -> QRectF:
+        """The rectangle of a buffer, in widget coordinates."""
+        left, right = self._x(bar.first), self._x(bar.last + 1)
+        top, bottom = self._y(bar.offset + bar.height), self._y(bar.offset)
+        return QRectF(left, top, right - left, max(bottom - top, 2.0))
+
+    def bar_at(self, pos: QPointF) -> Bar | None:
+        """The buffer under a point (the smallest one when several touch it)."""
+        hits = [b for b in self.bars if self.bar_rect(b).adjusted(-1, -1, 1, 1).contains(pos)]
+        return min(hits, key=lambda b: b.height * (b.last - b.first + 1)) if hits else None
+
+    # -- events -------------------------------------------------------------------------------
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: D102 (Qt override)
+        if event.button() != Qt.MouseButton.LeftButton:
+            return super().mousePressEvent(event)
+        hit = self.bar_at(event.position())
+        self.select(hit.name if hit else None)
+        self.bufferSelected.emit(hit.name if hit else "")
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: D102 (Qt override)
+        hit = self.bar_at(event.position())
+        if hit is None:
+            QToolTip.hideText()
+            self.setToolTip("")
+            return
+        text = self.tooltip(hit)
+        self.setToolTip(text)
+        QToolTip.showText(event.globalPosition().toPoint(), text, self)
+
+    def tooltip(self, bar: Bar) -> str:
+        """What hovering a buffer says."""
+        steps = f"step {bar.first}" if bar.first == bar.last else \
+            f"steps {bar.first}–{bar.last}"
+        return (f"<b>{bar.name}</b><br>{bar.op} node {bar.node or '(graph input)'}<br>"
+                f"{bar.size:,} bytes ({kib(bar.size)}), offset {bar.offset:,}<br>{steps}")
+
+    # -- painting -----------------------------------------------------------------------------
+
+    def paintEvent(self, _event) -> None:  # noqa: D102 (Qt override)
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        p.fillRect(self.rect(), QColor(style.BACKGROUND))
+        if not self.bars and not self.live:
+            p.setPen(QColor(style.TEXT_MUTED))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.message)
+            return
+        font = QFont(self.font())
+        font.setPixelSize(11)
+        p.setFont(font)
+        self._paint_axes(p)
+        self._paint_peak(p, band=True)
+        self._paint_bars(p)
+        self._paint_peak(p, band=False)
+        self._paint_curves(p)
+        self._paint_legend(p)
+        p.end()
+
+    def _paint_axes(self, p: QPainter) -> None:
+        r = self.plot_rect()
+        p.fillRect(r, QColor("#ffffff"))
+        top = self._top_bytes()
+        tick = _nice_step(top / 6)
+        grid, text = QPen(QColor("#e3e6ea")), QColor(style.TEXT_MUTED)
+        value = 0
+        while value <= top:
+            y = self._y(value)
+            p.setPen(grid)
+            p.drawLine(QPointF(r.left(), y), QPointF(r.right(), y))
+            p.setPen(text)
+            p.drawText(QRectF(0, y - 8, LEFT - 6, 16),
+                       Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, kib(value))
+            value += tick
+        steps = self.steps()
+        every = max(1, _nice_step(steps / 12))
+        for s in range(0, steps, every):
+            x = (self._x(s) + self._x(s + 1)) / 2
+            p.drawText(QRectF(x - 20, r.bottom() + 3, 40, 14), Qt.AlignmentFlag.AlignCenter,
+                       str(s))
+        p.setPen(QColor(style.EDGE))
+        p.drawRect(r)
+        p.setPen(QColor(style.TEXT))
+        p.drawText(QRectF(r.left(), r.bottom() + 18, r.width(), 16), Qt.AlignmentFlag.AlignCenter,
+                   "schedule step")
+        p.save()
+        p.translate(12, r.center().y())
+        p.rotate(-90)
+        p.drawText(QRectF(-80, -8, 160, 16), Qt.AlignmentFlag.AlignCenter, "arena offset")
+        p.restore()
+
+    def _paint_peak(self, p: QPainter, band: bool) -> None:
+        """The peak step: a band under the buffers (`band`), a line and label over them."""
+        step = self.peak_step()
+        if step is None:
+            return
+        r = self.plot_rect()
+        left, right = self._x(step), self._x(step + 1)
+        if band:
+            p.fillRect(QRectF(left, r.top(), right - left, r.height()), QColor(255, 183, 77, 70))
+            return
+        p.setPen(QPen(QColor(PEAK_COLOR), 1.5, Qt.PenStyle.DashLine))
+        centre = (left + right) / 2
+        p.drawLine(QPointF(centre, r.top()), QPointF(centre, r.bottom()))
+        p.setPen(QColor(PEAK_COLOR))
+        p.drawText(QRectF(left - 150, r.top() - 16, right - left + 300, 14),
+                   Qt.AlignmentFlag.AlignCenter,
+                   f"peak {kib(self.live[step])} at step {step}")
+
+    def _paint_bars(self, p: QPainter) -> None:
+        for bar in self.bars:
+            rect = self.bar_rect(bar)
+            fill = QColor(self.colors.get(bar.op, style.UNKNOWN))
+            fill.setAlpha(200)
+            p.fillRect(rect, fill)
+            # A white seam: buffers of one operator touch, and must still read as separate.
+            p.setPen(QPen(QColor("#ffffff"), 2))
+            p.drawRect(rect)
+            if rect.width() > 60 and rect.height() > 14:
+                p.setPen(QColor(style.TITLE_TEXT))
+                p.drawText(rect.adjusted(4, 0, -4, 0),
+                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                           p.fontMetrics().elidedText(f"{bar.op} {kib(bar.height)}",
+                                                      Qt.TextElideMode.ElideRight,
+                                                      int(rect.width() - 8)))
+        chosen = self.bar(self._selected or "")
+        if chosen is not None:
+            p.setPen(QPen(QColor(style.SELECTED), 3))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(self.bar_rect(chosen).adjusted(-1, -1, 1, 1))
+
+    def _paint_curves(self, p: QPainter) -> None:
+        r = self.plot_rect()
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        labels = []
+        for value, color, dash, text, above in (
+                (self.arena, ARENA_COLOR, Qt.PenStyle.SolidLine, "arena", True),
+                (self.lower_bound, BOUND_COLOR, Qt.PenStyle.DashLine, "lower bound", False)):
+            y = self._y(value)
+            p.setPen(QPen(QColor(color), 2, dash))
+            p.drawLine(QPointF(r.left(), y), QPointF(r.right(), y))
+            labels.append((y - 15 if above else y + 1, color, f"{text} {kib(value)}"))
+        if self.live:
+            path = QPainterPath(QPointF(self._x(0), self._y(self.live[0])))
+            for s, value in enumerate(self.live):
+                path.lineTo(self._x(s), self._y(value))
+                path.lineTo(self._x(s + 1), self._y(value))
+            p.setPen(QPen(QColor(LIVE_COLOR), 2))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawPath(path)
+        for y, color, text in labels:
+            p.setPen(QColor(color))
+            p.drawText(QRectF(r.right() + 6, y, RIGHT - 8, 14),
+                       Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+
+    def _paint_legend(self, p: QPainter) -> None:
+        """Operator colours, then the live-bytes line, along the top."""
+        x, y = float(LEFT), 4.0
+        metrics = p.fontMetrics()
+        for op, color in sorted(self.colors.items()):
+            p.fillRect(QRectF(x, y + 2, 12, 12), color)
+            p.setPen(QColor(style.TEXT))
+            p.drawText(QPointF(x + 16, y + 12), op)
+            x += 16 + metrics.horizontalAdvance(op) + 14
+        p.setPen(QPen(QColor(LIVE_COLOR), 2))
+        p.drawLine(QPointF(x, y + 8), QPointF(x + 18, y + 8))
+        p.setPen(QColor(style.TEXT))
+        p.drawText(QPointF(x + 22, y + 12), "live bytes")
+
+
+def _nice_step(raw: float) -> int:
+    """A tick step of at least `raw`: 1, 2 or 5 times a power of ten, or a power of two of KiB.
+
+    Bytes read better in steps of 16, 32 or 64 KiB than of 20 or 50.
+    """
+    if raw <= 1:
+        return 1
+    if raw >= 1024:
+        step = 1024
+        while step < raw:
+            step *= 2
+        return step
+    power = 1
+    while power * 10 <= raw:
+        power *= 10
+    for m in (1, 2, 5, 10):
+        if m * power >= raw:
+            return int(m * power)
+    return int(10 * power)
