@@ -13,7 +13,6 @@ import weakref
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDockWidget
 
 from app.workers import Job, Progress
 from compiler.codegen import explain
@@ -75,11 +74,7 @@ class CodeController(QObject):
         self.window = window
         self.view = CodeView()
         self.view.set_targets(target_names(), DEFAULT_TARGET)
-        self.dock = QDockWidget("Code", window)
-        self.dock.setObjectName("dock:Code")
-        self.dock.setWidget(self.view)
-        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
-        self._add_to_view_menu()
+        self.dock = window.add_panel_dock("Code", self.view, Qt.DockWidgetArea.BottomDockWidgetArea)
         # Final graph per loaded graph, with the pipeline (as JSON text) that made it.
         self._final: weakref.WeakKeyDictionary[Graph, tuple[str, Graph]] = \
             weakref.WeakKeyDictionary()
@@ -93,16 +88,6 @@ class CodeController(QObject):
         stepping = getattr(window, "stepping", None)
         if stepping is not None and hasattr(stepping, "resultReady"):
             stepping.resultReady.connect(self._pipeline_ran)
-
-    def _add_to_view_menu(self) -> None:
-        """The dock's toggle goes with the other docks' in the View menu (before the toolbar's)."""
-        for action in self.window.menuBar().actions():
-            if action.text() == "&View" and action.menu() is not None:
-                menu = action.menu()
-                actions = menu.actions()
-                before = actions[-1] if actions else None
-                menu.insertAction(before, self.dock.toggleViewAction())
-                return
 
     def pipeline(self) -> Pipeline:
         """A copy of the Passes panel's pipeline (the default one without that panel)."""

@@ -144,6 +144,17 @@ class MainWindow(QMainWindow):
         self.addDockWidget(area, dock)
         return dock
 
+    def add_panel_dock(self, title: str, widget: QWidget,
+                       area: Qt.DockWidgetArea) -> QDockWidget:
+        """A feature panel's dock, with its toggle beside the other docks' in the View menu."""
+        dock = self._dock(title, widget, area)
+        for action in self.menuBar().actions():
+            if action.text() == "&View" and action.menu() is not None:
+                actions = action.menu().actions()  # the toolbar's toggle stays last
+                action.menu().insertAction(actions[-1] if actions else None,
+                                           dock.toggleViewAction())
+        return dock
+
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
         self.progress = QProgressBar()

@@ -15,7 +15,6 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDockWidget,
     QHBoxLayout,
     QLabel,
     QVBoxLayout,
@@ -199,11 +198,8 @@ class MemoryController(QObject):
         self.window = window
         self.panel = MemoryPanel()
         self.timeline = self.panel.timeline
-        self.dock = QDockWidget("Memory Timeline", window)
-        self.dock.setObjectName("dock:Memory Timeline")
-        self.dock.setWidget(self.panel)
-        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
-        self._add_to_view_menu()
+        self.dock = window.add_panel_dock("Memory Timeline", self.panel,
+                                          Qt.DockWidgetArea.BottomDockWidgetArea)
         self._plans: weakref.WeakKeyDictionary[Graph, dict[bool, Planned]] = \
             weakref.WeakKeyDictionary()
         self.current: Planned | None = None
@@ -224,15 +220,6 @@ class MemoryController(QObject):
         self.panel.strategy.currentIndexChanged.connect(self._strategy_changed)
         self.panel.io_in_arena.toggled.connect(lambda _on: self.refresh())
         self.dock.visibilityChanged.connect(self._visibility_changed)
-
-    def _add_to_view_menu(self) -> None:
-        """The dock's toggle goes with the other docks' in the View menu (before the toolbar's)."""
-        for action in self.window.menuBar().actions():
-            if action.text() == "&View" and action.menu() is not None:
-                actions = action.menu().actions()
-                action.menu().insertAction(actions[-1] if actions else None,
-                                           self.dock.toggleViewAction())
-                return
 
     # -- state --------------------------------------------------------------------------------
 

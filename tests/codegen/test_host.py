@@ -16,25 +16,13 @@ from compiler.interpreter import run
 from compiler.ir.graph import Graph
 from compiler.ir.types import TensorType
 from compiler.passes.runner import run_pipeline
+from tests.codegen.oracle import check_host
 from tests.conftest import SAMPLE_MODEL, shared_models
-from tests.helpers import assert_close, make_model, ort_run
+from tests.helpers import assert_close, make_model
 
 
 def _check(model: onnx.ModelProto, seed: int = 0) -> HostNet:
-    """Compile `model` for the host, run it on random inputs, compare with both oracles."""
-    loaded = load_onnx(model)
-    graph = run_pipeline(loaded, snapshots=False).graph
-    net = HostNet(compile_graph(graph, get_target("host")))
-    rng = np.random.default_rng(seed)
-    feeds = {v.name: rng.standard_normal(v.type.shape).astype(np.float32)
-             for v in loaded.inputs}
-    got = net.run(feeds)
-    want = run(graph, feeds)
-    for (name, ref), value in zip(want.items(), ort_run(model, feeds)):
-        assert_close(got[name], ref, what=f"{name} vs interpreter")
-        assert_close(got[name], value, what=f"{name} vs onnxruntime")
-    net.close()
-    return net
+    return check_host(model, seed=seed)
 
 
 def test_sample_model():

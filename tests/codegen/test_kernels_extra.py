@@ -13,35 +13,17 @@ import pytest
 from onnx import helper
 
 from compiler.codegen.build import compile_graph
-from compiler.codegen.host import HostNet
 from compiler.codegen.prepare import prepare_for_codegen
 from compiler.codegen.targets import get_target
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
-from compiler.interpreter import run
 from compiler.passes.runner import run_pipeline
-from tests.helpers import assert_close, make_model, ort_run
+from tests.codegen.oracle import check_host
+from tests.helpers import make_model
 
 
 def _check(model: onnx.ModelProto, op: str | tuple[str, ...], seed: int = 0) -> None:
-    """Compile `model` for the host and check it against both oracles.
-
-    `op` (or one of several) must survive the pipeline, else the kernel is not what is tested.
-    """
-    loaded = load_onnx(model)
-    graph = prepare_for_codegen(run_pipeline(loaded, snapshots=False).graph)
-    wanted = {op} if isinstance(op, str) else set(op)
-    assert wanted & {n.op for n in graph.nodes}, f"the pipeline removed {op}: nothing to test"
-    net = HostNet(compile_graph(graph, get_target("host")))
-    rng = np.random.default_rng(seed)
-    feeds = {v.name: rng.standard_normal(v.type.shape).astype(np.float32)
-             for v in loaded.inputs}
-    got = net.run(feeds)
-    want = run(graph, feeds)
-    for (name, ref), value in zip(want.items(), ort_run(model, feeds)):
-        assert_close(got[name], ref, what=f"{name} vs interpreter")
-        assert_close(got[name], value, what=f"{name} vs onnxruntime")
-    net.close()
+    check_host(model, op, seed)
 
 
 def _one(op, shape, inits=None, inputs=("x",), opset=13, **attrs) -> onnx.ModelProto:
