@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from app.stepping import current_pipeline
 from app.workers import Job, Progress
 from compiler.codegen import explain
 from compiler.codegen.targets import target_names
 from compiler.ir.graph import Graph
-from compiler.passes.pipeline import Pipeline, default_pipeline
+from compiler.passes.pipeline import Pipeline
 from compiler.passes.runner import run_pipeline
 from views.code_view import ASSEMBLY, LLVM_IR, LOWIR, CodeView
 
@@ -91,10 +92,7 @@ class CodeController(QObject):
 
     def pipeline(self) -> Pipeline:
         """A copy of the Passes panel's pipeline (the default one without that panel)."""
-        current = getattr(getattr(self.window, "stepping", None), "pipeline", None)
-        if not isinstance(current, Pipeline):
-            return default_pipeline()
-        return Pipeline.from_json(current.to_json())  # the worker's own copy
+        return current_pipeline(self.window)
 
     def _pipeline_ran(self, _result) -> None:
         """The Passes panel ran: refresh if it ran another pipeline than the one shown."""

@@ -21,12 +21,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.stepping import current_pipeline, pipeline_text
 from app.workers import Job, Progress
 from compiler.ir.graph import Graph
 from compiler.memory.buffers import align_up
 from compiler.memory.plan import ArenaPlan
 from compiler.memory.report import plan_memory
 from compiler.memory.strategies import STRATEGIES, arena_size, hill_climb
+from compiler.passes.pipeline import Pipeline, default_pipeline
 from compiler.passes.runner import run_pipeline
 from views import style
 from views.timeline import Bar, MemoryTimeline, kib
@@ -44,6 +46,7 @@ class Planned:
         ops: Buffer name -> operator of the final node producing it.
         node_of: Buffer name -> canvas key of its source node (None: no box to select).
         buffers_of: Canvas key -> names of the buffers its node contributes to.
+        pipeline: The pipeline that made the final graph (`pipeline_text`).
     """
 
     graph: Graph
@@ -53,6 +56,7 @@ class Planned:
     ops: dict[str, str] = field(default_factory=dict)
     node_of: dict[str, object] = field(default_factory=dict)
     buffers_of: dict[object, list[str]] = field(default_factory=dict)
+    pipeline: str = ""
 
     @property
     def kept(self) -> str:
@@ -95,15 +99,18 @@ def _source_key(graph: Graph, node, ids: dict[int, object]):
     return (same[0] if same else sources[-1]).id
 
 
-def plan_job(graph: Graph, io_in_arena: bool):
-    """The job: run the default pipeline, plan memory, and link buffers to the loaded graph."""
+def plan_job(graph: Graph, io_in_arena: bool, pipeline: Pipeline | None = None):
+    """The job: run the pipeline (default if None), plan memory, link buffers to the graph."""
+    pipeline = pipeline or default_pipeline()
+
     def work(progress: Progress) -> Planned:
         progress.report(0.0, "Running the pass pipeline")
-        final = run_pipeline(graph, snapshots=False).graph
+        final = run_pipeline(graph, pipeline, snapshots=False).graph
         progress.report(0.4, "Planning memory")
         plan = plan_memory(final, io_in_arena=io_in_arena)
         progress.report(0.7, "Packing with each strategy")
-        result = Planned(graph, io_in_arena, plan.to_json(), strategy_offsets(plan.arena))
+        result = Planned(graph, io_in_arena, plan.to_json(), strategy_offsets(plan.arena),
+                         pipeline=pipeline_text(pipeline))
         ids = {n.id: n for n in graph.nodes}
         order = {n.id: i for i, n in enumerate(graph.nodes)}
         by_name = {n.name: n for n in final.nodes}
@@ -200,7 +207,8 @@ class MemoryController(QObject):
         self.timeline = self.panel.timeline
         self.dock = window.add_panel_dock("Memory Timeline", self.panel,
                                           Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._plans: weakref.WeakKeyDictionary[Graph, dict[bool, Planned]] = \
+        # Per document graph: (pipeline text, io in arena) -> plan.
+        self._plans: weakref.WeakKeyDictionary[Graph, dict[tuple[str, bool], Planned]] = \
             weakref.WeakKeyDictionary()
         self.current: Planned | None = None
         self.delta: int | None = None
@@ -214,6 +222,9 @@ class MemoryController(QObject):
         self._soon.setInterval(0)
         self._soon.timeout.connect(self.refresh_now)
         window.document.graphChanged.connect(self.refresh)
+        stepping = getattr(window, "stepping", None)
+        if stepping is not None:  # the pipeline editor ran other passes: plan their graph
+            stepping.resultReady.connect(lambda _result: self.refresh())
         window.document.problemsChanged.connect(self.refresh)
         window.canvas.nodeSelected.connect(self._canvas_selected)
         self.timeline.bufferSelected.connect(self._buffer_selected)
@@ -259,17 +270,18 @@ class MemoryController(QObject):
         self._stale = False
         doc = self.window.document
         io = self.panel.io_in_arena.isChecked()
+        pipeline = current_pipeline(self.window)
         if doc.graph is None:
             self._clear("No model.")
         elif doc.problems:
             count = len(doc.problems)
             self._clear(f"The graph has {count} invalid node{'s' * (count != 1)}: fix or undo "
                         f"the edit to plan its memory.")
-        elif io in self._plans.get(doc.graph, {}):
-            self._show(self._plans[doc.graph][io])
+        elif (pipeline_text(pipeline), io) in self._plans.get(doc.graph, {}):
+            self._show(self._plans[doc.graph][pipeline_text(pipeline), io])
         else:
             self.panel.summary.setText("planning…")
-            job = Job(plan_job(doc.graph, io), "Planning memory", self)
+            job = Job(plan_job(doc.graph, io, pipeline), "Planning memory", self)
             job.succeeded.connect(self._planned)
             job.failed.connect(lambda message: self._clear(message, error=True))
             self._job = job
@@ -287,7 +299,7 @@ class MemoryController(QObject):
 
     def _planned(self, result: Planned) -> None:
         self._job = None
-        self._plans.setdefault(result.graph, {})[result.io_in_arena] = result
+        self._plans.setdefault(result.graph, {})[result.pipeline, result.io_in_arena] = result
         if result.graph is self.window.document.graph and \
                 result.io_in_arena == self.panel.io_in_arena.isChecked():
             self._show(result)

@@ -6,6 +6,7 @@ replaces it (with a banner) while the user steps, so no edit can reach a snapsho
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -498,6 +499,22 @@ class SteppingController(QObject):
         """Select a node of the shown stage (as a click would), focusing its provenance."""
         self.canvas.select(key)
         self._node_selected(self.canvas.selected_key())
+
+
+def current_pipeline(window) -> Pipeline:
+    """A copy of the Passes panel's pipeline (the default one without that panel).
+
+    Every panel shows what the same passes make of the graph.
+    """
+    current = getattr(getattr(window, "stepping", None), "pipeline", None)
+    if not isinstance(current, Pipeline):
+        return default_pipeline()
+    return Pipeline.from_json(current.to_json())  # a worker's own copy
+
+
+def pipeline_text(pipeline: Pipeline) -> str:
+    """A pipeline as canonical JSON text: equal text, equal passes in equal order."""
+    return json.dumps(pipeline.to_json(), sort_keys=True)
 
 
 def install(window) -> SteppingController:

@@ -17,9 +17,11 @@ from tests.helpers import assert_close, ort_run
 
 def check_host(model: onnx.ModelProto, op: str | tuple[str, ...] | None = None,
                seed: int = 0) -> HostNet:
-    """Run `model` compiled for the host on seeded inputs; compare with the interpreter and
-    onnxruntime (rtol 1e-4, atol 1e-5). With `op`, that operator (or one of several) must
-    survive the pipeline, else the kernel meant to be tested is not what ran."""
+    """Run `model` compiled for the host on seeded inputs; compare with both oracles.
+
+    Tolerance rtol 1e-4, atol 1e-5. With `op`, that operator (or one of several) must survive
+    the pipeline, else the kernel meant to be tested is not what ran.
+    """
     loaded = load_onnx(model)
     graph = prepare_for_codegen(run_pipeline(loaded, snapshots=False).graph)
     if op is not None:

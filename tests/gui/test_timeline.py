@@ -219,3 +219,27 @@ def test_the_widget_alone(qtbot):
     assert [_nice_step(x) for x in (0.5, 3, 7, 300, 1500, 20000)] == \
         [1, 5, 10, 500, 2048, 32768]
     assert kib(131072) == "128 KiB" and kib(1536) == "1.5 KiB"
+
+
+def test_the_timeline_follows_the_pipeline_editor(qtbot):
+    """Disable fuse_activations and rerun: the timeline plans the graph those passes make."""
+    window = make_window(qtbot, SAMPLE_MODEL)
+    before = _wait_plan(qtbot, window)
+    stepping = window.stepping
+    qtbot.waitUntil(lambda: stepping.result is not None, timeout=60000)
+    editor = stepping.editor
+    names = [editor.list.item(i).data(Qt.ItemDataRole.UserRole).name
+             for i in range(editor.list.count())]
+    editor.set_enabled_at(names.index("fuse_activations"), False)
+    with qtbot.waitSignal(stepping.resultReady, timeout=60000):
+        editor.run_button.click()
+
+    def replanned():
+        current = window.memory.current
+        return not window.memory.is_busy() and current is not None and current is not before
+    qtbot.waitUntil(replanned, timeout=60000)
+    after = window.memory.current
+    unfused = run_pipeline(load_onnx(SAMPLE_MODEL), stepping.pipeline, snapshots=False).graph
+    assert any(n.op == "Relu" for n in unfused.nodes)
+    assert after.doc == plan_memory(unfused).to_json()
+    assert after.doc != before.doc  # the Relus run as steps of their own now
