@@ -261,8 +261,8 @@ def _wide_fc_graph() -> Graph:
     return load_onnx(model)
 
 
-def _run_now(graph: Graph, options: ExportOptions) -> Exported:
-    """Run the export job in this thread (screenshots: no event loop to wait on)."""
+def run_export(graph: Graph, options: ExportOptions) -> Exported:
+    """Run the export job in this thread (scripted runs: no event loop to wait on)."""
     return export_job(graph, options)(Progress(lambda _f, _t: None))
 
 
@@ -289,11 +289,11 @@ def screenshots(window, save) -> None:
         options = ExportOptions(board.target, board.name, "net", "embedded", False,
                                 Path(tmp) / "fits")
         shots = {}
-        exported = _run_now(graph, options)
+        exported = run_export(graph, options)
         shots["fits" if exported.report["board"]["fits"] else "over"] = exported
         if "over" not in shots:
             small = BOARDS["nrf52840-dk"]
-            shots["over"] = _run_now(_wide_fc_graph(), ExportOptions(
+            shots["over"] = run_export(_wide_fc_graph(), ExportOptions(
                 small.target, small.name, "wide_fc", "embedded", False, Path(tmp) / "over"))
         for kind, exported in shots.items():
             dialog = ExportDialog(window)

@@ -14,6 +14,7 @@ SAMPLE_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "d
 
 # Where the headless fallback writes its screenshots (relative to the working directory).
 HEADLESS_SCREENSHOTS = Path("out") / "screenshots"
+HEADLESS_BUNDLE = Path("out") / "bundle"
 
 LOAD_TIMEOUT_MS = 300_000
 
@@ -75,22 +76,35 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
         return app.exec()
 
     folder = Path(args.screenshot) if args.screenshot else HEADLESS_SCREENSHOTS
+    bundle = None
     try:
         written = _screenshot_flow(window, model, folder)
+        if headless and args.screenshot is None:  # the main flow ends with an export
+            bundle = _export_host_bundle(window)
     except KilnError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
     finally:
         window.document.undo_stack.setClean()  # nothing to save in a scripted run
         window.close()
-    if headless and args.screenshot is None:
-        print(f"No display found, so Kiln ran offscreen on {model.name}; screenshots written to "
-              f"{folder}/")
+    if bundle is not None:
+        print(f"No display found, so Kiln ran offscreen on {model.name}: host bundle written to "
+              f"{bundle}/ (build and run it with `make -C {bundle} run`); screenshots written "
+              f"to {folder}/")
     else:
         print(f"Screenshots of {model.name} written to {folder}/")
     for path in written:
         print(f"  {path.name}")
     return 0
+
+
+def _export_host_bundle(window) -> Path:
+    """Export the open model for the host as File > Export Bundle does; returns the folder."""
+    from app.export import run_export
+    from app.export_dialog import ExportOptions
+
+    options = ExportOptions("host", None, "net", "embedded", False, HEADLESS_BUNDLE)
+    return run_export(window.document.graph, options).folder
 
 
 def _application():
