@@ -12,7 +12,7 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernels import FAST, Kernel, activate, llvm_type
+from compiler.codegen.kernels import FAST, Kernel, activate, llvm_type, strides
 from compiler.codegen.mathfn import math_call
 from compiler.errors import KilnError
 from compiler.ops.kiln import parse_step
@@ -104,8 +104,7 @@ def _fold(k, fn, xs):
 def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
     """Element strides of `shape` seen as `out` (numpy broadcasting; 0 where repeated)."""
     shape = (1,) * (len(out) - len(shape)) + tuple(shape)
-    strides = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
-    return [0 if d == 1 and o != 1 else s for d, s, o in zip(shape, strides, out)]
+    return [0 if d == 1 and o != 1 else s for d, s, o in zip(shape, strides(shape), out)]
 
 
 def _steps(node) -> list[tuple[str, list[str], dict[str, float]]]:
@@ -132,8 +131,8 @@ def emit_elementwise(k: Kernel) -> None:
 
         def operand(i: int) -> ir.Value:
             if i not in loaded:
-                strides = _broadcast_strides(node.inputs[i].type.shape, out)
-                loaded[i] = k.load(k.args[i], k.index(*zip(idx, strides)))
+                steps = _broadcast_strides(node.inputs[i].type.shape, out)
+                loaded[i] = k.load(k.args[i], k.index(*zip(idx, steps)))
             return loaded[i]
 
         # Every input is read before the first store, so an in-place output is safe.

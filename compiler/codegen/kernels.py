@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.errors import KilnError
-from compiler.ir.graph import Node
+from compiler.ir.graph import Constant, Node
 
 I32 = ir.IntType(32)
 LLVM_TYPES = {"float32": ir.FloatType()}
@@ -104,6 +104,25 @@ class Kernel:
                 acc = self.b.add(acc, self.b.mul(value, I32(stride), flags=["nsw"]),
                                  flags=["nsw"])
         return acc
+
+
+def strides(shape) -> list[int]:
+    """Row-major element strides of `shape`."""
+    return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+
+
+def constant_input(k: Kernel, slot: int, what: str) -> np.ndarray | None:
+    """The data of input `slot`, which kernels need at compile time (None when omitted).
+
+    A runtime value there is a clear error naming the node and `what` the input is.
+    """
+    node = k.node
+    value = node.inputs[slot] if len(node.inputs) > slot else None
+    if value is None:
+        return None
+    if not isinstance(value, Constant):
+        raise KilnError(f"cannot generate {node.op} {node.name}: its {what} must be constants")
+    return value.data
 
 
 # -- activations ----------------------------------------------------------------------------
@@ -394,9 +413,9 @@ def emit_transpose(k: Kernel) -> None:
     node = k.node
     shape = node.inputs[0].type.shape
     perm = list(node.attrs.get("perm") or reversed(range(len(shape))))
-    in_strides = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    in_strides = strides(shape)
     out_shape = [shape[p] for p in perm]
-    out_strides = [int(np.prod(out_shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    out_strides = strides(out_shape)
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in out_shape]
         x = k.load(k.args[0], k.index(*((i, in_strides[p]) for i, p in zip(idx, perm))))
@@ -408,14 +427,13 @@ def emit_concat(k: Kernel) -> None:
     node = k.node
     out = node.output.type.shape
     axis = int(node.attrs.get("axis", 0)) % len(out)
-    out_strides = [int(np.prod(out[i + 1:], dtype=np.int64)) for i in range(len(out))]
+    out_strides = strides(out)
     start = 0
     for slot, value in enumerate(node.inputs):
         shape = value.type.shape
         with ExitStack() as stack:
             idx = [stack.enter_context(k.loop(n)) for n in shape]
-            strides = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
-            x = k.load(k.args[slot], k.index(*zip(idx, strides)))
+            x = k.load(k.args[slot], k.index(*zip(idx, strides(shape))))
             k.store(x, k.outs[0], k.index(*zip(idx, out_strides),
                                           base=start * out_strides[axis]))
         start += shape[axis]

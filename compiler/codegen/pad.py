@@ -8,32 +8,24 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.codetables import table
-from compiler.codegen.kernels import Kernel, llvm_type
+from compiler.codegen.kernels import Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
-from compiler.ir.graph import Constant
 from compiler.ops.gather import _full_pads
-
-
-def _strides(shape) -> list[int]:
-    return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
 
 
 def pad_widths(k: Kernel) -> tuple[list[tuple[int, int]], float]:
     """(before, after) per axis and the fill value; both must be known at compile time."""
     node = k.node
-    for slot, what in ((1, "pads"), (2, "constant_value"), (3, "axes")):
-        value = node.inputs[slot] if len(node.inputs) > slot else None
-        if value is not None and not isinstance(value, Constant):
-            raise KilnError(f"cannot generate Pad {node.name}: its {what} must be constants")
+    data = {slot: constant_input(k, slot, what)
+            for slot, what in ((1, "pads"), (2, "constant_value"), (3, "axes"))}
 
     def ints(slot):
-        value = node.inputs[slot] if len(node.inputs) > slot else None
-        return None if value is None else [int(v) for v in value.data.reshape(-1)]
+        return None if data[slot] is None else [int(v) for v in data[slot].reshape(-1)]
 
     rank = len(node.inputs[0].type.shape)
     widths = _full_pads(rank, ints(1), ints(3))
-    value = node.inputs[2] if len(node.inputs) > 2 else None
-    fill = float(value.data.reshape(-1)[0]) if value is not None and value.data.size else 0.0
+    value = data[2]
+    fill = float(value.reshape(-1)[0]) if value is not None and value.size else 0.0
     return widths, fill
 
 
@@ -50,7 +42,7 @@ def emit_pad(k: Kernel) -> None:
     widths, fill = pad_widths(k)
     mode = node.attrs.get("mode", "constant")
     ty = llvm_type(node.output.type.dtype)
-    x_strides, y_strides = _strides(shape), _strides(out)
+    x_strides, y_strides = strides(shape), strides(out)
     if 0 in out:
         return
     if mode == "constant":

@@ -8,9 +8,8 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.elementwise import max_of, min_of
-from compiler.codegen.kernels import FAST, Kernel, llvm_type
+from compiler.codegen.kernels import FAST, Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
-from compiler.ir.graph import Constant
 
 # op -> (start value, combine(k, accumulated, x)).
 _REDUCERS = {
@@ -26,10 +25,9 @@ def reduced_axes(k: Kernel) -> tuple[int, ...]:
     node = k.node
     rank = len(node.inputs[0].type.shape)
     given = node.attrs.get("axes")
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        if not isinstance(node.inputs[1], Constant):
-            raise KilnError(f"cannot generate {node.op} {node.name}: its axes must be constants")
-        given = node.inputs[1].data.reshape(-1).tolist()
+    axes = constant_input(k, 1, "axes")
+    if axes is not None:
+        given = axes.reshape(-1).tolist()
     if not given:
         return () if node.attrs.get("noop_with_empty_axes") else tuple(range(rank))
     return tuple(sorted({int(a) % rank for a in given}))
@@ -53,7 +51,7 @@ def emit_reduce(k: Kernel) -> None:
     total = int(np.prod(kept, dtype=np.int64))
     if total == 0:
         return
-    x_strides = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    x_strides = strides(shape)
     y_strides = [0 if a in axes else int(np.prod(kept[a + 1:], dtype=np.int64))
                  for a in range(len(shape))]
     with k.loop(total) as i:

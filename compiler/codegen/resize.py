@@ -15,24 +15,12 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.codetables import table
-from compiler.codegen.kernels import FAST, Kernel, llvm_type
+from compiler.codegen.kernels import FAST, Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
-from compiler.ir.graph import Constant
 from compiler.ops.resize import _axis_taps, _is_identity, _plan, _source_coordinates
 
 # Beyond this many taps per output element (antialiased shrinking) the unrolled sum is too big.
 MAX_TAPS = 64
-
-
-def _constant(k: Kernel, slot: int) -> np.ndarray | None:
-    node = k.node
-    value = node.inputs[slot] if len(node.inputs) > slot else None
-    if value is None:
-        return None
-    if not isinstance(value, Constant):
-        raise KilnError(f"cannot generate Resize {node.name}: its roi, scales and sizes must be "
-                        "constants")
-    return value.data
 
 
 def axis_taps(k: Kernel) -> list[tuple[np.ndarray, np.ndarray | None] | None]:
@@ -42,7 +30,7 @@ def axis_taps(k: Kernel) -> list[tuple[np.ndarray, np.ndarray | None] | None]:
         raise KilnError(f"cannot generate Resize {node.name}: coordinate transformation mode "
                         "tf_crop_and_resize")
     shape = node.inputs[0].type.shape
-    plan = _plan(node, shape, _constant(k, 2), _constant(k, 3))
+    plan = _plan(node, shape, constant_input(k, 2, "scales"), constant_input(k, 3, "sizes"))
     taps: list = [None] * len(shape)
     for axis in plan.axes:
         if _is_identity(node, plan, shape, axis, (0.0, 1.0)):
@@ -66,8 +54,7 @@ def emit_resize(k: Kernel) -> None:
                         "output element")
     if 0 in out:
         return
-    x_strides = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
-    y_strides = [int(np.prod(out[i + 1:], dtype=np.int64)) for i in range(len(out))]
+    x_strides, y_strides = strides(shape), strides(out)
     index_tables = [None if t is None else table(k, f"idx{a}", t[0] * x_strides[a])
                     for a, t in enumerate(taps)]
     weight_tables = [None if t is None or t[1] is None else table(k, f"w{a}", t[1], ty)

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-import numpy as np
-
-from compiler.codegen.kernels import Kernel
-from compiler.errors import KilnError
-from compiler.ir.graph import Constant
+from compiler.codegen.kernels import Kernel, constant_input, strides
 from compiler.ops.gather import _slices, _split_sizes
 
 
-def _strides(shape) -> list[int]:
-    return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
-
-
 def _ints(k: Kernel, slot: int) -> list[int] | None:
-    node = k.node
-    value = node.inputs[slot] if len(node.inputs) > slot else None
-    if value is None:
-        return None
-    if not isinstance(value, Constant):
-        raise KilnError(f"cannot generate {node.op} {node.name}: its input {slot} must be a "
-                        "constant")
-    return [int(v) for v in value.data.reshape(-1)]
+    data = constant_input(k, slot, f"input {slot}")
+    return None if data is None else [int(v) for v in data.reshape(-1)]
 
 
 def _copy(k: Kernel, out_index: int, starts: list[int], steps: list[int]) -> None:
@@ -33,7 +19,7 @@ def _copy(k: Kernel, out_index: int, starts: list[int], steps: list[int]) -> Non
     out = k.node.outputs[out_index].type.shape
     if 0 in out:
         return
-    x_strides, y_strides = _strides(shape), _strides(out)
+    x_strides, y_strides = strides(shape), strides(out)
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in out]
         src = k.index(*((i, step * s) for i, step, s in zip(idx, steps, x_strides)),
