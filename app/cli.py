@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run the graph as loaded (default), after the whole default pipeline "
                           "('final'), after the named pass (NAME, or NAME#K for its K-th run), "
                           "or after the first N passes (to bisect a miscompile)")
+    _add_pipeline_arg(run)
     _add_passes_parser(sub)
     _add_memory_parser(sub)
     _add_compile_parser(sub)
@@ -173,10 +174,10 @@ def cmd_run(args) -> int:
         if args.stage != "loaded":
             raise UsageError("--stage applies to the reference engine only; the compiled engine "
                              "always runs the final graph")
-        outputs = _run_compiled(graph, feeds)
+        outputs = _run_compiled(_compilation(args, graph), feeds)
     else:
         if args.stage != "loaded":
-            graph = _graph_at_stage(graph, args.stage)
+            graph = _compilation(args, graph).stage(args.stage)
         outputs = run(graph, feeds)
     for name, array in outputs.items():
         flat = array.reshape(-1)
@@ -197,36 +198,37 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _run_compiled(graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Outputs of the graph compiled for this host, written as a bundle and loaded back."""
+def _run_compiled(compiled, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of the final graph compiled for this host, written as a bundle and loaded back."""
     import tempfile
 
-    from compiler.codegen.build import compile_graph
-    from compiler.codegen.bundle import write_bundle
     from compiler.codegen.host import HostNet
-    from compiler.codegen.targets import get_target
-    from compiler.passes import run_pipeline
 
-    net = compile_graph(run_pipeline(graph, snapshots=False).graph, get_target("host"))
     with tempfile.TemporaryDirectory(prefix="kiln-run-") as folder:
-        write_bundle(net, folder)
+        compiled.bundle(folder)
         hosted = HostNet.from_bundle(folder)
         try:
             outputs = hosted.run(feeds)
         finally:
             hosted.close()
-    missing = [v.name for v in graph.outputs if v.name not in outputs]
+    missing = [v.name for v in compiled.graph.outputs if v.name not in outputs]
     if missing:
         raise KilnError(f"the compiled network lost output {missing[0]}")
-    return {v.name: outputs[v.name] for v in graph.outputs}
+    return {v.name: outputs[v.name] for v in compiled.graph.outputs}
 
 
-def _graph_at_stage(graph, stage: str):
-    """The graph after the default pipeline ('final'), one of its passes, or its first N."""
-    from compiler.passes import run_pipeline
+def _compilation(args, graph=None):
+    """The driver's Compilation of the model with `--pipeline` (or the default pipeline)."""
+    from compiler.driver import compilation
+    from compiler.passes import load_pipeline
 
-    stop = None if stage == "final" else int(stage) if stage.isdigit() else stage
-    return run_pipeline(graph, stop_after=stop, snapshots=False).graph
+    pipeline = load_pipeline(args.pipeline) if getattr(args, "pipeline", None) else None
+    return compilation(graph if graph is not None else _load_graph(args), pipeline)
+
+
+def _add_pipeline_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pipeline", metavar="FILE", help="a pipeline file (JSON) to run "
+                        "instead of the default pipeline")
 
 
 def _add_passes_parser(sub) -> None:
@@ -237,8 +239,7 @@ def _add_passes_parser(sub) -> None:
                         help="after every pass, check the graph and compare its outputs with "
                              "the loaded model's on a seeded random input")
     passes.add_argument("--seed", type=int, default=0, help="seed of that input (default 0)")
-    passes.add_argument("--pipeline", metavar="FILE", help="a pipeline file (JSON) to run "
-                        "instead of the default pipeline")
+    _add_pipeline_arg(passes)
     passes.add_argument("--dump-after", metavar="PASS",
                         help="print the graph after PASS (every run of it, or NAME#K for the "
                              "K-th)")
@@ -281,17 +282,19 @@ def _print_passes(result, verify: bool) -> None:
 
 def cmd_passes(args) -> int:
     """`kiln passes`."""
+    from compiler.driver import prepare_stage
     from compiler.ir.dump import dump
-    from compiler.passes import default_pipeline, load_pipeline, run_pipeline
+    from compiler.passes import Pipeline, default_pipeline, load_pipeline
 
     pipeline = load_pipeline(args.pipeline) if args.pipeline else default_pipeline()
     if args.dump_after:
         if args.json:
             raise UsageError("--dump-after prints text, so it cannot be combined with --json")
-        pipeline.stage_index(args.dump_after)  # an unknown pass is an error before any work
-    graph = _load_graph(args)
-    result = run_pipeline(graph, pipeline, verify=args.verify, seed=args.seed,
-                          snapshots=bool(args.dump_after))
+        # An unknown pass is an error before any work.
+        Pipeline(pipeline.enabled() + prepare_stage().passes).stage_index(args.dump_after)
+    compiled = _compilation(args)
+    result = compiled.passes(verify=args.verify, seed=args.seed,
+                             snapshots=bool(args.dump_after))
     if args.json:
         print(json.dumps(_passes_document(result, args.verify)))
     else:
@@ -320,22 +323,32 @@ def _add_memory_parser(sub) -> None:
     memory.add_argument("--io-in-arena", action="store_true",
                         help="place inputs and outputs inside the activation arena so their "
                              "space is reused once dead")
-    memory.add_argument("--alignment", type=int, default=64, metavar="BYTES",
-                        help="alignment of regions and buffers (default 64; 16 on Cortex-M)")
+    _add_target_args(memory)
+    _add_pipeline_arg(memory)
     memory.add_argument("--dump", action="store_true", help="also print the low-level IR")
+
+
+def _add_target_args(parser: argparse.ArgumentParser) -> None:
+    """--target, --board and --alignment: what `compiler.driver.Options` needs of a target."""
+    parser.add_argument("--target", metavar="TARGET",
+                        help="a CPU target (host, x86-64, cortex-m0plus/m3/m4/m7/m33/m55, "
+                             "aarch64, riscv32) or a board name (default: the board's CPU "
+                             "with --board, else host)")
+    parser.add_argument("--board", metavar="BOARD",
+                        help="check flash and RAM use against this board's budget "
+                             "(stm32f746g-disco, nrf52840-dk, imxrt1060-evk, mps2-an500, "
+                             "mps2-an505); over budget is a warning, not an error")
+    parser.add_argument("--alignment", type=int, metavar="BYTES",
+                        help="alignment of regions and buffers (default: the target's, 64 on "
+                             "hosted CPUs and 16 on microcontrollers)")
 
 
 def cmd_memory(args) -> int:
     """`kiln memory`."""
-    from compiler.memory.report import plan_memory
-    from compiler.passes import run_pipeline
-
-    if args.alignment < 1 or args.alignment & (args.alignment - 1):
-        raise UsageError(f"--alignment {args.alignment} must be a power of two")
     if args.dump and args.json:
         raise UsageError("--dump prints text, so it cannot be combined with --json")
-    graph = run_pipeline(_load_graph(args), snapshots=False).graph
-    plan = plan_memory(graph, args.alignment, args.io_in_arena)
+    options, _ = _options(args)
+    plan = _compilation(args).plan(options)
     doc = plan.to_json()
     if args.json:
         print(json.dumps(doc))
@@ -349,7 +362,7 @@ def cmd_memory(args) -> int:
                   f"order {doc['topological_peak']:,} B)")
     console.print(f"activations {doc['activations']:,} B (lower bound {doc['lower_bound']:,} B, "
                   f"efficiency {doc['efficiency']:.3f}), mutable {doc['mutable']:,} B, constant "
-                  f"{doc['constant']:,} B, alignment {args.alignment}"
+                  f"{doc['constant']:,} B, alignment {plan.alignment}"
                   + (", inputs and outputs in the arena" if args.io_in_arena else ""))
     strategies = Table("strategy", "arena bytes")
     for name, size in doc["strategies"].items():
@@ -369,14 +382,8 @@ def _add_compile_parser(sub) -> None:
     compile_ = sub.add_parser("compile", help="compile a model into a bundle (object, header, "
                                               "weights, report, example program)")
     _add_model_args(compile_)
-    compile_.add_argument("--target", metavar="TARGET",
-                          help="a CPU target (host, x86-64, cortex-m0plus/m3/m4/m7/m33/m55, "
-                               "aarch64, riscv32) or a board name (default: the board's CPU "
-                               "with --board, else host)")
-    compile_.add_argument("--board", metavar="BOARD",
-                          help="check flash and RAM use against this board's budget "
-                               "(stm32f746g-disco, nrf52840-dk, imxrt1060-evk, mps2-an500, "
-                               "mps2-an505); over budget is a warning, not an error")
+    _add_target_args(compile_)
+    _add_pipeline_arg(compile_)
     compile_.add_argument("-o", "--output", required=True, metavar="DIR",
                           help="folder for the bundle")
     compile_.add_argument("--name", default="net", metavar="NET",
@@ -414,6 +421,20 @@ def _target_and_board(target_name: str | None, board_name: str | None):
     return target, board
 
 
+def _options(args):
+    """(driver Options, board or None) from the target, board, name and layout arguments."""
+    from compiler.driver import Options
+
+    target, board = _target_and_board(args.target, args.board)
+    options = Options(target.name, getattr(args, "name", "net"), args.alignment,
+                      args.io_in_arena, getattr(args, "weights", "embedded"))
+    try:
+        return options.check(), board
+    except KilnError as exc:
+        raise UsageError(str(exc).replace("network name", "--name", 1)
+                         .replace("alignment", "--alignment", 1)) from None
+
+
 def _print_budget(usage: dict, io_in_arena: bool = True) -> None:
     """The board's flash and RAM use as a table, and one warning line per budget exceeded."""
     from rich.console import Console
@@ -443,21 +464,14 @@ def cmd_compile(args) -> int:
     A bundle over its board's budget is still written and the exit code stays 0 (it may be
     meant for a bigger part); the warning goes to stderr and `--json` carries `board.fits`.
     """
-    from compiler.codegen.build import compile_graph
-    from compiler.codegen.bundle import report, write_bundle
-    from compiler.passes import run_pipeline
-
-    target, board = _target_and_board(args.target, args.board)  # errors before any work
-    if not args.name.isidentifier():
-        raise UsageError(f"--name {args.name!r} must be a C identifier")
-    graph = run_pipeline(_load_graph(args), snapshots=False).graph
-    net = compile_graph(graph, target, args.name, io_in_arena=args.io_in_arena,
-                        weights=args.weights)
+    options, board = _options(args)  # errors before any work
+    compiled = _compilation(args)
     try:
-        paths = write_bundle(net, args.output, board)
+        paths, doc = compiled.bundle(args.output, options, board)
     except OSError as exc:
         raise UsageError(f"cannot write the bundle to {args.output}: {exc.strerror}") from None
-    doc = report(net, board)
+    net = compiled.net(options)
+    target = net.target
     if args.json:
         print(json.dumps(doc))
         if board is not None and not doc["board"]["fits"]:

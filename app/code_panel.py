@@ -1,62 +1,67 @@
 """Code views synced with the selection: what the selected node's kernel compiles to.
 
-The canvas shows the loaded graph; the code comes from the final graph (after the pipeline
-the Passes panel edits, else the default one), so a selected node is mapped to the kernel whose
-provenance holds it. The pipeline and the kernel's compilation run in a worker; the panel says
-"compiling…" meanwhile.
+The canvas shows the loaded graph; the code comes from the compile driver's stages of the
+document's graph and pipeline (the one the Passes panel edits), so a selected node is mapped to
+the kernel whose provenance holds it. The pipeline and the kernel's compilation run in a worker;
+the panel says "compiling…" meanwhile.
 """
 
 from __future__ import annotations
 
-import json
-import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QDockWidget
 
-from app.stepping import current_pipeline
+from app.document import Document
 from app.workers import Job, Progress
 from compiler.codegen import explain
 from compiler.codegen.targets import target_names
+from compiler.driver import Compilation, Options, pipeline_key
 from compiler.ir.graph import Graph
-from compiler.passes.pipeline import Pipeline
-from compiler.passes.runner import run_pipeline
+from compiler.memory.report import MemoryPlan
 from views.code_view import ASSEMBLY, LLVM_IR, LOWIR, CodeView
-
-DEFAULT_TARGET = "host"
 
 
 @dataclass
 class Shown:
-    """What the worker computed for one (graph, selection, target)."""
+    """What the worker computed for one (graph, pipeline, options, selection, target).
+
+    `stamp` is (pipeline key, options, selection); `plan` is the driver's memory plan the
+    kernels assume (the Memory panel and the bundle have the same).
+    """
 
     graph: Graph
-    final: Graph
+    stamp: tuple
+    plan: MemoryPlan
     lowir: str
     line: int
     message: str
     code: explain.KernelCode | None
 
 
-def _work(graph: Graph, pipeline: Pipeline, final: Graph | None, key, target: str):
-    """The job: run the pipeline (unless known), then compile the selected node's kernel."""
+def _work(compiled: Compilation, options: Options, key, target: str, stamp: tuple):
+    """The job: the driver's kernel map for `options`, then the selected node's kernel code."""
+    graph = compiled.graph
+
     def work(progress: Progress) -> Shown:
         progress.report(0.0, "Running the pass pipeline")
-        done = final or run_pipeline(graph, pipeline, snapshots=False).graph
+        final = compiled.final
         progress.report(0.3, "Planning memory")
-        plan = explain.plan_of(done)
-        lowir = plan.lowir.dump()
+        kernels = compiled.kernels(options)
+        lowir = kernels.plan.lowir.dump()
         if not isinstance(key, int) or all(n.id != key for n in graph.nodes):
-            return Shown(graph, done, lowir, -1, "Select an operator node to see its kernel.",
-                         None)
-        node, message = explain.explain(graph, done, key)
+            return Shown(graph, stamp, kernels.plan, lowir, -1,
+                         "Select an operator node to see its kernel.", None)
+        node, message = kernels.explain(graph, final, key)
         if node is None:
-            return Shown(graph, done, lowir, -1, message, None)
-        line = explain.lowir_line(plan, node.name)
+            return Shown(graph, stamp, kernels.plan, lowir, -1, message, None)
+        line = kernels.lowir_line(node.name)
         progress.report(0.5, f"Compiling {node.name} for {target}")
-        step = explain.kernel_of(done, node.name)
-        code = explain.kernel_code(done, node.name, target) if step is not None else None
-        return Shown(graph, done, lowir, line, message, code)
+        step = kernels.kernel_of(node.name)
+        code = kernels.kernel_code(node.name, target) if step is not None else None
+        return Shown(graph, stamp, kernels.plan, lowir, line, message, code)
 
     return work
 
@@ -64,44 +69,54 @@ def _work(graph: Graph, pipeline: Pipeline, final: Graph | None, key, target: st
 class CodeController(QObject):
     """Owns the Code dock and recompiles the shown kernel when selection, graph or target change.
 
+    The target combo is the document's target: picking one here is picking it for the memory
+    plan and the export too.
+
     Signals:
         shown(): the panel shows the result for the current selection (or its error).
     """
 
     shown = Signal()
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, document: Document, add_dock: Callable[..., QDockWidget],
+                 parent: QObject | None = None):
+        """`add_dock(title, widget, area)` makes the dock."""
+        super().__init__(parent)
+        self.document = document
         self.view = CodeView()
-        self.view.set_targets(target_names(), DEFAULT_TARGET)
-        self.dock = window.add_panel_dock("Code", self.view, Qt.DockWidgetArea.BottomDockWidgetArea)
-        # Final graph per loaded graph, with the pipeline (as JSON text) that made it.
-        self._final: weakref.WeakKeyDictionary[Graph, tuple[str, Graph]] = \
-            weakref.WeakKeyDictionary()
-        self._pipeline_text = ""
+        self.view.set_targets(target_names(), document.target)
+        self.dock = add_dock("Code", self.view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.last: Shown | None = None
         self._job: Job | None = None
         self._stale = True
-        window.canvas.nodeSelected.connect(lambda _key: self.refresh())
-        window.document.graphChanged.connect(self.refresh)
-        self.view.targetChanged.connect(lambda _name: self.refresh())
+        document.selectionChanged.connect(lambda _key: self.refresh())
+        for signal in (document.graphChanged, document.problemsChanged,
+                       document.pipelineChanged, document.optionsChanged):
+            signal.connect(self.refresh)
+        document.modelOpened.connect(self._model_opened)
+        document.optionsChanged.connect(self._options_changed)
+        self.view.targetChanged.connect(self._target_picked)
         self.dock.visibilityChanged.connect(self._visibility_changed)
-        stepping = getattr(window, "stepping", None)
-        if stepping is not None and hasattr(stepping, "resultReady"):
-            stepping.resultReady.connect(self._pipeline_ran)
 
-    def pipeline(self) -> Pipeline:
-        """A copy of the Passes panel's pipeline (the default one without that panel)."""
-        return current_pipeline(self.window)
+    def _model_opened(self) -> None:
+        self.last = None
+        self.view.set_message("")
+        self.view.set_lowir("")
+        self.view.clear_kernel()
 
-    def _pipeline_ran(self, _result) -> None:
-        """The Passes panel ran: refresh if it ran another pipeline than the one shown."""
-        if json.dumps(self.pipeline().to_json(), sort_keys=True) != self._pipeline_text:
-            self.refresh()
+    def _target_picked(self, name: str) -> None:
+        if name and name != self.document.target:
+            self.document.set_target(name)
+
+    def _options_changed(self) -> None:
+        if self.view.target() != self.document.target:
+            self.view.target_combo.blockSignals(True)
+            self.view.target_combo.setCurrentText(self.document.target)
+            self.view.target_combo.blockSignals(False)
 
     def target(self) -> str:
-        """The target picked in the panel."""
-        return self.view.target()
+        """The target the code is shown for (the document's)."""
+        return self.document.target
 
     def set_target(self, name: str) -> None:
         """Pick a target (as the combo does)."""
@@ -124,29 +139,29 @@ class CodeController(QObject):
             self._stale = True
             return
         self._stale = False
-        graph = self.window.document.graph
-        if graph is None:
-            self.view.set_message("No model.")
+        doc = self.document
+        compiled = doc.compilation()
+        if compiled is None:
+            message = "No model." if doc.graph is None else \
+                "The graph has invalid nodes: fix or undo the edit to see its code."
+            self.view.set_message(message, error=doc.graph is not None)
             self.view.set_lowir("")
             self.view.clear_kernel()
             self.shown.emit()
             return
-        key = self.window.canvas.selected_key()
         self.view.set_busy("compiling…")
-        pipeline = self.pipeline()
-        text = json.dumps(pipeline.to_json(), sort_keys=True)
-        self._pipeline_text = text
-        known = self._final.get(graph)
-        final = known[1] if known is not None and known[0] == text else None
-        job = Job(_work(graph, pipeline, final, key, self.target()), "Compiling kernel", self)
-        job.succeeded.connect(lambda result: self._show(result, text))
+        options = doc.options()
+        stamp = (pipeline_key(doc.pipeline), options, doc.selection)
+        job = Job(_work(compiled, options, doc.selection, self.target(), stamp),
+                  "Compiling kernel", self)
+        job.succeeded.connect(self._show)
         job.failed.connect(self._failed)
         self._job = job
         job.start()
 
-    def _show(self, result: Shown, pipeline_text: str) -> None:
+    def _show(self, result: Shown) -> None:
         self._job = None
-        self._final[result.graph] = (pipeline_text, result.final)
+        self.last = result
         self.view.set_message(result.message)
         self.view.set_lowir(result.lowir, result.line)
         if result.code is not None:
@@ -164,7 +179,7 @@ class CodeController(QObject):
 
 def install(window) -> CodeController:
     """Add the Code dock to `window`; returns its controller (`window.code`)."""
-    return CodeController(window)
+    return CodeController(window.document, window.add_panel_dock, window)
 
 
 def screenshots(window, save) -> None:

@@ -1,4 +1,11 @@
-"""The open model: its graph, file, problems and undo history, with signals for the views."""
+"""The open model and the app's state around it, with signals every panel listens to.
+
+Besides the graph, file, problems and undo history, the document holds what the panels must
+agree on: the pass pipeline (edited in the Passes panel), the target, board and arena option
+(chosen in the Code panel, the Memory Timeline or the export dialog) and the selected node.
+Panels never ask each other: they read the document and ask the compile driver for the stages
+of `compilation()`, so they all show what the export writes.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +19,12 @@ from PySide6.QtGui import QUndoStack
 
 from app.commands import SnapshotCommand
 from compiler import edit
+from compiler.driver import Compilation, Options, compilation
 from compiler.errors import KilnError, one_line
 from compiler.fileio import atomic_write_bytes
 from compiler.frontends.onnx import to_onnx
 from compiler.ir.graph import Graph
+from compiler.passes.pipeline import Pipeline, default_pipeline
 
 # Each undo step keeps two graph structures (payloads are shared); past this many the oldest go.
 UNDO_LIMIT = 200
@@ -33,12 +42,20 @@ class Document(QObject):
         problemsChanged: the node id -> reason table was replaced.
         pathChanged: the file the document is bound to changed (load, Save As).
         dirtyChanged(bool): the graph now differs (True) or no longer differs from the file.
+        modelOpened: another model replaced the document (every panel forgets the old one).
+        pipelineChanged: the pass pipeline was replaced.
+        optionsChanged: the target, board or inputs/outputs-in-arena option changed.
+        selectionChanged(key): the selected canvas box (node id, `in:`/`out:` key, or None).
     """
 
     graphChanged = Signal()
     problemsChanged = Signal()
     pathChanged = Signal()
     dirtyChanged = Signal(bool)
+    modelOpened = Signal()
+    pipelineChanged = Signal()
+    optionsChanged = Signal()
+    selectionChanged = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -48,6 +65,11 @@ class Document(QObject):
         self.undo_stack = QUndoStack(self)
         self.undo_stack.setUndoLimit(UNDO_LIMIT)
         self.undo_stack.cleanChanged.connect(self._clean_changed)
+        self.pipeline: Pipeline = default_pipeline()
+        self.target = "host"
+        self.board: str | None = None
+        self.io_in_arena = False
+        self.selection = None
 
     def _clean_changed(self, clean: bool) -> None:
         self.dirtyChanged.emit(not clean)
@@ -58,8 +80,50 @@ class Document(QObject):
         """Make `graph` (just read from `path`) the document, with an empty, clean history."""
         self.undo_stack.clear()  # emits dirtyChanged(False) when there were unsaved edits
         self.path = Path(path) if path is not None else None
+        self.select(None)
+        self.modelOpened.emit()
         self.restore(graph, edit.problems(graph))
         self.pathChanged.emit()
+
+    # -- what the panels share ------------------------------------------------------------------
+
+    def set_pipeline(self, pipeline: Pipeline) -> None:
+        """Compile with `pipeline` from now on (a copy is kept)."""
+        pipeline = Pipeline.from_json(pipeline.to_json())
+        if pipeline.to_json() != self.pipeline.to_json():
+            self.pipeline = pipeline
+            self.pipelineChanged.emit()
+
+    def set_target(self, target: str, board: str | None = None) -> None:
+        """Compile for `target` (a target name), checked against `board`'s budget if given."""
+        if (target, board) != (self.target, self.board):
+            self.target, self.board = target, board
+            self.optionsChanged.emit()
+
+    def set_io_in_arena(self, on: bool) -> None:
+        """Place inputs and outputs in the activation arena (or not)."""
+        if on != self.io_in_arena:
+            self.io_in_arena = on
+            self.optionsChanged.emit()
+
+    def select(self, key) -> None:
+        """Make `key` the selection (None: nothing selected)."""
+        if key != self.selection:
+            self.selection = key
+            self.selectionChanged.emit(key)
+
+    def options(self, name: str = "net", weights: str = "embedded") -> Options:
+        """The driver options of the document's target and arena choice."""
+        return Options(self.target, name, None, self.io_in_arena, weights)
+
+    def compilation(self) -> Compilation | None:
+        """The compile driver's stages of the graph with the document's pipeline.
+
+        None without a model, and for a graph with invalid nodes, which is never compiled.
+        """
+        if self.graph is None or self.problems:
+            return None
+        return compilation(self.graph, self.pipeline)
 
     def restore(self, graph: Graph, problems: dict[int, str]) -> None:
         """Replace the graph and its problems (for commands; edits go through `apply`)."""

@@ -1,7 +1,8 @@
 """File > Export Bundle…: compile the document's graph into a bundle, off the GUI thread.
 
-The job takes the path of `kiln compile` (run_pipeline, compile_graph, write_bundle) so the
-files are byte for byte what the command line writes; the dialog then shows the size report.
+The job asks the compile driver for the document's graph and pipeline, as `kiln compile` does,
+so the files are byte for byte what the command line writes; the dialog then shows the size
+report.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QStandardPaths
 from PySide6.QtGui import QAction, QKeySequence
 
 from app import settings
 from app.export_dialog import ExportDialog, ExportOptions
 from app.workers import Job, Progress
 from compiler.codegen.targets import BOARDS, Target
+from compiler.driver import Compilation, Options, compilation
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 
@@ -65,46 +67,44 @@ class Exported:
     command: str
 
 
-def _target_and_board(options: ExportOptions) -> tuple[Target, object]:
+def _board(options: ExportOptions):
+    """The board of `options` (None for none), checked against the target."""
     from compiler.codegen.targets import get_target
 
     board = BOARDS[options.board] if options.board else None
-    target = get_target(options.target)
-    if board is not None and target.name != board.target:
-        raise KilnError(f"target {target.name} does not match board {board.name}, whose CPU is "
-                        f"{board.target}")
-    return target, board
+    if board is not None and get_target(options.target).name != board.target:
+        raise KilnError(f"target {options.target} does not match board {board.name}, whose CPU "
+                        f"is {board.target}")
+    return board
 
 
-def export_job(graph: Graph, options: ExportOptions) -> Callable[[Progress], Exported]:
-    """The function of a job that compiles `graph` and writes the bundle (as `kiln compile`).
+def driver_options(options: ExportOptions) -> Options:
+    """The compile driver's options for the dialog's choices (what `kiln compile` builds)."""
+    return Options(options.target, options.name, None, options.io_in_arena, options.weights)
 
-    Cancel takes effect between stages; nothing is written before the last stage, and the
-    bundle is written atomically, so a cancelled export leaves the output folder as it was.
+
+def export_job(compiled: Compilation, options: ExportOptions) -> Callable[[Progress], Exported]:
+    """The function of a job that compiles through the driver and writes the bundle.
+
+    The stages are the ones `kiln compile` asks the driver for, so the files are byte for byte
+    the same. Cancel takes effect between stages; nothing is written before the last stage,
+    and the bundle is written atomically, so a cancelled export leaves the folder as it was.
     """
     folder = Path(options.folder)
 
     def work(progress: Progress) -> Exported:
-        from compiler.codegen.build import compile_graph
-        from compiler.codegen.bundle import report, write_bundle
-        from compiler.codegen.prepare import prepare_for_codegen
-        from compiler.memory.plan import HOST_ALIGNMENT
-        from compiler.memory.report import plan_memory
-        from compiler.passes import run_pipeline
-
-        target, board = _target_and_board(options)
+        opts = driver_options(options).check()
+        board = _board(options)
         progress.report(0.0, "running passes")
-        final = run_pipeline(graph, snapshots=False).graph
+        _ = compiled.prepared  # the passes: their own stage, with its own cancel point
         progress.report(0.15, "planning memory")
-        # compile_graph plans again (cheap); planning here gives the stage its own cancel point.
-        plan = plan_memory(prepare_for_codegen(final), HOST_ALIGNMENT, options.io_in_arena)
+        plan = compiled.plan(opts)
         progress.report(0.2, f"generating code ({plan.arena.size:,} B of activations)")
-        net = compile_graph(final, target, options.name, io_in_arena=options.io_in_arena,
-                            weights=options.weights)
+        net = compiled.net(opts)
         progress.report(0.9, "writing bundle")
         existed = folder.exists()
         try:
-            files = write_bundle(net, folder, board)
+            files, doc = compiled.bundle(folder, opts, board)
         except OSError as exc:
             raise KilnError(f"cannot write the bundle to {folder}: {exc.strerror}") from None
         try:
@@ -113,18 +113,32 @@ def export_job(graph: Graph, options: ExportOptions) -> Callable[[Progress], Exp
             if not existed:  # cancelled while writing: take back the folder this job made
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        return Exported(folder, files, report(net, board),
-                        build_command(target, options.name, folder))
+        return Exported(folder, files, doc, build_command(net.target, options.name, folder))
 
     return work
 
 
+def default_bundles_folder() -> Path:
+    """Where bundles go by default: a per-user folder that can be written.
+
+    Never beside the model, whose folder may be read-only.
+    """
+    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    base = Path(documents) if documents else Path.home()
+    return base / "Kiln bundles"
+
+
 class ExportController(QObject):
-    """The Export Bundle action, its dialog and the compile job."""
+    """The Export Bundle action, its dialog and the compile job.
+
+    Target, board and the arena option are the document's (the Code and Memory panels show the
+    same); name, weights and the bundles folder are remembered between sessions.
+    """
 
     def __init__(self, window):
         super().__init__(window)
         self.window = window
+        self.document = window.document
         self.dialog: ExportDialog | None = None
         self.job: Job | None = None
         self.last: Exported | None = None
@@ -134,17 +148,36 @@ class ExportController(QObject):
         self.action.setStatusTip(tip)
         self.action.setToolTip(tip)
         self.action.triggered.connect(lambda _checked=False: self.open_dialog())
-        window.document.graphChanged.connect(self._update_action)
+        self.document.graphChanged.connect(self._update_action)
+        self.document.modelOpened.connect(self._model_opened)
         self._update_action()
+        self._restore_target()
+
+    def _restore_target(self) -> None:
+        """The target, board and arena option of the last export become the document's."""
+        known = self._remembered()
+        if "target" in known:
+            board = known.get("board")
+            self.document.set_target(known["target"], board if board in BOARDS else None)
+        self.document.set_io_in_arena(known.get("ioInArena", "false").lower() == "true")
 
     def _update_action(self) -> None:
-        self.action.setEnabled(self.window.document.graph is not None)
+        self.action.setEnabled(self.document.graph is not None)
+
+    def _model_opened(self) -> None:
+        """Another model: its export starts afresh (no report or folder of the previous one)."""
+        self.cancel()
+        self.last = None
+        if self.dialog is not None:
+            self.dialog.close()
+            self.dialog.deleteLater()
+            self.dialog = None
 
     # -- dialog ---------------------------------------------------------------------------------
 
     def open_dialog(self) -> ExportDialog | None:
         """Show the dialog (nothing without a model); returns it."""
-        if self.window.document.graph is None:
+        if self.document.graph is None:
             return None
         if self.dialog is None:
             self.dialog = ExportDialog(self.window)
@@ -156,51 +189,61 @@ class ExportController(QObject):
         self.dialog.raise_()
         return self.dialog
 
-    def _default_folder(self) -> Path:
-        path = self.window.document.path
-        return (path.absolute().parent / f"{path.stem}_bundle") if path else \
-            Path.home() / "kiln_bundle"
-
-    def _initial_options(self) -> ExportOptions:
-        defaults = ExportOptions("host", None, "net", "embedded", False, self._default_folder())
+    def _remembered(self) -> dict[str, str]:
         if not self.window.remember:
-            return defaults
+            return {}
         store = settings.settings()
         store.beginGroup(SETTINGS_KEY)
         try:
-            board = store.value("board", "") or None
-            return ExportOptions(
-                str(store.value("target", defaults.target)),
-                board if board in BOARDS else None,
-                str(store.value("name", defaults.name)),
-                str(store.value("weights", defaults.weights)),
-                str(store.value("ioInArena", "false")).lower() == "true",
-                Path(str(store.value("folder", defaults.folder))))
+            return {key: str(store.value(key)) for key in
+                    ("target", "board", "ioInArena", "name", "weights", "parent")
+                    if store.value(key) not in (None, "")}
         finally:
             store.endGroup()
 
+    def _initial_options(self) -> ExportOptions:
+        """What the dialog starts with.
+
+        The document's target, board and arena choice; the remembered name, weights and
+        bundles folder, with a subfolder named after the model.
+        """
+        doc, known = self.document, self._remembered()
+        parent = Path(known["parent"]) if "parent" in known else default_bundles_folder()
+        stem = doc.path.stem if doc.path else "model"
+        board = doc.board if doc.board in BOARDS else None
+        return ExportOptions(doc.target, board, known.get("name", "net"),
+                             known.get("weights", "embedded"), doc.io_in_arena,
+                             parent / f"{stem}_bundle")
+
     def _remember(self, options: ExportOptions) -> None:
+        self.document.set_target(options.target, options.board)
+        self.document.set_io_in_arena(options.io_in_arena)
         if not self.window.remember:
             return
         store = settings.settings()
         store.beginGroup(SETTINGS_KEY)
         for key, value in (("target", options.target), ("board", options.board or ""),
-                           ("name", options.name), ("weights", options.weights),
                            ("ioInArena", "true" if options.io_in_arena else "false"),
-                           ("folder", str(options.folder))):
+                           ("name", options.name), ("weights", options.weights),
+                           ("parent", str(Path(options.folder).parent))):
             store.setValue(key, value)
         store.endGroup()
 
     # -- the job --------------------------------------------------------------------------------
 
     def start(self, options: ExportOptions) -> Job | None:
-        """Compile the document's current graph with `options` in a worker; returns the job."""
-        graph = self.window.document.graph
-        if graph is None or (self.job is not None and self.job.is_active()):
+        """Compile the document's graph with its pipeline and `options` in a worker."""
+        if self.document.graph is None or (self.job is not None and self.job.is_active()):
             return None
         self._remember(options)
         dialog = self.dialog
-        job = Job(export_job(graph, options), f"Exporting {options.name}", self)
+        compiled = self.document.compilation()
+        if compiled is None:
+            if dialog is not None:
+                dialog.show_error("The graph has invalid nodes: fix or undo the edit before "
+                                  "exporting it.")
+            return None
+        job = Job(export_job(compiled, options), f"Exporting {options.name}", self)
         if dialog is not None:
             dialog.set_running(True)
             job.progress.connect(dialog.set_progress)
@@ -261,9 +304,13 @@ def _wide_fc_graph() -> Graph:
     return load_onnx(model)
 
 
-def run_export(graph: Graph, options: ExportOptions) -> Exported:
-    """Run the export job in this thread (scripted runs: no event loop to wait on)."""
-    return export_job(graph, options)(Progress(lambda _f, _t: None))
+def run_export(graph: Graph, options: ExportOptions, compiled: Compilation | None = None
+               ) -> Exported:
+    """Run the export job in this thread (scripted runs: no event loop to wait on).
+
+    Without `compiled`, the graph is compiled with the default pipeline.
+    """
+    return export_job(compiled or compilation(graph), options)(Progress(lambda _f, _t: None))
 
 
 def screenshots(window, save) -> None:

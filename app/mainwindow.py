@@ -182,6 +182,7 @@ class MainWindow(QMainWindow):
         doc.dirtyChanged.connect(lambda _dirty: self._update_title())
         doc.pathChanged.connect(self._update_title)
         self.canvas.nodeSelected.connect(self._node_selected)
+        self.canvas.nodeSelected.connect(doc.select)
         self.canvas.edgeSelected.connect(self._edge_selected)
         self.canvas.nodeActivated.connect(self._node_activated)
         self.canvas.viewportChanged.connect(self._update_zoom)

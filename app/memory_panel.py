@@ -9,27 +9,25 @@ bytes the edit cost or saved.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QDockWidget,
     QHBoxLayout,
     QLabel,
     QVBoxLayout,
     QWidget,
 )
 
-from app.stepping import current_pipeline, pipeline_text
+from app.document import Document
 from app.workers import Job, Progress
+from compiler.driver import Compilation, Options, pipeline_key
 from compiler.ir.graph import Graph
 from compiler.memory.buffers import align_up
-from compiler.memory.plan import ArenaPlan
-from compiler.memory.report import plan_memory
-from compiler.memory.strategies import STRATEGIES, arena_size, hill_climb
-from compiler.passes.pipeline import Pipeline, default_pipeline
-from compiler.passes.runner import run_pipeline
 from views import style
 from views.timeline import Bar, MemoryTimeline, kib
 
@@ -40,17 +38,17 @@ class Planned:
 
     Attributes:
         graph: The document graph it was computed for.
-        io_in_arena: Whether inputs and outputs were placed in the arena.
+        options: The driver options it was planned with (alignment, inputs/outputs in arena).
         doc: `plan.to_json()`, the same document `kiln memory --json` prints.
         offsets: Strategy name -> buffer name -> offset (the kept strategy's are the plan's).
         ops: Buffer name -> operator of the final node producing it.
         node_of: Buffer name -> canvas key of its source node (None: no box to select).
         buffers_of: Canvas key -> names of the buffers its node contributes to.
-        pipeline: The pipeline that made the final graph (`pipeline_text`).
+        pipeline: The pipeline that made the final graph (`pipeline_key`).
     """
 
     graph: Graph
-    io_in_arena: bool
+    options: Options
     doc: dict
     offsets: dict[str, dict[str, int]]
     ops: dict[str, str] = field(default_factory=dict)
@@ -70,26 +68,6 @@ class Planned:
         return self.doc["activations"]
 
 
-def strategy_offsets(arena: ArenaPlan, climb_iterations: int = 300) -> dict[str, dict[str, int]]:
-    """Offsets of every strategy `plan_arena` tried (it keeps only the best one's).
-
-    The hill climb is re-run from the same start as in `plan_arena`, so each strategy's offsets
-    give exactly the arena size the plan reports for it.
-    """
-    buffers, a = arena.buffers, arena.alignment
-    results = {name: fn(buffers, a) for name, fn in STRATEGIES.items()}
-    sizes = {name: arena_size(buffers, offsets, a) for name, offsets in results.items()}
-    best = min(sizes, key=lambda n: (sizes[n], n))
-    if "hill_climb" in arena.strategies and arena.strategy != "hill_climb":
-        if sizes[best] > arena.lower_bound:
-            start = sorted(buffers, key=lambda b: (results[best][b.name], b.first))
-            results["hill_climb"] = hill_climb(buffers, a, start, climb_iterations)
-        else:
-            results["hill_climb"] = results[best]
-    results[arena.strategy] = dict(arena.offsets)
-    return {name: results[name] for name in arena.strategies if name in results}
-
-
 def _source_key(graph: Graph, node, ids: dict[int, object]):
     """The loaded graph's node a final node stands for: same operator first, else the last."""
     sources = [ids[i] for i in node.provenance if i in ids]
@@ -99,18 +77,17 @@ def _source_key(graph: Graph, node, ids: dict[int, object]):
     return (same[0] if same else sources[-1]).id
 
 
-def plan_job(graph: Graph, io_in_arena: bool, pipeline: Pipeline | None = None):
-    """The job: run the pipeline (default if None), plan memory, link buffers to the graph."""
-    pipeline = pipeline or default_pipeline()
+def plan_job(compiled: Compilation, options: Options):
+    """The job: the driver's plan for `options`, its buffers linked to the loaded graph."""
+    graph = compiled.graph
 
     def work(progress: Progress) -> Planned:
         progress.report(0.0, "Running the pass pipeline")
-        final = run_pipeline(graph, pipeline, snapshots=False).graph
+        final = compiled.prepared
         progress.report(0.4, "Planning memory")
-        plan = plan_memory(final, io_in_arena=io_in_arena)
-        progress.report(0.7, "Packing with each strategy")
-        result = Planned(graph, io_in_arena, plan.to_json(), strategy_offsets(plan.arena),
-                         pipeline=pipeline_text(pipeline))
+        plan = compiled.plan(options)
+        result = Planned(graph, options, plan.to_json(), plan.arena.strategy_offsets,
+                         pipeline=pipeline_key(compiled.pipeline))
         ids = {n.id: n for n in graph.nodes}
         order = {n.id: i for i, n in enumerate(graph.nodes)}
         by_name = {n.name: n for n in final.nodes}
@@ -200,15 +177,20 @@ class MemoryController(QObject):
 
     shown = Signal()
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, document: Document, add_dock: Callable[..., QDockWidget],
+                 navigate: Callable[[object], None], parent: QObject | None = None):
+        """Make the panel in a dock from `add_dock(title, widget, area)`.
+
+        `navigate(key)` selects and shows a box on the canvas (a click on a buffer does that).
+        """
+        super().__init__(parent)
+        self.document = document
+        self.navigate = navigate
         self.panel = MemoryPanel()
         self.timeline = self.panel.timeline
-        self.dock = window.add_panel_dock("Memory Timeline", self.panel,
-                                          Qt.DockWidgetArea.BottomDockWidgetArea)
-        # Per document graph: (pipeline text, io in arena) -> plan.
-        self._plans: weakref.WeakKeyDictionary[Graph, dict[tuple[str, bool], Planned]] = \
+        self.dock = add_dock("Memory Timeline", self.panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        # Per document graph: (pipeline key, options) -> plan.
+        self._plans: weakref.WeakKeyDictionary[Graph, dict[tuple[str, Options], Planned]] = \
             weakref.WeakKeyDictionary()
         self.current: Planned | None = None
         self.delta: int | None = None
@@ -221,16 +203,26 @@ class MemoryController(QObject):
         self._soon.setSingleShot(True)
         self._soon.setInterval(0)
         self._soon.timeout.connect(self.refresh_now)
-        window.document.graphChanged.connect(self.refresh)
-        stepping = getattr(window, "stepping", None)
-        if stepping is not None:  # the pipeline editor ran other passes: plan their graph
-            stepping.resultReady.connect(lambda _result: self.refresh())
-        window.document.problemsChanged.connect(self.refresh)
-        window.canvas.nodeSelected.connect(self._canvas_selected)
+        document.modelOpened.connect(self._model_opened)
+        for signal in (document.graphChanged, document.problemsChanged,
+                       document.pipelineChanged, document.optionsChanged):
+            signal.connect(self.refresh)
+        document.optionsChanged.connect(self._options_changed)
+        document.selectionChanged.connect(self._canvas_selected)
         self.timeline.bufferSelected.connect(self._buffer_selected)
         self.panel.strategy.currentIndexChanged.connect(self._strategy_changed)
-        self.panel.io_in_arena.toggled.connect(lambda _on: self.refresh())
+        self.panel.io_in_arena.toggled.connect(document.set_io_in_arena)
         self.dock.visibilityChanged.connect(self._visibility_changed)
+
+    def _model_opened(self) -> None:
+        """Another model: nothing of the previous one may stay on screen."""
+        self.current, self.delta, self._chosen = None, None, None
+        self._clear("planning…")
+
+    def _options_changed(self) -> None:
+        self.panel.io_in_arena.blockSignals(True)
+        self.panel.io_in_arena.setChecked(self.document.io_in_arena)
+        self.panel.io_in_arena.blockSignals(False)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -268,20 +260,20 @@ class MemoryController(QObject):
             self._stale = True
             return
         self._stale = False
-        doc = self.window.document
-        io = self.panel.io_in_arena.isChecked()
-        pipeline = current_pipeline(self.window)
+        doc = self.document
+        options = doc.options()
+        compiled = doc.compilation()
         if doc.graph is None:
             self._clear("No model.")
         elif doc.problems:
             count = len(doc.problems)
             self._clear(f"The graph has {count} invalid node{'s' * (count != 1)}: fix or undo "
                         f"the edit to plan its memory.")
-        elif (pipeline_text(pipeline), io) in self._plans.get(doc.graph, {}):
-            self._show(self._plans[doc.graph][pipeline_text(pipeline), io])
+        elif (pipeline_key(doc.pipeline), options) in self._plans.get(doc.graph, {}):
+            self._show(self._plans[doc.graph][pipeline_key(doc.pipeline), options])
         else:
             self.panel.summary.setText("planning…")
-            job = Job(plan_job(doc.graph, io, pipeline), "Planning memory", self)
+            job = Job(plan_job(compiled, options), "Planning memory", self)
             job.succeeded.connect(self._planned)
             job.failed.connect(lambda message: self._clear(message, error=True))
             self._job = job
@@ -299,9 +291,9 @@ class MemoryController(QObject):
 
     def _planned(self, result: Planned) -> None:
         self._job = None
-        self._plans.setdefault(result.graph, {})[result.pipeline, result.io_in_arena] = result
-        if result.graph is self.window.document.graph and \
-                result.io_in_arena == self.panel.io_in_arena.isChecked():
+        self._plans.setdefault(result.graph, {})[result.pipeline, result.options] = result
+        if result.graph is self.document.graph and result.options == self.document.options() \
+                and result.pipeline == pipeline_key(self.document.pipeline):
             self._show(result)
 
     def _show(self, result: Planned) -> None:
@@ -309,18 +301,17 @@ class MemoryController(QObject):
         self.current = result
         self.message = ""
         if before is None or before.graph is not result.graph or \
-                before.io_in_arena != result.io_in_arena:
+                before.options != result.options:
             # A new graph after an edit, undo or redo (not a freshly opened model): its cost.
             edited = before is not None and before.graph is not result.graph and \
-                before.io_in_arena == result.io_in_arena and \
-                self.window.document.undo_stack.count() > 0
+                before.options == result.options and self.document.undo_stack.count() > 0
             self.delta = result.arena - before.arena if edited else None
             self.panel.set_delta(self.delta, before.arena if edited else 0, result.arena)
         sizes = result.doc["strategies"]
         current = self._chosen if self._chosen in sizes else result.kept
         self.panel.set_strategies(sizes, result.kept, current)
         self._draw()
-        self._canvas_selected(self.window.canvas.selected_key())
+        self._canvas_selected(self.document.selection)
         self.shown.emit()
 
     def _strategy_changed(self, _index: int) -> None:
@@ -360,12 +351,11 @@ class MemoryController(QObject):
         if not name or self.current is None:
             return
         key = self.current.node_of.get(name)
-        layout = self.window.layout_
-        if key is None or layout is None or key not in layout.boxes:
+        if key is None:
             return
         self._syncing = True
         try:
-            self.window.select_and_center(key)
+            self.navigate(key)
         finally:
             self._syncing = False
 
@@ -383,7 +373,8 @@ class MemoryController(QObject):
 
 def install(window) -> MemoryController:
     """Add the Memory Timeline dock to `window`; returns its controller (`window.memory`)."""
-    return MemoryController(window)
+    return MemoryController(window.document, window.add_panel_dock, window.select_and_center,
+                            window)
 
 
 def screenshots(window, save) -> None:

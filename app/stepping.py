@@ -6,7 +6,6 @@ replaces it (with a banner) while the user steps, so no edit can reach a snapsho
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,11 +22,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.workers import Job, Progress
+from compiler.driver import Compilation
 from compiler.errors import KilnError, one_line
 from compiler.ir.graph import Graph
 from compiler.passes.base import get_pass
 from compiler.passes.pipeline import Pipeline, default_pipeline, load_pipeline, save_pipeline
-from compiler.passes.runner import PassRecord, PipelineResult, run_pipeline
+from compiler.passes.runner import PassRecord, PipelineResult
 from compiler.stats import compute_stats
 from views.labels import elide
 from views.layout import compute_layout
@@ -64,11 +64,16 @@ class Run:
     seconds: float
 
 
-def run_stages(graph: Graph, pipeline: Pipeline, verify: bool) -> Callable[[Progress], Run]:
-    """The function of a job that runs `pipeline` on `graph` and places every stage."""
+def run_stages(compiled: Compilation, verify: bool) -> Callable[[Progress], Run]:
+    """The function of a job that runs the driver's passes and places every stage.
+
+    The records come with snapshots, the prepare-for-codegen stage last.
+    """
+    pipeline = compiled.pipeline
+
     def work(progress: Progress) -> Run:
         start = time.perf_counter()
-        total = max(1, len(pipeline.enabled()))
+        total = max(1, len(pipeline.enabled()) + 1)
         done: list[PassRecord] = []
 
         def on_record(record: PassRecord) -> None:
@@ -76,8 +81,7 @@ def run_stages(graph: Graph, pipeline: Pipeline, verify: bool) -> Callable[[Prog
             progress.report(0.8 * len(done) / total, f"Pass {record.name}")
 
         progress.report(0.0, "Running the pipeline")
-        result = run_pipeline(graph, pipeline, verify=verify, snapshots=True,
-                              on_record=on_record)
+        result = compiled.passes(snapshots=True, verify=verify, on_record=on_record)
         progress.report(0.85, "Placing the stages")
         graphs = [result.initial] + [r.snapshot for r in result.records]
         placed = place_stages(graphs, compute_layout(result.initial))
@@ -88,12 +92,17 @@ def run_stages(graph: Graph, pipeline: Pipeline, verify: bool) -> Callable[[Prog
     return work
 
 
-def _row(stage: Stage) -> StageRow:
+def _row(stage: Stage, verify: bool) -> StageRow:
+    """The panel's line of a stage.
+
+    A run not asked to verify shows no checks (a result the driver kept may still hold some).
+    """
     r = stage.record
     if r is None:
         return StageRow("loaded", nodes=len(stage.graph.nodes))
     return StageRow(r.name, r.changed, len(r.added), len(r.removed), len(r.modified), r.ms,
-                    r.verified, r.matches, r.max_abs_err, r.nodes_after)
+                    r.verified and verify, r.matches if verify else None,
+                    r.max_abs_err if verify else None, r.nodes_after)
 
 
 def _names(graph: Graph, ids, limit: int = 6) -> str:
@@ -125,7 +134,7 @@ class SteppingController(QObject):
         self.stages: list[Stage] = []
         self.run_info: Run | None = None
         self.index: int | None = None  # stage on the canvas; None: the document's graph
-        self.pipeline = default_pipeline()
+        self.document = window.document
         self.focus: set[int] = set()  # source-model ids of the node selected on a stage
         self.verify_override: bool | None = None  # the user's choice; None: by model size
         self._job: Job | None = None
@@ -143,7 +152,7 @@ class SteppingController(QObject):
         window = self.window
         self.panel = PassPanel()
         self.editor = PipelineEditor()
-        self.editor.set_pipeline(self.pipeline)
+        self.editor.set_pipeline(self.document.pipeline)
         self.dock = self._dock("Passes", self.panel)
         self.editor_dock = self._dock("Pipeline", self.editor)
         # Tabs beside the operator palette: stacked, the docks would make the window's
@@ -179,7 +188,7 @@ class SteppingController(QObject):
             act.triggered.connect(slot)
             return act
 
-        self.run_action = action("&Run Pipeline", lambda: self.run(), "F5")
+        self.run_action = action("&Run Pipeline", self.run_from_menu, "F5")
         self.prev_action = action("&Previous Stage", lambda: self.step(-1), "Alt+Up")
         self.next_action = action("&Next Stage", lambda: self.step(1), "Alt+Down")
         self.play_action = action("P&lay Stages", lambda: self.panel.play_button.toggle())
@@ -197,9 +206,16 @@ class SteppingController(QObject):
         menu.addActions([self.dock.toggleViewAction(), self.editor_dock.toggleViewAction()])
         self.menu = menu
 
+    @property
+    def pipeline(self) -> Pipeline:
+        """The pipeline the panels compile with (the document's)."""
+        return self.document.pipeline
+
     def _connect(self) -> None:
-        self.window.document.graphChanged.connect(self._graph_changed)
-        self.window.document.pathChanged.connect(self._path_changed)
+        self.document.graphChanged.connect(self._graph_changed)
+        self.document.pathChanged.connect(self._path_changed)
+        self.document.modelOpened.connect(self._model_opened)
+        self.document.problemsChanged.connect(self._graph_changed)
         self.panel.verifyToggled.connect(self._verify_toggled)
         self.panel.stageSelected.connect(self.show_stage)
         self.panel.playToggled.connect(self._play_toggled)
@@ -238,18 +254,55 @@ class SteppingController(QObject):
         if self.window.isVisible():  # not for a window being closed (or never shown)
             self.run()
 
+    def _model_opened(self) -> None:
+        """Another model: no stage, record or provenance line of the previous one stays."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+            self._busy(False)
+        if self.index is not None:
+            self.leave_stage()
+        self.result, self.stages, self.run_info, self.focus = None, [], None, set()
+        self.panel.set_stages([])
+        self.panel.set_status("")
+        self.panel.set_doc("")
+        self.panel.set_provenance("")
+
+    def _refuse_invalid(self) -> str:
+        """Why the graph is not run (the panel says it too), or "" when it can run.
+
+        A graph with invalid nodes is never run: its types are stale, so any pass would fail.
+        """
+        doc = self.document
+        if not doc.problems:
+            return ""
+        node_id, reason = next(iter(doc.problems.items()))
+        name = next((n.name for n in doc.graph.nodes if n.id == node_id), f"#{node_id}")
+        more = f" (and {len(doc.problems) - 1} more)" if len(doc.problems) > 1 else ""
+        message = one_line(f"Not run: node {name} is invalid{more}: {reason}. Fix or undo the "
+                           "edit.")
+        self.panel.set_stages([])
+        self.result, self.stages, self.run_info = None, [], None
+        self.panel.set_status(f"<span style='color:#c62828'>{escape(message)}</span>")
+        self.runFailed.emit(message)
+        return message
+
     def run(self, pipeline: Pipeline | None = None) -> Job | None:
         """Run the pipeline (the edited one by default) on the document's graph in a worker."""
-        graph = self.window.document.graph
+        graph = self.document.graph
         if graph is None:
             return None
         if pipeline is not None:
-            self.pipeline = pipeline
+            self.document.set_pipeline(pipeline)
         self._run_timer.stop()
         if self._job is not None:
             self._job.cancel()
+            self._job = None
+            self._busy(False)
+        if self._refuse_invalid():
+            return None
         verify = self.verify_for(graph)
-        job = Job(run_stages(graph, self.pipeline, verify), "Running the pipeline", self)
+        job = Job(run_stages(self.document.compilation(), verify), "Running the pipeline", self)
         job.progress.connect(lambda fraction, text: self.panel.set_status(
             f"{text}… {fraction:.0%}"))
         job.succeeded.connect(self._apply)
@@ -259,15 +312,41 @@ class SteppingController(QObject):
         job.start()
         return job
 
+    def run_from_menu(self) -> Job | None:
+        """Passes > Run Pipeline (F5): run, raise the Passes panel, report in the status bar.
+
+        So the key press visibly does something, even when nothing can run.
+        """
+        self.dock.show()
+        self.dock.raise_()
+        bar = self.window.statusBar()
+        if self.document.graph is None:
+            bar.showMessage("Open a model to run the pass pipeline on it", 5000)
+            return None
+        job = self.run()
+        if job is None:
+            bar.showMessage(self._refuse_invalid() or "The pipeline did not start", 8000)
+        else:
+            bar.showMessage("Running the pass pipeline…")
+            job.succeeded.connect(lambda run: bar.showMessage(
+                f"Pass pipeline done: {len(run.result.records)} stages, "
+                f"{len(run.result.graph.nodes)} nodes at the end", 8000))
+            job.failed.connect(lambda message: bar.showMessage(
+                f"Pass pipeline failed: {message}", 8000))
+        return job
+
     def run_now(self) -> Run:
         """Run on the GUI thread and show the result (scripted screenshots)."""
-        graph = self.window.document.graph
+        graph = self.document.graph
         if graph is None:
             raise KilnError("there is no model to run the pipeline on")
         self._run_timer.stop()
         if self._job is not None:
             self._job.cancel()
-        run = run_stages(graph, self.pipeline, self.verify_for(graph))(Progress(
+        refused = self._refuse_invalid()
+        if refused:
+            raise KilnError(refused)
+        run = run_stages(self.document.compilation(), self.verify_for(graph))(Progress(
             lambda *_args: None))
         self._apply(run)
         return run
@@ -286,7 +365,7 @@ class SteppingController(QObject):
         self._busy(False)
         was = self.index
         self.run_info, self.result, self.stages = run, run.result, run.stages
-        self.panel.set_stages([_row(s) for s in run.stages])
+        self.panel.set_stages([_row(s, run.verify) for s in run.stages])
         self.panel.set_status(self._summary(run))
         self.panel.set_verify(run.verify)
         self.editor.set_message("")
@@ -499,22 +578,6 @@ class SteppingController(QObject):
         """Select a node of the shown stage (as a click would), focusing its provenance."""
         self.canvas.select(key)
         self._node_selected(self.canvas.selected_key())
-
-
-def current_pipeline(window) -> Pipeline:
-    """A copy of the Passes panel's pipeline (the default one without that panel).
-
-    Every panel shows what the same passes make of the graph.
-    """
-    current = getattr(getattr(window, "stepping", None), "pipeline", None)
-    if not isinstance(current, Pipeline):
-        return default_pipeline()
-    return Pipeline.from_json(current.to_json())  # a worker's own copy
-
-
-def pipeline_text(pipeline: Pipeline) -> str:
-    """A pipeline as canonical JSON text: equal text, equal passes in equal order."""
-    return json.dumps(pipeline.to_json(), sort_keys=True)
 
 
 def install(window) -> SteppingController:

@@ -118,12 +118,11 @@ def _host_net(net, folder: Path):
 def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None = None,
                 repeats: int = 5, seed: int = 0) -> BenchResult:
     """Compile `model` for the host and time it against onnxruntime on the same inputs."""
-    from compiler.codegen.build import compile_graph
     from compiler.codegen.peak import peak_flops
     from compiler.codegen.targets import get_target
+    from compiler.driver import compilation
     from compiler.frontends.onnx import load_onnx
     from compiler.inputs import random_inputs
-    from compiler.passes import run_pipeline
     from compiler.stats import compute_stats
 
     if repeats < 1 or (runs is not None and runs < 1):
@@ -133,7 +132,7 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
     feeds = random_inputs(graph, seed)
     target = get_target("host")
     start = time.perf_counter()
-    net = compile_graph(run_pipeline(graph, snapshots=False).graph, target)
+    net = compilation(graph).net()
     compile_s = time.perf_counter() - start
     unknown = [i.name for i in session.get_inputs() if i.name not in feeds]
     if unknown:

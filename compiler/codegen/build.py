@@ -9,17 +9,35 @@ from llvmlite import ir
 
 from compiler.codegen.kernels import I32, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
-from compiler.codegen.prepare import prepare_for_codegen
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
-from compiler.memory.plan import HOST_ALIGNMENT
-from compiler.memory.report import MemoryPlan, plan_memory
+from compiler.memory.report import MemoryPlan
 
 I8P = ir.PointerType(ir.IntType(8))
 WEIGHT_MODES = ("embedded", "external")
+
+# C99 keywords and the names a bundle's entry point must not take: `main` would clash with the
+# example program, and C reserves names starting with an underscore and a capital or a second
+# underscore.
+C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum
+    extern float for goto if inline int long register restrict return short signed sizeof
+    static struct switch typedef union unsigned void volatile while _Bool _Complex _Imaginary
+    main""".split())
+
+
+def check_net_name(name: str) -> None:
+    """Raise KilnError unless `name` can be the entry point and file prefix of a bundle."""
+    if not name.isidentifier() or not name.isascii():
+        raise KilnError(f"network name {name!r} is not a C identifier (letters, digits and "
+                        "underscores, not starting with a digit)")
+    if name in C_KEYWORDS:
+        raise KilnError(f"network name {name!r} is a C keyword or main(); pick another name")
+    if name.startswith("__") or (name.startswith("_") and name[1:2].isupper()):
+        raise KilnError(f"network name {name!r} is reserved by C (leading __ or _ and a "
+                        "capital letter); pick another name")
 
 
 @dataclass(frozen=True)
@@ -222,20 +240,18 @@ class _Builder:
         return self.module
 
 
-def compile_graph(graph: Graph, target: Target, name: str = "net",
-                  alignment: int = HOST_ALIGNMENT, io_in_arena: bool = False,
-                  weights: str = "embedded") -> CompiledNet:
-    """Plan memory for a final graph (after `run_pipeline`) and compile it for `target`.
+def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
+              weights: str = "embedded") -> CompiledNet:
+    """Generate the module and object of a prepared graph whose memory `plan` is made.
 
-    `weights` is "embedded" (read-only data in the object) or "external" (the object reads
-    them through `constant_weights`; `CompiledNet.constant` is the blob to place there).
+    The compile driver (`compiler.driver`) calls this with the graph its `prepare_for_codegen`
+    stage left and the plan of that graph, so the object assumes exactly the plan every view
+    shows. `weights` is "embedded" (read-only data in the object) or "external" (the object
+    reads them through `constant_weights`; `CompiledNet.constant` is the blob to place there).
     """
-    if not name.isidentifier():
-        raise KilnError(f"network name {name!r} is not a C identifier")
+    check_net_name(name)
     if weights not in WEIGHT_MODES:
         raise KilnError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
-    graph = prepare_for_codegen(graph)  # float kernels want float weights, not int8 + scales
-    plan = plan_memory(graph, alignment, io_in_arena)
     builder = _Builder(graph, plan, target, name, weights)
     text = str(builder.build())
     blob, kernels = builder.table.blob(), builder.kernels

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from compiler.errors import KilnError
+from compiler.memory.plan import HOST_ALIGNMENT, MCU_ALIGNMENT
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,15 @@ class Target:
     vector_bits: int = 0
     mcu: bool = False
     registers: int = 16
+
+    @property
+    def alignment(self) -> int:
+        """Default alignment of every memory region and arena buffer for this target.
+
+        A cache line on hosted CPUs; 16 bytes on microcontrollers, whose RAM is scarce and whose
+        widest access (LDRD, VLDM, an MVE vector) needs no more.
+        """
+        return MCU_ALIGNMENT if self.mcu else HOST_ALIGNMENT
 
 
 @dataclass(frozen=True)

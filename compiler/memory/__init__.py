@@ -6,8 +6,8 @@ the packers stay usable without the graph layers.
 
 from compiler.memory.buffers import Buffer, align_up, live_bytes, lower_bound
 from compiler.memory.plan import (
-    CORTEX_M_ALIGNMENT,
     HOST_ALIGNMENT,
+    MCU_ALIGNMENT,
     ArenaPlan,
     PlanError,
     check_plan,
@@ -15,4 +15,4 @@ from compiler.memory.plan import (
 )
 
 __all__ = ["Buffer", "align_up", "live_bytes", "lower_bound", "ArenaPlan", "PlanError",
-           "check_plan", "plan_arena", "HOST_ALIGNMENT", "CORTEX_M_ALIGNMENT"]
+           "check_plan", "plan_arena", "HOST_ALIGNMENT", "MCU_ALIGNMENT"]

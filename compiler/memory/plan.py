@@ -9,9 +9,10 @@ from compiler.errors import KilnError
 from compiler.memory.buffers import Buffer, align_up, live_bytes, lower_bound
 from compiler.memory.strategies import STRATEGIES, arena_size, first_fit, hill_climb
 
-# Region alignment: a cache line on the host; Cortex-M needs only 16 (LDRD/VLDM, MVE vectors).
+# Region alignment: a cache line on hosted CPUs; microcontrollers need only 16 (LDRD/VLDM, MVE
+# vectors). `Target.alignment` picks one of them; it is the one truth the CLI and GUI default to.
 HOST_ALIGNMENT = 64
-CORTEX_M_ALIGNMENT = 16
+MCU_ALIGNMENT = 16
 
 
 class PlanError(KilnError):
@@ -30,6 +31,8 @@ class ArenaPlan:
         strategy: The strategy whose plan was kept.
         strategies: Strategy name -> arena bytes it reached.
         lower_bound: Largest sum of simultaneously live aligned sizes.
+        strategy_offsets: Strategy name -> its offsets (the kept one's are `offsets`), so a
+            viewer can show any strategy's packing without packing again.
     """
 
     buffers: list[Buffer]
@@ -39,6 +42,7 @@ class ArenaPlan:
     strategy: str = ""
     strategies: dict[str, int] = field(default_factory=dict)
     lower_bound: int = 0
+    strategy_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def efficiency(self) -> float:
@@ -73,7 +77,7 @@ def plan_arena(buffers: Sequence[Buffer], alignment: int = HOST_ALIGNMENT,
     sizes["hill_climb"] = arena_size(buffers, results["hill_climb"], alignment)
     best_name = min(sizes, key=lambda n: (sizes[n], n))
     plan = ArenaPlan(buffers, results[best_name], sizes[best_name], alignment, best_name, sizes,
-                     bound)
+                     bound, results)
     check_plan(plan)
     return plan
 

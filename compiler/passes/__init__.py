@@ -3,7 +3,16 @@
 Importing this package registers every pass.
 """
 
-from compiler.passes import cleanup, combine, fold, fuse, layout, lower, reshape  # noqa: F401
+from compiler.passes import (  # noqa: F401 (importing registers the passes)
+    cleanup,
+    combine,
+    fold,
+    fuse,
+    layout,
+    lower,
+    prepare,
+    reshape,
+)
 from compiler.passes.base import CATEGORIES, Pass, UnknownPassError, all_passes, get_pass
 from compiler.passes.pipeline import (
     PassConfig,

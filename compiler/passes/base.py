@@ -11,7 +11,7 @@ from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 
 # The kinds of transformation, in the order the docs list them.
-CATEGORIES = ("simplify", "lower", "layout", "fuse")
+CATEGORIES = ("simplify", "lower", "layout", "fuse", "codegen")
 
 PassFn = Callable[[Graph], bool]
 

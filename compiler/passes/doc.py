@@ -13,6 +13,7 @@ _CATEGORY_TITLES = {
     "lower": "Lower: rewrite operators as fewer, simpler ones",
     "layout": "Layout: channels-last, and as few Transposes as possible",
     "fuse": "Fuse: let one node do the work of several",
+    "codegen": "Code generation: the stage the compile driver runs after the pipeline",
 }
 
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.host import HostNet
-from compiler.codegen.prepare import prepare_for_codegen
 from compiler.codegen.targets import get_target
+from compiler.driver import compilation, compile_graph
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
-from compiler.passes.runner import run_pipeline
 from tests.helpers import assert_close, ort_run
 
 
@@ -23,7 +21,7 @@ def check_host(model: onnx.ModelProto, op: str | tuple[str, ...] | None = None,
     the pipeline, else the kernel meant to be tested is not what ran.
     """
     loaded = load_onnx(model)
-    graph = prepare_for_codegen(run_pipeline(loaded, snapshots=False).graph)
+    graph = compilation(loaded).prepared
     if op is not None:
         wanted = {op} if isinstance(op, str) else set(op)
         assert wanted & {n.op for n in graph.nodes}, f"the pipeline removed {op}: nothing to test"

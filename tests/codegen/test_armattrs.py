@@ -10,8 +10,8 @@ from elftools.elf.elffile import ELFFile
 from onnx import helper
 
 from compiler.codegen.armattrs import float_calls, mark_vfp_args_compatible
-from compiler.codegen.build import compile_graph
 from compiler.codegen.targets import get_target
+from compiler.driver import compile_graph
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline
 from tests.conftest import SAMPLE_MODEL

@@ -14,9 +14,9 @@ import pytest
 from onnx import helper
 
 from compiler.codegen import bundle
-from compiler.codegen.build import compile_graph
 from compiler.codegen.bundle import report, write_bundle
 from compiler.codegen.targets import BOARDS, get_target
+from compiler.driver import compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.conv import Tiling, tiling_for
 from compiler.codegen.host import HostNet
 from compiler.codegen.targets import get_target
+from compiler.driver import compile_graph
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline
 from tests.helpers import assert_close, make_model, ort_run

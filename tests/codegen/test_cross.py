@@ -18,8 +18,8 @@ import onnx
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.targets import get_target, target_names
+from compiler.driver import compile_graph
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline
 from tests.conftest import SAMPLE_MODEL, shared_models

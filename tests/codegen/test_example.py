@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import helper
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.bundle import write_bundle
 from compiler.codegen.targets import get_target
+from compiler.driver import compile_graph
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline
 from tests.conftest import SAMPLE_MODEL

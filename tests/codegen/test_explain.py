@@ -6,48 +6,46 @@ import re
 
 import pytest
 
-from compiler.codegen import explain
-from compiler.codegen.build import compile_graph
 from compiler.codegen.targets import get_target
+from compiler.driver import compilation, compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
-from compiler.passes.runner import run_pipeline
 from tests.conftest import SAMPLE_MODEL, shared_models
 
 
 @pytest.fixture(scope="module")
 def sample():
-    """(loaded graph, final graph, loaded node id by name) of the sample CNN."""
+    """(loaded graph, final graph, loaded node id by name, kernel map) of the sample CNN."""
     graph = load_onnx(SAMPLE_MODEL)
-    final = run_pipeline(graph, snapshots=False).graph
-    return graph, final, {n.name: n.id for n in graph.nodes}
+    compiled = compilation(graph)
+    return graph, compiled.final, {n.name: n.id for n in graph.nodes}, compiled.kernels()
 
 
 def test_kernels_match_the_whole_network(sample):
-    _, final, _ = sample
+    _, final, _, kernels = sample
     net = compile_graph(final, get_target("x86-64"))
     assert [(k.symbol, k.op, k.nodes) for k in net.kernels] == \
-        [(s.symbol, s.op, s.nodes) for s in explain.kernels(final)]
+        [(s.symbol, s.op, s.nodes) for s in kernels.steps]
 
 
 def test_loaded_nodes_map_to_their_fused_kernel(sample):
-    graph, final, ids = sample
-    node, text = explain.explain(graph, final, ids["relu2"])
-    conv, same = explain.explain(graph, final, ids["conv2"])
+    graph, final, ids, kernels = sample
+    node, text = kernels.explain(graph, final, ids["relu2"])
+    conv, same = kernels.explain(graph, final, ids["conv2"])
     assert node is conv and node.op == "Conv"
     assert text == "relu2 is part of kernel k1 Conv (fused from conv2, relu2)"
     assert same.startswith("conv2 is part of kernel k1 Conv")
-    assert explain.explain(graph, final, ids["pool1"])[1] == "pool1 is kernel k2 MaxPool"
+    assert kernels.explain(graph, final, ids["pool1"])[1] == "pool1 is kernel k2 MaxPool"
     # Flatten became a Reshape view and was folded into the FC weights: the FC kernel wins.
-    fc, text = explain.explain(graph, final, ids["flatten"])
+    fc, text = kernels.explain(graph, final, ids["flatten"])
     assert fc.op == "FullyConnected" and "fused from flatten, fc" in text
-    assert explain.explain(graph, final, 999)[0] is None
+    assert kernels.explain(graph, final, 999)[0] is None
 
 
 @pytest.mark.parametrize("target", ["host", "x86-64"])
 def test_conv_kernel_on_x86(sample, target):
-    _, final, _ = sample
-    code = explain.kernel_code(final, "Conv_29", target)
+    _, final, _, kernels = sample
+    code = kernels.kernel_code("Conv_29", target)
     assert code.symbol == "net.k1.Conv" and code.nodes == ("Conv_29",)
     assert re.search(r'define void @"?net\.k1\.Conv\b', code.llvm_ir)
     assert "fmul" in code.llvm_ir or "llvm.fma" in code.llvm_ir
@@ -55,56 +53,58 @@ def test_conv_kernel_on_x86(sample, target):
     if get_target(target).triple.startswith("x86_64"):
         assert re.search(r"^net\.k1\.Conv:", code.assembly, re.M)
         assert re.search(r"\b(vfmadd\w+|mulps|vmulps|mulss)\b", code.assembly)
-    assert explain.kernel_code(final, "Conv_29", target) is code  # cached
+    assert kernels.kernel_code("Conv_29", target) is code  # cached
 
 
 def test_conv_kernel_on_cortex_m7(sample):
-    _, final, _ = sample
-    code = explain.kernel_code(final, "Conv_28", "cortex-m7")
+    _, final, _, kernels = sample
+    code = kernels.kernel_code("Conv_28", "cortex-m7")
     assert code.target == "cortex-m7" and ".thumb_func" in code.assembly
     assert re.search(r"^\s+(vfma|vmla)\.f32\s", code.assembly, re.M)
 
 
 def test_view_and_unknown_nodes_have_no_kernel(sample):
-    _, final, _ = sample
+    _, final, _, kernels = sample
     view = next(n for n in final.nodes if n.op == "Reshape")
-    assert explain.kernel_of(final, view.name) is None
+    assert kernels.kernel_of(view.name) is None
     with pytest.raises(KilnError, match="no kernel"):
-        explain.kernel_code(final, view.name, "host")
+        kernels.kernel_code(view.name, "host")
     with pytest.raises(KilnError, match="no node"):
-        explain.kernel_code(final, "nope", "host")
+        kernels.kernel_code("nope", "host")
 
 
 def test_lowir_line_is_the_node_instruction(sample):
-    _, final, _ = sample
-    plan = explain.plan_of(final)
+    _, final, _, kernels = sample
+    plan = kernels.plan
     lines = plan.lowir.dump().splitlines()
-    assert lines[explain.lowir_line(plan, "Conv_30")].strip().startswith("3  Conv Conv_30:")
-    assert explain.lowir_line(plan, "nope") == -1
+    assert lines[kernels.lowir_line("Conv_30")].strip().startswith("3  Conv Conv_30:")
+    assert kernels.lowir_line("nope") == -1
 
 
 def test_fused_conv_add_kernel():
     path = shared_models() / "onnx" / "pretrainedResnet.onnx"
     graph = load_onnx(path)
-    final = run_pipeline(graph, snapshots=False).graph
-    step = next(s for s in explain.kernels(final) if s.op == "Conv+Add")
+    compiled = compilation(graph)
+    final, kernels = compiled.final, compiled.kernels()
+    step = next(s for s in kernels.steps if s.op == "Conv+Add")
     add = next(n for n in graph.nodes if n.op == "Add")
-    node, text = explain.explain(graph, final, add.id)
+    node, text = kernels.explain(graph, final, add.id)
     assert node.name == step.nodes[1]
     assert text.startswith(f"{add.name} is part of kernel k{step.index} Conv+Add (fused from ")
     # The residual's producer has its own kernel, so it is not listed as fused in here.
     assert "Relu__5" not in text
-    code = explain.kernel_code(final, step.nodes[1], "host")
+    code = kernels.kernel_code(step.nodes[1], "host")
     assert code.symbol == step.symbol and code.nodes == step.nodes
-    plan = explain.plan_of(final)
-    assert "Conv+Add" in plan.lowir.dump().splitlines()[explain.lowir_line(plan, step.nodes[1])]
+    plan = kernels.plan
+    assert "Conv+Add" in plan.lowir.dump().splitlines()[kernels.lowir_line(step.nodes[1])]
 
 
 def test_a_dequantized_weight_has_no_code():
     graph = load_onnx(shared_models() / "onnx" / "kws_ref_model.onnx")
-    final = run_pipeline(graph, snapshots=False).graph
+    compiled = compilation(graph)
+    final, kernels = compiled.final, compiled.kernels()
     node = next(n for n in graph.nodes if n.op == "DequantizeLinear"
                 and n.name.endswith("MatMul_dequant"))
-    found, text = explain.explain(graph, final, node.id)
+    found, text = kernels.explain(graph, final, node.id)
     assert found is not None and found.op == "DequantizeLinear"
     assert text.endswith("folded into a constant weight before code generation: it has no code")

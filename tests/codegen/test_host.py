@@ -7,9 +7,9 @@ import onnx
 import pytest
 from onnx import helper
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.host import HostNet
 from compiler.codegen.targets import get_target
+from compiler.driver import compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run

@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.bundle import write_bundle
 from compiler.codegen.host import HostNet
 from compiler.codegen.targets import get_target
+from compiler.driver import compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline

@@ -12,9 +12,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from compiler.codegen.build import compile_graph
-from compiler.codegen.prepare import prepare_for_codegen
 from compiler.codegen.targets import get_target
+from compiler.driver import compilation, compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline
@@ -204,9 +203,10 @@ def test_prepare_folds_constant_dequantize():
              helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])]
     model = make_model(nodes, [("x", np.float32, [1, 3, 5, 5])], [("y", np.float32, None)],
                        inits)
-    graph = run_pipeline(load_onnx(model), snapshots=False).graph
+    compiled = compilation(load_onnx(model))
+    graph = compiled.final
     assert "DequantizeLinear" in {n.op for n in graph.nodes}
-    prepared = prepare_for_codegen(graph)
+    prepared = compiled.prepared
     assert "DequantizeLinear" in {n.op for n in graph.nodes}, "the input graph was changed"
     assert "DequantizeLinear" not in {n.op for n in prepared.nodes}
     assert not any(c.data.dtype == np.int8 for c in prepared.constants.values())

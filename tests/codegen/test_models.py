@@ -20,11 +20,9 @@ import pytest
 from onnx import numpy_helper
 
 from compiler.codegen import host
-from compiler.codegen.build import compile_graph
-from compiler.codegen.prepare import prepare_for_codegen
 from compiler.codegen.targets import get_target
+from compiler.driver import compilation, compile_graph
 from compiler.frontends.onnx import load_onnx
-from compiler.passes.runner import run_pipeline
 from tests.conftest import shared_models
 from tests.helpers import assert_close, ort_run
 
@@ -106,7 +104,7 @@ def _run_compiled(graph, mode: str, folder: Path, feeds: dict) -> dict[str, np.n
 
 def _check(model: onnx.ModelProto, feeds: dict, mode: str, folder: Path, what: str) -> None:
     start = time.perf_counter()
-    graph = prepare_for_codegen(run_pipeline(load_onnx(model), snapshots=False).graph)
+    graph = compilation(load_onnx(model)).prepared
     compiled = time.perf_counter()
     got = _run_compiled(graph, mode, folder, feeds)
     ran = time.perf_counter()

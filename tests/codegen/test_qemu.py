@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.targets import get_target
+from compiler.driver import compile_graph
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
 from compiler.passes.runner import run_pipeline

@@ -16,10 +16,10 @@ import onnx
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from compiler.codegen.build import compile_graph
 from compiler.codegen.host import HostNet
 from compiler.codegen.targets import get_target
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, array_bytes, weights_files
+from compiler.driver import compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
@@ -130,7 +130,7 @@ def test_deterministic(sample, weights):
 
 
 _DIGEST = """import hashlib, onnx
-from compiler.codegen.build import compile_graph
+from compiler.driver import compile_graph
 from compiler.codegen.targets import get_target
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline

@@ -164,7 +164,7 @@ def test_a_compile_error_is_one_red_line(qtbot, monkeypatch, message_boxes):
     def fail(*_args):
         raise KilnError("cannot generate Conv (conv2)")
 
-    monkeypatch.setattr(explain, "kernel_code", fail)
+    monkeypatch.setattr(explain.KernelMap, "kernel_code", fail)
     code = _select(qtbot, window, "conv2")
     assert code.view.status.text() == "cannot generate Conv (conv2)"
     assert "color" in code.view.status.styleSheet()

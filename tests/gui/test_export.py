@@ -1,6 +1,7 @@
 """File > Export Bundle…: the GUI writes what `kiln compile` writes, cancels cleanly, and shows
 the size report with budget bars (red over budget)."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -16,8 +17,10 @@ from app.export import SHORTCUT, build_command, export_job
 from app.export_dialog import ExportOptions
 from app.mainwindow import MainWindow
 from app.workers import Cancelled, Progress
+from compiler import driver
 from compiler.codegen.host import HostNet
 from compiler.codegen.targets import get_target
+from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
 from tests.conftest import SAMPLE_MODEL, shared_models
 from tests.gui.helpers import make_window, open_and_wait
@@ -252,7 +255,10 @@ def test_settings_are_remembered_only_when_asked(qtbot, tmp_path):
     window = make_window(qtbot)
     _export(qtbot, window, options)
     second = make_window(qtbot)
-    assert second.export.open_dialog().options() == options
+    # The folder remembered is the parent: each model gets its own subfolder there.
+    expected = dataclasses.replace(options, folder=tmp_path / "digits_cnn_bundle")
+    assert second.export.open_dialog().options() == expected
+    assert second.document.target == "cortex-m7" and second.code.target() == "cortex-m7"
 
     quiet = MainWindow(remember=False)
     qtbot.addWidget(quiet, before_close_func=lambda w: w.document.undo_stack.setClean())
@@ -262,14 +268,12 @@ def test_settings_are_remembered_only_when_asked(qtbot, tmp_path):
     other = ExportOptions("host", None, "other", "embedded", False, tmp_path / "quiet")
     _export(qtbot, quiet, other)
     third = make_window(qtbot)
-    assert third.export.open_dialog().options() == options  # the quiet window stored nothing
+    assert third.export.open_dialog().options() == expected  # the quiet window stored nothing
 
 
 def test_cancel_while_writing_takes_the_new_folder_back(tmp_path, monkeypatch):
-    from compiler.codegen import bundle
-
     progress = Progress(lambda _f, _t: None)
-    real = bundle.write_bundle
+    real = driver.write_bundle
 
     def write_then_cancel(net, folder, board=None):
         paths = real(net, folder, board)
@@ -277,8 +281,8 @@ def test_cancel_while_writing_takes_the_new_folder_back(tmp_path, monkeypatch):
         progress.cancel()  # the user cancels just as the files land
         return paths
 
-    monkeypatch.setattr(bundle, "write_bundle", write_then_cancel)
-    work = export_job(load_onnx(SAMPLE_MODEL),
+    monkeypatch.setattr(driver, "write_bundle", write_then_cancel)
+    work = export_job(compilation(load_onnx(SAMPLE_MODEL)),
                       ExportOptions("host", None, "net", "embedded", False, tmp_path / "out"))
     with pytest.raises(Cancelled):
         work(progress)

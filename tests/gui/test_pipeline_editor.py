@@ -75,7 +75,7 @@ def test_save_and_load_through_the_controller(qtbot, tmp_path):
     assert _names(editor.pipeline()) == _names(saved)
     assert not editor.list.item(1).checkState() == Qt.CheckState.Checked
     ran = [r.name for r in controller.result.records]
-    assert ran == [c.name for c in saved.enabled()]
+    assert ran == [c.name for c in saved.enabled()] + ["prepare_for_codegen"]
 
 
 def test_a_bad_pipeline_file_is_a_message_not_a_dialog(qtbot, tmp_path, message_boxes):
@@ -103,4 +103,4 @@ def test_default_button_restores_the_default_pipeline(qtbot):
     with qtbot.waitSignal(controller.resultReady, timeout=60000):
         editor.reset_button.click()
     assert all(c.enabled for c in editor.pipeline())
-    assert len(controller.result.records) == len(default_pipeline().enabled())
+    assert len(controller.result.records) == len(default_pipeline().enabled()) + 1  # + prepare

@@ -8,7 +8,6 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
 from app import cli
-from app.memory_panel import strategy_offsets
 from compiler import edit
 from compiler.frontends.onnx import load_onnx
 from compiler.memory.report import plan_memory
@@ -35,7 +34,7 @@ def _wait_plan(qtbot, window, io_in_arena=False):
         current = memory.current
         return (not memory.is_busy() and current is not None
                 and current.graph is window.document.graph
-                and current.io_in_arena == io_in_arena)
+                and current.options.io_in_arena == io_in_arena)
     qtbot.waitUntil(ready, timeout=60000)
     return memory.current
 
@@ -136,7 +135,7 @@ def test_strategy_selector_moves_the_rectangles(qtbot):
     arena = plan_memory(final).arena
     # Independently: each ordering strategy's own offsets, from the compiler's packers.
     direct = {name: fn(arena.buffers, arena.alignment) for name, fn in STRATEGIES.items()}
-    assert planned.offsets == strategy_offsets(arena)
+    assert planned.offsets == arena.strategy_offsets
     for name, offsets in planned.offsets.items():
         assert arena_size(arena.buffers, offsets, arena.alignment) == arena.strategies[name]
     kept = memory.strategy()
@@ -151,7 +150,7 @@ def test_strategy_selector_moves_the_rectangles(qtbot):
     assert any(after[n] != before[n] for n in before)
     assert memory.timeline.arena == arena.strategies[other]
     # A strategy with a bigger arena moves the arena line, not the lower bound.
-    open_and_wait(qtbot, window, shared_models() / "onnx" / "kws_ref_model_float32.onnx")
+    open_and_wait(qtbot, window, shared_models() / "onnx" / "vww_96_float.onnx")
     planned = _wait_plan(qtbot, window)
     sizes = planned.doc["strategies"]
     worst = max(sizes, key=sizes.get)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.memory import CORTEX_M_ALIGNMENT, PlanError, check_plan
+from compiler.memory import MCU_ALIGNMENT, PlanError, check_plan
 from compiler.memory.report import check_memory, plan_memory
 from compiler.memory.simulate import simulate
 from tests.memory.graphs import residual_block, view_chain
@@ -14,7 +14,7 @@ from tests.passes.util import Builder
 
 def test_regions_and_alignment():
     graph = view_chain()
-    for alignment in (CORTEX_M_ALIGNMENT, 64):
+    for alignment in (MCU_ALIGNMENT, 64):
         plan = plan_memory(graph, alignment)
         check_plan(plan.arena)
         simulate(plan)

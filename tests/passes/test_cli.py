@@ -41,7 +41,8 @@ def test_passes_with_a_pipeline_file(tmp_path, capsys):
     path = tmp_path / "mine.json"
     save_pipeline(Pipeline([PassConfig("lower_fully_connected"), PassConfig("dce")]), path)
     document = _json(capsys, "--pipeline", str(path))
-    assert [e["name"] for e in document["passes"]] == ["lower_fully_connected", "dce"]
+    assert [e["name"] for e in document["passes"]] == ["lower_fully_connected", "dce",
+                                                      "prepare_for_codegen"]
     assert "FullyConnected" in document["final"]["ops"]
 
 

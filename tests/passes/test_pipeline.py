@@ -21,7 +21,7 @@ from compiler.passes import (
 
 def test_every_pass_has_a_category_and_a_short_docstring():
     passes = all_passes()
-    assert len(passes) == 25
+    assert len(passes) == 26
     for p in passes:
         assert p.category in CATEGORIES
         sentences = len(re.findall(r"[.;](?:\s|$)", p.doc.replace("e.g.", "eg")))
@@ -31,7 +31,9 @@ def test_every_pass_has_a_category_and_a_short_docstring():
 
 def test_the_default_pipeline_uses_every_pass_and_says_why():
     pipeline = default_pipeline()
-    assert {c.name for c in pipeline} == {p.name for p in all_passes()}
+    # The codegen stage is not a pipeline entry: the compile driver runs it after any pipeline.
+    assert {c.name for c in pipeline} == {p.name for p in all_passes()
+                                          if p.category != "codegen"}
     assert all(c.note for c in pipeline)
     assert pipeline.passes[-1].name == "dce"
 

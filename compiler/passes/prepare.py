@@ -1,9 +1,9 @@
-"""Last graph rewrites before float code generation.
+"""The last rewrite before float code generation, recorded like every pass.
 
-The pass pipeline keeps `DequantizeLinear` of constant int8 weights on purpose: an int8 kernel
-needs the integers and their scales. A float32 kernel needs the float weight instead, so here,
-just before code generation, each such node is computed once by the reference interpreter and
-replaced by its float result.
+The pipeline keeps `DequantizeLinear` of constant int8 weights on purpose: an int8 kernel needs
+the integers and their scales. A float32 kernel needs the float weight instead, so the compile
+driver runs this pass after the pipeline, as its own stage: the Passes panel shows it, and
+`kiln memory`, the Memory Timeline and the bundle all plan the graph it leaves.
 """
 
 from __future__ import annotations
@@ -11,16 +11,21 @@ from __future__ import annotations
 from compiler import ops
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph
+from compiler.passes.base import register_pass
 from compiler.passes.cleanup import dce
 from compiler.passes.rewrite import Rewriter
 
+PREPARE_PASS = "prepare_for_codegen"
 
-def prepare_for_codegen(graph: Graph) -> Graph:
-    """A snapshot of `graph` with every constant-only DequantizeLinear folded to a float constant.
 
-    The input graph is left untouched (it may be a pipeline snapshot the GUI still shows).
+@register_pass(PREPARE_PASS, "codegen")
+def prepare_for_codegen(graph: Graph) -> bool:
+    """Fold every DequantizeLinear of constant weights into a float constant for float kernels.
+
+    A float kernel reads float weights, so each such node is computed once by the reference
+    interpreter and its readers read the result. A model output keeps its node and name, and a
+    DequantizeLinear of a runtime tensor is left to the int8 kernels.
     """
-    graph = graph.snapshot()
     rw = Rewriter(graph)
     folded = False
     for node in rw.nodes():
@@ -40,4 +45,4 @@ def prepare_for_codegen(graph: Graph) -> Graph:
     rw.finish()
     if folded:
         dce(graph)
-    return graph
+    return folded

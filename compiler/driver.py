@@ -1,0 +1,257 @@
+"""The compile driver: one home for the chain from a loaded graph to a bundle.
+
+Given a graph and a pass pipeline, a `Compilation` yields every stage a caller may want, each
+computed once, on first request: the pass records, the final graph, the graph prepared for code
+generation (a recorded stage, shown by the Passes panel like any pass), the memory plan (with
+its schedule and low-level IR) per alignment and arena option, the kernel map the code views
+read, the compiled network per target and the bundle. `compilation(graph, pipeline)` returns the
+same object for the same graph and pipeline, so the CLI, every GUI panel and the benchmarks
+share one computation and always show what the export writes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from compiler.codegen.build import CompiledNet, build_net, check_net_name
+from compiler.codegen.bundle import report, write_bundle
+from compiler.codegen.explain import KernelMap
+from compiler.codegen.targets import Board, Target, get_target
+from compiler.errors import KilnError
+from compiler.ir.graph import Graph
+from compiler.memory.report import MemoryPlan, plan_memory
+from compiler.passes.pipeline import PassConfig, Pipeline, default_pipeline
+from compiler.passes.prepare import PREPARE_PASS
+from compiler.passes.runner import PassRecord, PipelineResult, run_pipeline
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to compile: target, entry-point name, memory layout and weight placement.
+
+    Attributes:
+        target: A target or board name (`compiler.codegen.targets`).
+        name: Entry point and file prefix of the bundle (a C identifier).
+        alignment: Region and buffer alignment; None takes the target's (64 on hosted CPUs,
+            16 on microcontrollers).
+        io_in_arena: Inputs and outputs live in the activation arena (their space is reused).
+        weights: "embedded" (read-only data in the object) or "external" (a blob to place).
+    """
+
+    target: str = "host"
+    name: str = "net"
+    alignment: int | None = None
+    io_in_arena: bool = False
+    weights: str = "embedded"
+
+    def resolved_target(self) -> Target:
+        """The Target object (KilnError for an unknown name)."""
+        return get_target(self.target)
+
+    def resolved_alignment(self) -> int:
+        """The alignment in force: the one asked for, else the target's."""
+        if self.alignment is None:
+            return self.resolved_target().alignment
+        if self.alignment < 1 or self.alignment & (self.alignment - 1):
+            raise KilnError(f"alignment {self.alignment} must be a power of two")
+        return self.alignment
+
+    def check(self) -> Options:
+        """Self, after refusing what cannot compile (before any work starts)."""
+        self.resolved_alignment()
+        check_net_name(self.name)
+        return self
+
+
+def pipeline_key(pipeline: Pipeline) -> str:
+    """A pipeline as canonical text: equal pipelines, equal keys."""
+    return json.dumps(pipeline.to_json(), sort_keys=True)
+
+
+def prepare_stage() -> Pipeline:
+    """The stage the driver runs after every pipeline, as a one-entry pipeline."""
+    return Pipeline([PassConfig(PREPARE_PASS, note="float kernels read float weights")])
+
+
+class Compilation:
+    """Every stage of compiling one graph with one pipeline, computed lazily and kept.
+
+    Stages are computed under a lock, so GUI workers asking for the same stage at once wait
+    for one computation instead of running it twice. The input graph is never modified.
+    """
+
+    def __init__(self, graph: Graph, pipeline: Pipeline | None = None):
+        self.graph = graph
+        self.pipeline = Pipeline.from_json((pipeline or default_pipeline()).to_json())
+        self._lock = threading.RLock()
+        self._result: PipelineResult | None = None
+        self._seed = 0
+        self._final: Graph | None = None
+        self._prepared: Graph | None = None
+        self._prepare_record: PassRecord | None = None
+        self._plans: dict[tuple[int, bool], MemoryPlan] = {}
+        self._kernels: dict[tuple[int, bool], KernelMap] = {}
+        self._nets: dict[Options, CompiledNet] = {}
+
+    # -- passes -------------------------------------------------------------------------------
+
+    def passes(self, *, snapshots: bool = False, verify: bool = False, seed: int = 0,
+               on_record: Callable[[PassRecord], None] | None = None) -> PipelineResult:
+        """The pipeline's records followed by the prepare stage's; `graph` is the prepared one.
+
+        A kept result serves any request it satisfies (one with snapshots serves one without);
+        otherwise the pipeline runs again. `on_record` sees every record, kept or new.
+        """
+        with self._lock:
+            known = self._result
+            if known is not None and self._serves(known, snapshots, verify, seed):
+                for record in known.records:
+                    if on_record is not None:
+                        on_record(record)
+                return known
+            result = run_pipeline(self.graph, self.pipeline, snapshots=snapshots,
+                                  verify=verify, seed=seed, on_record=on_record)
+            prepared = run_pipeline(result.graph, prepare_stage(), snapshots=snapshots,
+                                    verify=verify, seed=seed, on_record=on_record)
+            if verify:  # the stage's errors are against the loaded model's outputs, like any
+                _chain_errors(result.records[-1] if result.records else None,
+                              prepared.records[0])
+            whole = PipelineResult(result.initial, result.records + prepared.records,
+                                   prepared.graph)
+            if self._final is None:  # later runs recompute the same graphs: keep the first
+                self._final, self._prepared = result.graph, prepared.graph
+            self._prepare_record = prepared.records[0]
+            self._result, self._seed = whole, seed
+            return whole
+
+    @staticmethod
+    def _snapshots(result: PipelineResult) -> bool:
+        return all(r.snapshot is not None for r in result.records)
+
+    def _serves(self, result: PipelineResult, snapshots: bool, verify: bool, seed: int) -> bool:
+        if snapshots and not self._snapshots(result):
+            return False
+        verified = all(r.matches is not None for r in result.records)
+        return not verify or (verified and self._seed == seed)
+
+    def stage(self, stage: str | int) -> Graph:
+        """The graph after a stage.
+
+        A stage is 'final', 'loaded', a pass (NAME, or NAME#K for its K-th run, with
+        `prepare_for_codegen` among them) or a count N of first passes.
+        """
+        if stage == "final":
+            return self.final
+        if stage in ("loaded", 0, "0"):
+            return self.graph
+        if isinstance(stage, str) and stage.isdigit():
+            stage = int(stage)
+        records = self.passes(snapshots=True).records
+        if isinstance(stage, int):
+            if stage < 0:
+                raise KilnError(f"stage {stage}: a count of passes cannot be negative")
+            return records[min(stage, len(records)) - 1].snapshot
+        whole = Pipeline(self.pipeline.enabled() + prepare_stage().passes)
+        return records[whole.stage_index(stage)].snapshot
+
+    @property
+    def records(self) -> list[PassRecord]:
+        """One record per pass run, the prepare stage last."""
+        return self.passes().records
+
+    @property
+    def final(self) -> Graph:
+        """The graph after the pipeline (what `kiln run --stage final` runs)."""
+        with self._lock:
+            if self._final is None:
+                self.passes()
+            return self._final
+
+    @property
+    def prepared(self) -> Graph:
+        """The final graph after the prepare stage: what memory is planned and code made for."""
+        with self._lock:
+            if self._prepared is None:
+                self.passes()
+            return self._prepared
+
+    # -- memory and code ----------------------------------------------------------------------
+
+    def plan(self, options: Options = Options()) -> MemoryPlan:
+        """The memory plan (schedule, low-level IR, regions, arena) for these options."""
+        key = (options.resolved_alignment(), options.io_in_arena)
+        with self._lock:
+            if key not in self._plans:
+                self._plans[key] = plan_memory(self.prepared, *key)
+            return self._plans[key]
+
+    def kernels(self, options: Options = Options()) -> KernelMap:
+        """The kernels of the plan for these options, and each kernel's code per target."""
+        key = (options.resolved_alignment(), options.io_in_arena)
+        with self._lock:
+            if key not in self._kernels:
+                self._kernels[key] = KernelMap(self.prepared, self.plan(options))
+            return self._kernels[key]
+
+    def net(self, options: Options = Options()) -> CompiledNet:
+        """The network compiled for `options.target` (object, I/O map, kernels)."""
+        options = options.check()
+        key = replace(options, alignment=options.resolved_alignment())
+        with self._lock:
+            if key not in self._nets:
+                self._nets[key] = build_net(self.prepared, self.plan(key),
+                                            options.resolved_target(), options.name,
+                                            options.weights)
+            return self._nets[key]
+
+    def bundle(self, folder: str | Path, options: Options = Options(),
+               board: Board | None = None) -> tuple[list[Path], dict]:
+        """Write the bundle into `folder` (atomically); returns its files and its report."""
+        net = self.net(options)
+        return write_bundle(net, folder, board), report(net, board)
+
+
+def _chain_errors(last: PassRecord | None, stage: PassRecord) -> None:
+    """Give the prepare stage the loaded model's errors when it changed nothing numerically.
+
+    It was verified against the pipeline's final graph; an unchanged stage repeats the last
+    pass's errors, a changed one keeps the larger of both.
+    """
+    if last is None or last.max_abs_err is None or stage.max_abs_err is None:
+        return
+    stage.max_abs_err = max(stage.max_abs_err, last.max_abs_err)
+    stage.max_rel_err = max(stage.max_rel_err, last.max_rel_err)
+    stage.matches = bool(stage.matches and last.matches)
+
+
+_LOCK = threading.Lock()
+_CACHE: weakref.WeakKeyDictionary[Graph, dict[str, Compilation]] = weakref.WeakKeyDictionary()
+
+
+def compilation(graph: Graph, pipeline: Pipeline | None = None) -> Compilation:
+    """The Compilation of `graph` with `pipeline` (the default one when None), shared.
+
+    Kept as long as the graph object lives (a document's graph, an undo step), so every caller
+    asking about the same graph and pipeline gets the same stages.
+    """
+    pipeline = pipeline or default_pipeline()
+    key = pipeline_key(pipeline)
+    with _LOCK:
+        per_graph = _CACHE.setdefault(graph, {})
+        if key not in per_graph:
+            per_graph[key] = Compilation(graph, pipeline)
+        return per_graph[key]
+
+
+def compile_graph(graph: Graph, target: Target | str, name: str = "net",
+                  alignment: int | None = None, io_in_arena: bool = False,
+                  weights: str = "embedded") -> CompiledNet:
+    """Compile a graph that already went through a pipeline (only the prepare stage runs)."""
+    target_name = target if isinstance(target, str) else target.name
+    options = Options(target_name, name, alignment, io_in_arena, weights)
+    return compilation(graph, Pipeline([])).net(options)
