@@ -435,7 +435,7 @@ def _options(args):
                          .replace("alignment", "--alignment", 1)) from None
 
 
-def _print_budget(usage: dict, io_in_arena: bool = True) -> None:
+def _print_budget(usage: dict) -> None:
     """The board's flash and RAM use as a table, and one warning line per budget exceeded."""
     from rich.console import Console
     from rich.table import Table
@@ -445,17 +445,17 @@ def _print_budget(usage: dict, io_in_arena: bool = True) -> None:
         used, budget = usage[f"{key}_used"], usage[key]
         table.add_row(label, f"{used:,} B", f"{budget:,} B", f"{100 * used / budget:.1f}%")
     Console().print(table)
-    _budget_warnings(usage, io_in_arena)
+    _budget_warnings(usage)
 
 
-def _budget_warnings(usage: dict, io_in_arena: bool = True) -> None:
+def _budget_warnings(usage: dict) -> None:
     for label, key in (("flash", "flash"), ("RAM", "ram")):
         used, budget = usage[f"{key}_used"], usage[key]
         if used > budget:
-            hint = ("; --io-in-arena lets inputs and outputs reuse arena space"
-                    if key == "ram" and not io_in_arena else "")
             print(f"kiln: warning: {label} over the {usage['name']} budget by {used - budget:,} B "
-                  f"({used:,} B used of {budget:,} B){hint}", file=sys.stderr)
+                  f"({used:,} B used of {budget:,} B)", file=sys.stderr)
+    for hint in usage.get("hints", ()):
+        print(f"kiln: hint: {hint}", file=sys.stderr)
 
 
 def cmd_compile(args) -> int:
@@ -475,7 +475,7 @@ def cmd_compile(args) -> int:
     if args.json:
         print(json.dumps(doc))
         if board is not None and not doc["board"]["fits"]:
-            _budget_warnings(doc["board"], doc["io_in_arena"])
+            _budget_warnings(doc["board"])
         return 0
     s = doc["sections"]
     print(f"{Path(args.model).name} -> {target.name} ({target.triple}), weights {doc['weights']}"
@@ -485,7 +485,7 @@ def cmd_compile(args) -> int:
     for path in paths:
         print(f"  wrote {path}")
     if board is not None:
-        _print_budget(doc["board"], doc["io_in_arena"])
+        _print_budget(doc["board"])
     return 0
 
 

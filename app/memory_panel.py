@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -129,6 +130,11 @@ class MemoryPanel(QWidget):
         self.summary = QLabel("No model.")
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.delta = QLabel()
+        # Long texts must never widen the dock, and through it the main window: the labels
+        # take the room there is (the full text is also their tooltip).
+        for label in (self.summary, self.delta):
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            label.setMinimumWidth(40)
         self.timeline = MemoryTimeline()
         row = QHBoxLayout()
         row.setContentsMargins(6, 4, 6, 0)
@@ -166,6 +172,7 @@ class MemoryPanel(QWidget):
         self.delta.setStyleSheet(f"color: {color}; font-weight: bold;")
         self.delta.setText(f"After the edit: {sign}{abs(delta):,} B "
                            f"({before:,} → {after:,} B)")
+        self.delta.setToolTip(self.delta.text())
 
 
 class MemoryController(QObject):

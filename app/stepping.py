@@ -493,6 +493,7 @@ class SteppingController(QObject):
         self.window.canvas.show()
         self.window.canvas.setFocus()
         self.panel.set_current(None)
+        self.window.refresh_properties()  # the document's selection again, editable
         self.stageChanged.emit(-1)
 
     def step(self, delta: int) -> bool:
@@ -538,14 +539,18 @@ class SteppingController(QObject):
     def _node_selected(self, key) -> None:
         if self.index is None:
             return
-        graph = self.stages[self.index].graph
-        nodes = {n.id: n for n in graph.nodes}
+        stage = self.stages[self.index]
+        nodes = {n.id: n for n in stage.graph.nodes}
+        properties = self.window.properties
         if not isinstance(key, int) or key not in nodes:
             self.focus = set()
             self._apply_focus()
+            properties.clear("Select a node of the stage to see its properties (read-only).")
             return
         self.focus = set(nodes[key].provenance)
         self._apply_focus()
+        properties.show_node(stage.graph, key, read_only=f"stage {self.index}/"
+                             f"{len(self.stages) - 1}, {stage.name}")
 
     def related(self, index: int) -> set[int]:
         """Ids of stage `index`'s nodes that share a source node with the focused node."""

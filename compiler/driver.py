@@ -101,28 +101,31 @@ class Compilation:
     # -- passes -------------------------------------------------------------------------------
 
     def passes(self, *, snapshots: bool = False, verify: bool = False, seed: int = 0,
-               on_record: Callable[[PassRecord], None] | None = None) -> PipelineResult:
+               diffs: bool = True, on_record: Callable[[PassRecord], None] | None = None
+               ) -> PipelineResult:
         """The pipeline's records followed by the prepare stage's; `graph` is the prepared one.
 
         A kept result serves any request it satisfies (one with snapshots serves one without);
-        otherwise the pipeline runs again. `on_record` sees every record, kept or new.
+        otherwise the pipeline runs again. `on_record` sees every record, kept or new. Without
+        `diffs` the records lack the ids each pass touched (enough to compile).
         """
+        diffs = diffs or snapshots or verify
         with self._lock:
             known = self._result
-            if known is not None and self._serves(known, snapshots, verify, seed):
+            if known is not None and self._serves(known, snapshots, verify, seed, diffs):
                 for record in known.records:
                     if on_record is not None:
                         on_record(record)
                 return known
             result = run_pipeline(self.graph, self.pipeline, snapshots=snapshots,
-                                  verify=verify, seed=seed, on_record=on_record)
+                                  verify=verify, seed=seed, diffs=diffs, on_record=on_record)
             prepared = run_pipeline(result.graph, prepare_stage(), snapshots=snapshots,
-                                    verify=verify, seed=seed, on_record=on_record)
+                                    verify=verify, seed=seed, diffs=diffs, on_record=on_record)
             if verify:  # the stage's errors are against the loaded model's outputs, like any
                 _chain_errors(result.records[-1] if result.records else None,
                               prepared.records[0])
             whole = PipelineResult(result.initial, result.records + prepared.records,
-                                   prepared.graph)
+                                   prepared.graph, diffs)
             if self._final is None:  # later runs recompute the same graphs: keep the first
                 self._final, self._prepared = result.graph, prepared.graph
             self._prepare_record = prepared.records[0]
@@ -133,8 +136,9 @@ class Compilation:
     def _snapshots(result: PipelineResult) -> bool:
         return all(r.snapshot is not None for r in result.records)
 
-    def _serves(self, result: PipelineResult, snapshots: bool, verify: bool, seed: int) -> bool:
-        if snapshots and not self._snapshots(result):
+    def _serves(self, result: PipelineResult, snapshots: bool, verify: bool, seed: int,
+                diffs: bool) -> bool:
+        if (snapshots and not self._snapshots(result)) or (diffs and not result.diffs):
             return False
         verified = all(r.matches is not None for r in result.records)
         return not verify or (verified and self._seed == seed)
@@ -169,7 +173,7 @@ class Compilation:
         """The graph after the pipeline (what `kiln run --stage final` runs)."""
         with self._lock:
             if self._final is None:
-                self.passes()
+                self.passes(diffs=False)
             return self._final
 
     @property
@@ -177,7 +181,7 @@ class Compilation:
         """The final graph after the prepare stage: what memory is planned and code made for."""
         with self._lock:
             if self._prepared is None:
-                self.passes()
+                self.passes(diffs=False)
             return self._prepared
 
     # -- memory and code ----------------------------------------------------------------------

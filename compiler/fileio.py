@@ -7,11 +7,27 @@ import tempfile
 from pathlib import Path
 
 
+def _mode_for(target: Path) -> int:
+    """The permission bits for `target`: those of the file it replaces, else 0o666 less umask.
+
+    That is what `open()` gives a new file. The temporary file `mkstemp` makes is private (0600); renamed over as it is, a saved model
+    would silently stop being readable by the group or others.
+    """
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, flush it to disk, then rename it over."""
     target = Path(path)
+    mode = _mode_for(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -166,6 +166,7 @@ class PropertiesPanel(QWidget):
         self._weights: list[Constant] = []
         self._histogram: Histogram | None = None
         self._populating = False
+        self.read_only = False  # a pass stage is shown: nothing may be edited
 
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
@@ -263,6 +264,7 @@ class PropertiesPanel(QWidget):
     def clear(self, message: str = "Select a node or an edge to see its properties.") -> None:
         """Show nothing but a hint."""
         self._graph, self._node, self._weights = None, None, []
+        self.read_only = False
         self.title.setText(f"<span style='color: gray'>{html.escape(message)}</span>")
         for widget in (self.problem, self.info, self.attrs_heading, self.attributes,
                        self.inputs_heading, self.inputs, self.outputs_heading, self.outputs,
@@ -274,19 +276,28 @@ class PropertiesPanel(QWidget):
         return self._node.id if self._node is not None else None
 
     def show_node(self, graph: Graph, node_id: int, *, macs: int | None = None,
-                  problem: str | None = None) -> None:
-        """Show the node `node_id` of `graph`, with its MACs and its problem if it has one."""
+                  problem: str | None = None, read_only: str = "") -> None:
+        """Show the node `node_id` of `graph`, with its MACs and its problem if it has one.
+
+        With `read_only` (why, e.g. "stage 25: fuse_activations"), nothing can be edited: the
+        node belongs to a pass snapshot, not to the document.
+        """
         node = graph.node(node_id)
         self._graph, self._node = graph, node
+        self.read_only = bool(read_only)
         opdef = ops.get(node.op)
         category = opdef.category if opdef else "unknown"
         doc = f"<br><span style='color: gray'>{html.escape(opdef.doc)}</span>" if (
             opdef and opdef.doc) else ""
+        where = (f"<br><span style='color: #b26a00'>Read-only: {html.escape(read_only)}"
+                 "</span>" if read_only else "")
         self.title.setText(f"<b style='font-size: 14px'>{html.escape(node.op)}</b> "
-                           f"<span style='color: gray'>{html.escape(category)}</span>{doc}")
+                           f"<span style='color: gray'>{html.escape(category)}</span>{where}"
+                           f"{doc}")
         self._set_problem(problem)
         self.info.show()
         self.name_edit.setEnabled(True)
+        self.name_edit.setReadOnly(self.read_only)
         self.name_edit.setText(node.name)
         self._set_row_visible("Op", False)  # the title says what the node is
         self.info_labels["Id"].setText(f"#{node.id}")
@@ -304,6 +315,7 @@ class PropertiesPanel(QWidget):
         """Show a tensor: a graph input or output, a constant (with its statistics), an edge."""
         value = graph.value(name)
         self._graph, self._node = graph, None
+        self.read_only = False
         kind = ("graph input" if isinstance(value, Placeholder) else
                 "constant" if isinstance(value, Constant) else "tensor")
         if any(v is value for v in graph.outputs):
@@ -365,7 +377,7 @@ class PropertiesPanel(QWidget):
             if spec is not None and not spec.onnx and value == spec.default and name != "layout":
                 continue  # Kiln's own attributes matter once a pass sets them; layout always
             kind = spec.kind if spec else "?"
-            editable = spec is not None and kind != "tensor" and spec.onnx
+            editable = spec is not None and kind != "tensor" and spec.onnx and not self.read_only
             tip = f"{kind}: {spec.doc}" if spec and spec.doc else kind
             text = format_attribute(value) if value is not None else ""
             rows.append([_item(name, tip=tip),
@@ -397,8 +409,9 @@ class PropertiesPanel(QWidget):
         rows = []
         for i, value in enumerate(values):
             rows.append([_item(str(i) if heading == "Outputs" else ""),
-                         _item(value.name, editable=True, data=value.name,
-                               tip="Double-click to rename the tensor"),
+                         _item(value.name, editable=not self.read_only, data=value.name,
+                               tip="" if self.read_only else
+                               "Double-click to rename the tensor"),
                          _item(type_text(value.type), tip=str(value.type),
                                data=self._consumer_key(value))])
         self._populating = True

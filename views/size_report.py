@@ -227,8 +227,9 @@ class SizeReport(QWidget):
         self.ram_bar.show()
         over = [bar.label for bar in (self.flash_bar, self.ram_bar) if bar.is_over()]
         if over:
+            hints = "".join(f"\nHint: {hint}." for hint in board.get("hints", ()))
             self.verdict.setText(f"Does not fit {board['name']}: {' and '.join(over)} over "
-                                 "budget (the bundle was still written).")
+                                 f"budget (the bundle was still written).{hints}")
             self.verdict.setStyleSheet(f"color: {OVER_COLOR}; font-weight: bold;")
         else:
             self.verdict.setText(f"Fits {board['name']}.")

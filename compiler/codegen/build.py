@@ -158,6 +158,23 @@ class _Builder:
         gv.align = WEIGHT_ALIGNMENT
         self.blob = gv
 
+    @staticmethod
+    def _arguments(node: Node, add: Node | None, weights: dict[int, tuple[np.ndarray, int]]
+                   ) -> tuple[list[Value], list[tuple[int, ir.Type]]]:
+        """A kernel's runtime values (inputs, residual, outputs) and weights (blob offset, type)."""
+        runtime = [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
+        outputs = list(node.outputs)
+        if add is not None:
+            residual = next(v for v in add.inputs if v is not node.output)
+            if residual.type.shape != node.output.type.shape or node.attrs.get("activation"):
+                raise KilnError(f"cannot generate {node.op}+Add {node.name}: the residual must "
+                                "have the output's shape and the producer no activation")
+            runtime.append(residual)
+            outputs = list(add.outputs)
+        consts = [(offset, llvm_type(str(array.dtype)))
+                  for _, (array, offset) in sorted(weights.items())]
+        return runtime + outputs, consts
+
     def kernel(self, node: Node, index: int, add: Node | None,
                weights: dict[int, tuple[np.ndarray, int]]
                ) -> tuple[ir.Function, list[Value], list[tuple[int, ir.Type]]]:
@@ -170,18 +187,8 @@ class _Builder:
         """
         emit, _ = lookup(node)
         ty = llvm_type(node.output.type.dtype)
-        runtime = [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
-        outputs = list(node.outputs)
-        if add is not None:
-            residual = next(v for v in add.inputs if v is not node.output)
-            if residual.type.shape != node.output.type.shape or node.attrs.get("activation"):
-                raise KilnError(f"cannot generate {node.op}+Add {node.name}: the residual must "
-                                "have the output's shape and the producer no activation")
-            runtime.append(residual)
-            outputs = list(add.outputs)
-        params = runtime + outputs
-        consts = [(offset, llvm_type(str(array.dtype)))
-                  for _, (array, offset) in sorted(weights.items())]
+        params, consts = self._arguments(node, add, weights)
+        outputs = list(add.outputs) if add is not None else list(node.outputs)
         fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(ty)] * len(params)
                                + [ir.PointerType(t) for _, t in consts])
         fn = ir.Function(self.module, fnty, f"{self.name}.k{index}.{node.op}")
@@ -212,6 +219,40 @@ class _Builder:
         kernel.finish()
         return fn, params, consts
 
+    def _shape_key(self, node: Node, add: Node | None,
+                   weights: dict[int, tuple[np.ndarray, int]]) -> tuple:
+        """What a kernel's code depends on; equal keys may share one function.
+
+        The operator, attributes, every input's type (constant inputs compiled into the code
+        by content, weight arguments by shape and type), output types, the fused Add and the
+        aliasing of the runtime arguments. Weights and buffers arrive as arguments, so a
+        thousand identical blocks compile one kernel, not a thousand.
+        """
+        def frozen(value):
+            if isinstance(value, np.ndarray):
+                return ("array", value.dtype.str, value.shape, value.tobytes())
+            if isinstance(value, (list, tuple)):
+                return tuple(frozen(v) for v in value)
+            return value
+
+        inputs = []
+        for i, v in enumerate(node.inputs):
+            if v is None:
+                inputs.append(None)
+            elif i in weights:
+                inputs.append(("weight", v.type, weights[i][0].dtype.str, weights[i][0].shape))
+            elif isinstance(v, Constant):
+                inputs.append(("inline", v.type, frozen(v.data)))
+            else:
+                inputs.append(("runtime", v.type))
+        params, _ = self._arguments(node, add, weights)
+        add_key = None if add is None else (add.op, frozen(sorted(add.attrs.items())),
+                                            tuple(v is node.output for v in add.inputs))
+        storages = [self.plan.lowir.values[v.name][0] for v in params]
+        aliasing = tuple(storages.index(s) for s in storages)
+        return (node.op, frozen(sorted(node.attrs.items())), tuple(inputs),
+                tuple(v.type for v in params), add_key, aliasing)
+
     def build(self) -> ir.Module:
         """The module with the exported `int name(const u8 *, u8 *, u8 *)` entry point."""
         steps = self._steps()
@@ -224,8 +265,19 @@ class _Builder:
         entry.attributes.add("nounwind")
         b = ir.IRBuilder(entry.append_basic_block("entry"))
         base = entry.args[0] if self.blob is None else b.bitcast(self.blob, I8P)
+        made: dict[tuple, ir.Function] = {}
         for step, ((node, add, names, op), weights) in enumerate(zip(steps, prepared)):
-            fn, params, consts = self.kernel(node, step, add, weights)
+            key = self._shape_key(node, add, weights)
+            if key in made:
+                fn = made[key]
+                params, consts = self._arguments(node, add, weights)
+                if "noinline" not in fn.attributes:
+                    # Called from several places: inlined, each call would be optimized and
+                    # emitted again, which is what sharing the kernel is meant to avoid.
+                    fn.attributes.add("noinline")
+            else:
+                fn, params, consts = self.kernel(node, step, add, weights)
+                made[key] = fn
             ptrs = []
             for value, arg in zip(params, fn.args):
                 region, offset = _location(self.plan, value)

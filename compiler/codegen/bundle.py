@@ -113,7 +113,7 @@ def _layers(net: CompiledNet) -> list[dict]:
 
 
 def board_usage(net: CompiledNet, sizes: ObjectSizes, board: Board) -> dict:
-    """Flash and RAM the bundle needs on `board`, against its budgets.
+    """Flash and RAM the bundle needs on `board`, against its budgets, with hints when over.
 
     Flash holds code, read-only data and the external weights (the caller keeps them in flash
     too); RAM holds initialized and zeroed data plus the mutable and activation regions.
@@ -121,8 +121,14 @@ def board_usage(net: CompiledNet, sizes: ObjectSizes, board: Board) -> dict:
     k = sizes.kinds
     flash = k["text"] + k["rodata"] + len(net.constant)
     ram = k["data"] + k["bss"] + net.plan.mutable + net.plan.arena.size
+    hints = []
+    if ram > board.ram and not net.plan.io_in_arena and net.plan.mutable:
+        hints.append(f"inputs and outputs in the activation arena (kiln compile --io-in-arena, "
+                     f"or the export option) would let their {net.plan.mutable:,} B reuse "
+                     "arena space")
     return {"name": board.name, "flash": board.flash, "ram": board.ram, "flash_used": flash,
-            "ram_used": ram, "fits": flash <= board.flash and ram <= board.ram}
+            "ram_used": ram, "fits": flash <= board.flash and ram <= board.ram,
+            "hints": hints}
 
 
 def _board(board: Board | str | None) -> Board | None:

@@ -46,35 +46,43 @@ class WeightTable:
     def __init__(self) -> None:
         self._chunks: list[tuple[int, np.ndarray]] = []  # (offset, bytes) in offset order
         self._by_id: dict[int, tuple[np.ndarray, int]] = {}
-        self._by_size: dict[int, list[int]] = {}  # nbytes -> indices into _chunks
-        self._digests: dict[int, bytes] = {}
+        self._unhashed: dict[int, int] = {}  # nbytes -> the one chunk of that size so far
+        self._hashed: dict[tuple[int, bytes], list[int]] = {}  # (nbytes, digest) -> chunks
+        self._hashed_sizes: set[int] = set()
         self.size = 0
 
-    def _digest(self, index: int) -> bytes:
-        if index not in self._digests:
-            self._digests[index] = hashlib.blake2b(self._chunks[index][1], digest_size=16).digest()
-        return self._digests[index]
+    @staticmethod
+    def _digest(data: np.ndarray) -> bytes:
+        return hashlib.blake2b(data, digest_size=16).digest()
+
+    def _place(self, data: np.ndarray) -> tuple[int, int]:
+        """(chunk index, offset) of `data` appended to the blob."""
+        offset = _align(self.size)
+        self._chunks.append((offset, data))
+        self.size = offset + data.size
+        return len(self._chunks) - 1, offset
 
     def add(self, array: np.ndarray) -> int:
         """The blob offset of `array`, placing it if no identical array is there yet."""
         if id(array) in self._by_id:
             return self._by_id[id(array)][1]
         data = array_bytes(array)
-        same_size = self._by_size.setdefault(data.size, [])
-        offset, digest = None, b""
-        if same_size:
-            digest = hashlib.blake2b(data, digest_size=16).digest()
-            for index in same_size:
-                if self._digest(index) == digest and np.array_equal(self._chunks[index][1], data):
-                    offset = self._chunks[index][0]
-                    break
-        if offset is None:
-            offset = _align(self.size)
-            same_size.append(len(self._chunks))
-            self._chunks.append((offset, data))
-            if len(same_size) > 1:
-                self._digests[len(self._chunks) - 1] = digest
-            self.size = offset + data.size
+        size = data.size
+        if size in self._unhashed:  # a second array of this size: from now on, hash them
+            first = self._unhashed.pop(size)
+            self._hashed.setdefault((size, self._digest(self._chunks[first][1])), []).append(
+                first)
+            self._hashed_sizes.add(size)
+        if size in self._hashed_sizes:
+            same = self._hashed.setdefault((size, self._digest(data)), [])
+            offset = next((self._chunks[i][0] for i in same
+                           if np.array_equal(self._chunks[i][1], data)), None)
+            if offset is None:
+                index, offset = self._place(data)
+                same.append(index)
+        else:
+            index, offset = self._place(data)
+            self._unhashed[size] = index
         # The array is kept so its id stays unique while the table is alive.
         self._by_id[id(array)] = (array, offset)
         return offset

@@ -14,6 +14,7 @@ import numpy as np
 
 from compiler.errors import VerifyError
 from compiler.ir.types import TensorType
+from compiler.ir.walk import CycleError, post_order
 
 
 def _claim(taken: set[str], base: str) -> str:
@@ -202,27 +203,19 @@ class Graph:
 
     def sort(self) -> None:
         """Reorder nodes topologically, keeping the current order where it is already valid."""
-        producers = {id(out): n for n in self.nodes for out in n.outputs}
-        placed: set[int] = set()
-        order: list[Node] = []
-        visiting: set[int] = set()
+        producers = {id(out): k for k, n in enumerate(self.nodes) for out in n.outputs}
+        nodes = self.nodes
 
-        def visit(node: Node) -> None:
-            if id(node) in placed:
-                return
-            if id(node) in visiting:
-                raise VerifyError(f"the graph has a cycle through node {node.name}")
-            visiting.add(id(node))
-            for value in node.inputs:
-                if value is not None and id(value) in producers:
-                    visit(producers[id(value)])
-            visiting.discard(id(node))
-            placed.add(id(node))
-            order.append(node)
+        def preds(k: int) -> list[int]:
+            return [producers[id(v)] for v in nodes[k].inputs
+                    if v is not None and id(v) in producers]
 
-        for node in self.nodes:
-            visit(node)
-        self.nodes = order
+        try:
+            order = post_order(range(len(nodes)), preds)
+        except CycleError as cycle:
+            raise VerifyError(f"the graph has a cycle through node {nodes[cycle.key].name}") \
+                from None
+        self.nodes = [nodes[k] for k in order]
 
     # -- queries ------------------------------------------------------------------------------
 

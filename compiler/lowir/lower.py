@@ -256,11 +256,17 @@ def _bound_lifetimes(ir: LowIR) -> None:
         for o in ins.operands:
             first.setdefault(o.storage, index)
             last[o.storage] = index
+    starts: dict[int, list[str]] = {}
+    ends: dict[int, list[str]] = {}
+    for s, i in first.items():
+        if ir.storages[s].kind == "activation":
+            starts.setdefault(i, []).append(s)
+    for s, i in last.items():
+        if ir.storages[s].kind == "activation":
+            ends.setdefault(i, []).append(s)
     body: list[Instr] = []
     for index, ins in enumerate(ir.instrs):
-        body += [Instr("alloc", s) for s, i in first.items()
-                 if i == index and ir.storages[s].kind == "activation"]
+        body += [Instr("alloc", s) for s in starts.get(index, ())]
         body.append(ins)
-        body += [Instr("dealloc", s) for s, i in last.items()
-                 if i == index and ir.storages[s].kind == "activation"]
+        body += [Instr("dealloc", s) for s in ends.get(index, ())]
     ir.instrs = body

@@ -80,6 +80,20 @@ def _sole_transpose(rw: Rewriter, value: Value | None, reader: Node) -> Node | N
     return node if node is not None and rw.sole_user(value) is reader else None
 
 
+def _untransposed(rw: Rewriter, value: Value | None, perm, rank: int) -> Value | None:
+    """`value` seen through the inverse of `perm`, when a live Transpose already computes it.
+
+    A residual chain fed from an NCHW input adds each block's transposed output to a value
+    that some later Conv reads through exactly that inverse Transpose: the Add can run on the
+    untransposed side, and the Transpose after it then cancels with the next one.
+    """
+    if value is None or isinstance(value, Constant) or value.type.rank != rank:
+        return None
+    back = inverse(perm)
+    return next((u.output for u in rw.users(value)
+                 if u.op == "Transpose" and perm_of(u) == back and u.inputs[0] is value), None)
+
+
 def _accepts(rw: Rewriter, node: Node, t: Node) -> bool:
     """Whether `t` can sink through its reader `node` (the rules of sink_transposes)."""
     value, perm, rank = t.output, perm_of(t), t.output.type.rank
@@ -99,6 +113,8 @@ def _accepts(rw: Rewriter, node: Node, t: Node) -> bool:
         for v in node.inputs:
             other = rw.producer(v, "Transpose")
             if isinstance(v, Constant) and v.data.ndim <= node.output.type.rank:
+                continue
+            if other is None and _untransposed(rw, v, perm, rank) is not None:
                 continue
             if other is None or perm_of(other) != perm or v.type.rank != rank:
                 return False
@@ -155,14 +171,22 @@ def _sink_through_all(rw: Rewriter, node: Node, axis_attr: str | None = None) ->
     if len(perms) != 1:
         return False  # no Transpose, or Transposes that disagree
     (perm,) = perms
+    inputs = []
     for value, t in zip(node.inputs, transposes):
-        if t is None and not (isinstance(value, Constant) and value.data.ndim <= rank):
-            return False  # a computed input without the Transpose
-        if t is not None and t.inputs[0].type.rank != rank:
-            return False  # a transposed input that broadcasts to a higher rank
-    inputs = [t.inputs[0] if t is not None else
-              _inverse_constant(rw, value, perm, rank, f"{node.name}_operand")
-              for value, t in zip(node.inputs, transposes)]
+        if t is not None:
+            if t.inputs[0].type.rank != rank:
+                return False  # a transposed input that broadcasts to a higher rank
+            inputs.append(t.inputs[0])
+        elif isinstance(value, Constant) and value.data.ndim <= rank:
+            inputs.append(value)  # transposed below, once the node is known to sink
+        else:
+            seen = _untransposed(rw, value, perm, rank)
+            if seen is None:
+                return False  # a computed input without the Transpose
+            inputs.append(seen)
+    inputs = [_inverse_constant(rw, v, perm, rank, f"{node.name}_operand")
+              if isinstance(v, Constant) and t is None else v
+              for v, t in zip(inputs, transposes)]
     attrs = {axis_attr: perm[node.attrs[axis_attr] % rank]} if axis_attr else {}
     used = [t for t in transposes if t is not None]
     new = rw.copy(node, inputs, attrs, replaces=used)

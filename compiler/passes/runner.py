@@ -92,6 +92,7 @@ class PipelineResult:
     initial: Graph
     records: list[PassRecord]
     graph: Graph
+    diffs: bool = True  # records hold added/removed/modified ids
 
     def op_counts(self) -> dict[str, int]:
         """Operators of the final graph and their counts, sorted by name."""
@@ -103,15 +104,17 @@ class PipelineResult:
                 "final": {"nodes": len(self.graph.nodes), "ops": self.op_counts()}}
 
 
-def _freeze(value):
-    return ("array", id(value)) if isinstance(value, np.ndarray) else value
-
-
 def _signature(node: Node) -> tuple:
-    """What makes a node the same node: operator, attributes, inputs and output types."""
-    return (node.op, tuple(sorted((k, _freeze(v)) for k, v in node.attrs.items())),
-            tuple(v.name if v is not None else None for v in node.inputs),
-            tuple(out.type for out in node.outputs))
+    """What makes a node the same node: operator, attributes, inputs and output types.
+
+    Arrays in attributes count by identity (passes replace them, never write into them).
+    """
+    attrs = node.attrs
+    return (node.op,
+            [(k, ("array", id(v)) if isinstance(v, np.ndarray) else v)
+             for k, v in sorted(attrs.items())] if attrs else None,
+            [v.name if v is not None else None for v in node.inputs],
+            [out.type for out in node.outputs])
 
 
 def _compare(got: dict, want: dict, graph: Graph, initial: Graph) -> tuple[float, float, bool]:
@@ -136,7 +139,8 @@ def _compare(got: dict, want: dict, graph: Graph, initial: Graph) -> tuple[float
 
 
 def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool = False,
-                 seed: int = 0, snapshots: bool = True, stop_after: str | int | None = None,
+                 seed: int = 0, snapshots: bool = True, diffs: bool = True,
+                 stop_after: str | int | None = None,
                  on_record: Callable[[PassRecord], None] | None = None) -> PipelineResult:
     """Run `pipeline` (the default one when None) on a copy of `graph`, recording every pass.
 
@@ -147,6 +151,9 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
             the new snapshot with seeded random inputs, comparing with the loaded model.
         seed: Seed of those inputs.
         snapshots: Keep a snapshot of the graph after every pass in its record.
+        diffs: Record the ids each pass added, removed and modified (and check that a pass
+            reporting no change changed nothing). Off, records hold only counts and times:
+            a compile that wants the final graph alone skips the per-node comparison.
         stop_after: Stop after this stage: a pass name (its first run), `name#k` (its k-th run)
             or a count of entries.
         on_record: Called with each record as soon as it exists (progress for a GUI; raising
@@ -170,9 +177,10 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
         None, None, None)
     previous = initial
     records: list[PassRecord] = []
+    after = {n.id: _signature(n) for n in work.nodes} if diffs else {}
     for config in entries:
         p = get_pass(config.name)
-        before = {n.id: _signature(n) for n in work.nodes}
+        before = after  # the signatures after the previous pass: nothing ran in between
         count_before = len(work.nodes)
         start = time.perf_counter()
         changed, iterations, settled = False, 0, config.mode == "once"
@@ -189,7 +197,7 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
             raise KilnError(f"pass {p.name} failed ({type(exc).__name__}: {exc}); passes run "
                             f"before it: {done}") from exc
         ms = (time.perf_counter() - start) * 1e3
-        after = {n.id: _signature(n) for n in work.nodes}
+        after = {n.id: _signature(n) for n in work.nodes} if diffs else {}
         added = [i for i in after if i not in before]
         removed = [i for i in before if i not in after]
         modified = [i for i in after if i in before and after[i] != before[i]]
@@ -218,4 +226,4 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
         records.append(record)
         if on_record is not None:
             on_record(record)
-    return PipelineResult(initial, records, work)
+    return PipelineResult(initial, records, work, diffs)

@@ -30,6 +30,7 @@ class MemoryModel:
         sizes: Bytes per storage.
         producer: Node index that writes each storage (-1 for graph inputs).
         readers: Node indices that read each storage (directly or through views).
+        reads: Per node, the storages it reads (the inverse of `readers`).
         pinned: Storages live to the end (graph outputs).
     """
 
@@ -63,6 +64,10 @@ class MemoryModel:
         for s, p in enumerate(self.producer):
             if p >= 0:
                 self.makes[p].append(s)
+        self.reads: list[list[int]] = [[] for _ in self.nodes]
+        for s, readers in enumerate(self.readers):
+            for r in readers:
+                self.reads[r].append(s)
 
     def _new(self, value: Value, producer: int) -> None:
         self.root[id(value)] = len(self.sizes)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compiler.ir.graph import Graph, Node
+from compiler.ir.walk import post_order
 from compiler.schedule.model import MemoryModel
 
 # The exact search memoizes one entry per set of scheduled nodes; stop beyond this many.
@@ -46,39 +47,33 @@ class Schedule:
 
 
 def sethi_ullman(model: MemoryModel) -> list[int]:
-    """Post-order from the outputs, heaviest subtree first (Glow's child-memory ordering)."""
+    """Post-order from the outputs, heaviest subtree first (Glow's child-memory ordering).
+
+    A node's subtree need is the peak of running its inputs' subtrees one after another (the
+    one leaving least behind first) while holding what the earlier ones made. Both walks are
+    iterative, so chains of any depth are fine.
+    """
     need: dict[int, int] = {}
 
-    def subtree(i: int) -> int:
-        if i not in need:
-            made = sum(model.sizes[s] for s in model.makes[i])
-            held, peak = 0, 0
-            for p in sorted(model.preds[i], key=lambda p: -_gain(p)):
-                peak = max(peak, held + subtree(p))
-                held += sum(model.sizes[s] for s in model.makes[p])
-            need[i] = max(peak, held + made)
-        return need[i]
+    def made(i: int) -> int:
+        return sum(model.sizes[s] for s in model.makes[i])
 
-    def _gain(i: int) -> int:
-        return subtree(i) - sum(model.sizes[s] for s in model.makes[i])
+    def gain(i: int) -> int:
+        return need[i] - made(i)
 
-    order: list[int] = []
-    done: set[int] = set()
-
-    def visit(i: int) -> None:
-        if i in done:
-            return
-        done.add(i)
-        for p in sorted(model.preds[i], key=lambda p: (-_gain(p), p)):
-            visit(p)
-        order.append(i)
+    preds = [sorted(p) for p in model.preds]
+    for i in post_order(range(len(model.nodes)), preds.__getitem__):
+        held, peak = 0, 0
+        for p in sorted(model.preds[i], key=lambda p: -gain(p)):
+            peak = max(peak, held + need[p])
+            held += made(p)
+        need[i] = max(peak, held + made(i))
 
     makers = {id(o): i for i, n in enumerate(model.nodes) for o in n.outputs}
     sinks = [makers[id(v)] for v in model.graph.outputs if id(v) in makers]
-    sinks += [i for i in range(len(model.nodes)) if i not in sinks]
-    for s in sinks:
-        visit(s)
-    return order
+    outputs = set(sinks)
+    sinks += [i for i in range(len(model.nodes)) if i not in outputs]
+    return post_order(sinks, lambda i: sorted(model.preds[i], key=lambda p: (-gain(p), p)))
 
 
 def greedy(model: MemoryModel) -> list[int]:
@@ -120,21 +115,23 @@ def exact(model: MemoryModel, limit: int = EXACT_STATE_LIMIT, start: int = 0,
     With `window`, only those nodes are ordered, after the nodes of bit mask `start` have run
     (the rest of the order is untouched, so only the window's own steps change).
     """
-    n = len(model.nodes)
-    window = list(range(n)) if window is None else list(window)
+    window = list(range(len(model.nodes))) if window is None else list(window)
     goal = start | sum(1 << i for i in window)
-    pred_mask = [sum(1 << p for p in preds) for preds in model.preds]
-    reader_mask = [sum(1 << r for r in rs) for rs in model.readers]
-    made = [sum(model.sizes[s] for s in model.makes[i]) for i in range(n)]
+    pred_mask = {i: sum(1 << p for p in model.preds[i]) for i in window}
+    made = {i: sum(model.sizes[s] for s in model.makes[i]) for i in window}
+    # Only storages the window makes or reads change with its order; the others add the same
+    # bytes to every state, which cannot change which order is best.
+    relevant = sorted({s for i in window for s in model.makes[i] + model.reads[i]})
+    storages = [(model.producer[s], sum(1 << r for r in model.readers[s]), model.sizes[s],
+                 s in model.pinned) for s in relevant]
     states = [0]
 
     def live(done: int) -> int:
         total = 0
-        for s, size in enumerate(model.sizes):
-            p = model.producer[s]
+        for p, readers, size, pinned in storages:
             if p >= 0 and not done >> p & 1:
                 continue
-            if s in model.pinned or reader_mask[s] & ~done:
+            if pinned or readers & ~done:
                 total += size
         return total
 
@@ -181,11 +178,15 @@ def windowed(model: MemoryModel, order: list[int], width: int = 10,
     outside it see the same set of finished nodes as before.
     """
     order = list(order)
-    for lo in range(0, max(len(order) - 1, 1), max(width // 2, 1)):
+    step = max(width // 2, 1)
+    done = 0  # bit mask of order[:lo]: the window reorders order[lo:lo + width] only
+    for lo in range(0, max(len(order) - 1, 1), step):
         window = order[lo:lo + width]
-        found = exact(model, limit, sum(1 << i for i in order[:lo]), window)
+        found = exact(model, limit, done, window)
         if found is not None:
             order[lo:lo + width] = found
+        for i in order[lo:lo + step]:
+            done |= 1 << i
     return order
 
 

@@ -91,9 +91,17 @@ def _read_file(path: Path, label: str) -> bytes:
         raise ModelError(f"cannot read the file ({exc.strerror})", file=label) from None
 
 
+# A TFLite flatbuffer carries this file identifier at bytes 4 to 8.
+TFLITE_IDENTIFIER = b"TFL3"
+
+
 def _parse(data: bytes, label: str) -> onnx.ModelProto:
     if not data:
         raise ModelError("the file is empty, not an ONNX model", file=label)
+    if data[4:8] == TFLITE_IDENTIFIER:
+        raise ModelError("a TFLite model (its flatbuffer says TFL3), which Kiln cannot import "
+                         "yet: TFLite import is still to come; convert it to ONNX (tf2onnx) "
+                         "to open it today", file=label)
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)
