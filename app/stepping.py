@@ -26,6 +26,7 @@ from compiler.driver import Compilation
 from compiler.errors import KilnError, one_line
 from compiler.ir.graph import Graph
 from compiler.passes.base import get_pass
+from compiler.passes.cleanup import dce
 from compiler.passes.pipeline import Pipeline, default_pipeline, load_pipeline, save_pipeline
 from compiler.passes.runner import PassRecord, PipelineResult
 from compiler.stats import compute_stats
@@ -51,6 +52,7 @@ class Stage:
     graph: Graph
     placed: StageLayout
     record: PassRecord | None
+    clean: object = None  # the clean layout of the final stage, made when first shown
 
 
 @dataclass
@@ -226,6 +228,7 @@ class SteppingController(QObject):
         self.editor.loadRequested.connect(self._load_dialog)
         self.editor.resetRequested.connect(self._reset)
         self.canvas.nodeSelected.connect(self._node_selected)
+        self.view.clean_final.toggled.connect(self._clean_toggled)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -456,14 +459,16 @@ class SteppingController(QObject):
             self.dock.show()  # stepping from the menu: the stages list comes forward
             self.dock.raise_()
         self.index = index
-        self.canvas.set_graph(stage.graph, stage.placed.layout)
+        clean = self.is_clean(index)
+        self.canvas.set_graph(stage.graph, self._clean_layout(stage) if clean
+                              else stage.placed.layout)
         if entering:
             self._match_document_view(stage)
         record = stage.record
-        if record is not None:
+        if record is not None and not clean:
             ghosts = {k: (g.box, g.label, g.op) for k, g in stage.placed.ghosts.items()}
             self.canvas.set_diff(record.added, record.modified, ghosts)
-        self.canvas.set_faded(stage.placed.dead)
+        self.canvas.set_faded(set() if clean else stage.placed.dead)
         self._apply_focus()
         self.panel.set_current(index)
         self.panel.set_doc(self._doc(index))
@@ -472,6 +477,23 @@ class SteppingController(QObject):
                             f"Esc to return to the model")
         self.canvas.setFocus()
         self.stageChanged.emit(index)
+
+    def is_clean(self, index: int) -> bool:
+        """Whether stage `index` is shown as a clean layout: the final graph, asked clean."""
+        return index == len(self.stages) - 1 and index > 0 and \
+            self.view.clean_final.isChecked()
+
+    def _clean_layout(self, stage: Stage):
+        """The final graph laid out afresh (once): only live nodes, no holes, no ghosts."""
+        if stage.clean is None:
+            live = stage.graph.snapshot()
+            dce(live)
+            stage.clean = compute_layout(live)
+        return stage.clean
+
+    def _clean_toggled(self) -> None:
+        if self.index is not None and self.index == len(self.stages) - 1:
+            self.show_stage(self.index)
 
     def _match_document_view(self, stage: Stage) -> None:
         """Start where the document's canvas was: the stages keep the loaded graph's places."""

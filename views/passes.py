@@ -278,6 +278,10 @@ class StageView(QWidget):
             for kind in ("added", "modified", "removed")) + " · faded: unused, left for dce")
         legend.setStyleSheet("color: #5a3b00;")
         legend.setWordWrap(True)
+        self.clean_final = QCheckBox("Clean final graph")
+        self.clean_final.setChecked(True)
+        self.clean_final.setToolTip("On the last stage, lay the final graph out afresh, without "
+                                    "the nodes the passes removed (uncheck to see them)")
         back = QPushButton("Back to the model")
         back.setToolTip("Leave the stage view and edit the model again (Esc)")
         back.clicked.connect(self.backRequested)
@@ -289,6 +293,7 @@ class StageView(QWidget):
         row.setContentsMargins(10, 4, 6, 4)
         row.addWidget(self.banner, 1)
         row.addWidget(legend)
+        row.addWidget(self.clean_final)
         row.addWidget(back)
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
