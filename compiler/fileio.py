@@ -10,8 +10,8 @@ from pathlib import Path
 def _mode_for(target: Path) -> int:
     """The permission bits for `target`: those of the file it replaces, else 0o666 less umask.
 
-    That is what `open()` gives a new file. The temporary file `mkstemp` makes is private (0600); renamed over as it is, a saved model
-    would silently stop being readable by the group or others.
+    That is what `open()` gives a new file. The temporary file `mkstemp` makes is private
+    (0600); renamed over as it is, a saved model would stop being readable by others.
     """
     try:
         return target.stat().st_mode & 0o7777

@@ -10,6 +10,7 @@ when loading raises Kiln's ModelError.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import onnx
@@ -31,6 +32,8 @@ BASES = [p.read_bytes() for p in SEEDS if p.exists()]
 
 # `KILN_FUZZ_EXAMPLES=N` runs a longer, randomized campaign (the suite's run is fixed and seeded).
 CAMPAIGN = int(os.environ.get("KILN_FUZZ_EXAMPLES", "0"))
+PYTHON_ERROR = re.compile(r"\b[A-Z]\w*(Error|Exception)\b|object has no attribute|"
+                          r"cannot reshape array|index \d+ is out of bounds")
 
 
 def _settings(examples: int):
@@ -110,6 +113,8 @@ def _exercise(data: bytes) -> None:
     except ModelError as exc:
         assert str(exc).startswith("fuzz.onnx: ")
         assert "\n" not in str(exc)
+        # A sentence about the model, never a Python exception's text.
+        assert not PYTHON_ERROR.search(str(exc)), str(exc)
         return
     problems(graph)
     compute_stats(graph)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernels import I32, Kernel, llvm_type
+from compiler.codegen.kernel import I32, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernels import I32, Kernel
+from compiler.codegen.kernel import I32, Kernel
 
 
 def table(k: Kernel, tag: str, values: np.ndarray, ty: ir.Type = I32) -> ir.Value:

@@ -13,25 +13,29 @@ without. Rows are checked once per tile (every pixel of a tile shares the row).
 Two forms use the tiles: ordinary convolutions (one group: the filter vector runs over output
 channels and the input value is broadcast) and depthwise ones (one channel per group: the
 input and the filter vectors both run over channels). Other grouped convolutions keep the
-simple loops of `kernels.py`.
+simple loops at the end of this module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernels import (
+from compiler.codegen.kernel import (
     FAST,
     I32,
+    MAX_VECTOR,
     Kernel,
-    _inside,
-    _spatial,
     activate,
+    add_residual,
+    bias_or_zero,
     llvm_type,
 )
 from compiler.codegen.targets import Target
+from compiler.codegen.window import inside, spatial, window
+from compiler.ir.graph import Node
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class _Conv:
         self.k, self.node = k, node
         self.batch, self.height, self.width, self.channels = node.inputs[0].type.shape
         _, self.out_h, self.out_w, self.out_c = node.output.type.shape
-        (self.kh, self.kw), (self.sh, self.sw), (self.dh, self.dw), pads = _spatial(node)
+        (self.kh, self.kw), (self.sh, self.sw), (self.dh, self.dw), pads = spatial(node)
         self.pt, self.pl = pads[0], pads[1]
         if (self.kh, self.kw, self.sh, self.sw, *pads) == (1, 1, 1, 1, 0, 0, 0, 0):
             # A pointwise conv reads pixel i for output pixel i: in NHWC the image is one long
@@ -207,7 +211,7 @@ class _Conv:
             b.store(value, acc)
         with k.loop(self.kh) as kh:
             ih = k.index((oh, self.sh), (kh, self.dh), base=-self.pt)
-            with _inside(k, ih, self.height, self.check_rows()):
+            with inside(k, ih, self.height, self.check_rows()):
                 row = b.gep(k.args[0], [k.index((n, self.height * self.width * self.channels),
                                                 (ih, self.width * self.channels))],
                             inbounds=True)
@@ -256,3 +260,109 @@ class _Conv:
 def emit_conv_tiled(k: Kernel, target: Target | None = None) -> None:
     """Emit `k.node` (dense or depthwise NHWC Conv) with register tiles shaped for `target`."""
     _Conv(k, tiling_for(target)).emit()
+
+
+# -- the simple loops: grouped convolutions the tiles do not cover ----------------------------
+
+def conv_weights(node: Node) -> np.ndarray:
+    """OIHW weights re-arranged to [KH, KW, group, I/group, O/group].
+
+    The innermost loop then runs over output channels, contiguous in both the filter and the
+    output pixel: it vectorizes without reassociating a reduction, and for depthwise layers
+    (one channel per group) it becomes the loop over groups, contiguous too.
+    """
+    w = node.inputs[1].data
+    groups = int(node.attrs.get("group", 1))
+    out_c, cg, kh, kw = w.shape
+    w = w.reshape(groups, out_c // groups, cg, kh, kw)
+    return np.ascontiguousarray(np.transpose(w, (3, 4, 0, 2, 1)))
+
+
+def emit_conv(k: Kernel) -> None:
+    """NHWC convolution (grouped, hence depthwise too) with bias and fused activation.
+
+    Output-stationary: each output pixel starts as the bias (plus the residual of a fused
+    Add, read just before the output overwrites it, so the Add may run in place), every
+    in-bounds tap adds x[c] * w[c, :] into it, then the activation runs over the pixel. Groups
+    of several output channels accumulate in a vector register; depthwise layers (one per
+    group) accumulate in memory with the loop over groups innermost, contiguous too.
+    """
+    node = k.node
+    if tiled_form(node):
+        emit_conv_tiled(k, k.target)
+        return
+    batch, channels = node.inputs[0].type.shape[0], node.inputs[0].type.shape[3]
+    _, out_h, out_w, out_c = node.output.type.shape
+    groups = int(node.attrs.get("group", 1))
+    cg, og = channels // groups, out_c // groups
+    b = k.b
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+        pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
+        if 1 < og <= MAX_VECTOR:
+            _conv_pixel_vector(k, n, oh, ow, pixel, groups, cg, og)
+        else:
+            _conv_pixel_scalar(k, n, oh, ow, pixel, groups, cg, og)
+        with k.loop(out_c) as oc:
+            yi = b.add(pixel, oc)
+            k.store(activate(k, k.load(k.outs[0], yi)), k.outs[0], yi)
+
+
+def _x_index(k: Kernel, n, ih, iw, g, c, cg: int) -> ir.Value:
+    _, height, width, channels = k.node.inputs[0].type.shape
+    return k.index((n, height * width * channels), (ih, width * channels), (iw, channels),
+                   (g, cg), (c, 1))
+
+
+def _tap_index(k: Kernel, kh, kw, g, c, cg: int, og: int) -> ir.Value:
+    channels = k.node.inputs[0].type.shape[3]
+    kw_n = spatial(k.node)[0][1]
+    return k.index((kh, kw_n * channels * og), (kw, channels * og), (g, cg * og), (c, og))
+
+
+def _conv_pixel_scalar(k: Kernel, n, oh, ow, pixel, groups: int, cg: int, og: int) -> None:
+    """Accumulate one output pixel in memory; the loop over groups is the contiguous one."""
+    node, b = k.node, k.b
+    ty = llvm_type(node.output.type.dtype)
+    with k.loop(groups * og) as oc:
+        yi = b.add(pixel, oc)
+        k.store(add_residual(k, bias_or_zero(k, 2, oc, ty), yi), k.outs[0], yi)
+    with window(k, node, oh, ow) as (ih, iw, kh, kw), k.loop(groups) as g, k.loop(cg) as c:
+        xv = k.load(k.args[0], _x_index(k, n, ih, iw, g, c, cg))
+        tap = _tap_index(k, kh, kw, g, c, cg, og)
+        with k.loop(og) as j:
+            yi = b.add(pixel, k.index((g, og), (j, 1)))
+            prod = b.fmul(xv, k.load(k.args[1], b.add(tap, j)), flags=FAST)
+            k.store(b.fadd(k.load(k.outs[0], yi), prod, flags=FAST), k.outs[0], yi)
+
+
+def _vector_ptr(k: Kernel, ptr: ir.Value, index: ir.Value, vec: ir.Type) -> ir.Value:
+    return k.b.bitcast(k.b.gep(ptr, [index], inbounds=True), ir.PointerType(vec))
+
+
+def _conv_pixel_vector(k: Kernel, n, oh, ow, pixel, groups: int, cg: int, og: int) -> None:
+    """Accumulate a group's `og` outputs of one pixel in a vector register across all taps.
+
+    The filter row of a tap is one vector load; the input value is broadcast. The output is
+    written once per pixel instead of once per tap.
+    """
+    node, b = k.node, k.b
+    ty = llvm_type(node.output.type.dtype)
+    vec = ir.VectorType(ty, og)
+    acc = k.alloca(vec)
+    lanes = ir.Constant(ir.VectorType(I32, og), [0] * og)
+    with k.loop(groups) as g:
+        first = b.add(pixel, k.index((g, og)))
+        init = ir.Constant(vec, [0.0] * og)
+        if len(node.inputs) > 2 and node.inputs[2] is not None:
+            init = b.load(_vector_ptr(k, k.args[2], k.index((g, og)), vec), align=4)
+        if k.residual is not None:
+            init = b.fadd(init, b.load(_vector_ptr(k, k.residual, first, vec), align=4))
+        b.store(init, acc)
+        with window(k, node, oh, ow) as (ih, iw, kh, kw), k.loop(cg) as c:
+            xv = k.load(k.args[0], _x_index(k, n, ih, iw, g, c, cg))
+            splat = b.shuffle_vector(b.insert_element(ir.Constant(vec, None), xv, I32(0)),
+                                     ir.Constant(vec, None), lanes)
+            w = b.load(_vector_ptr(k, k.args[1], _tap_index(k, kh, kw, g, c, cg, og), vec),
+                       align=4)
+            b.store(b.fadd(b.load(acc), b.fmul(splat, w, flags=FAST), flags=FAST), acc)
+        b.store(b.load(acc), _vector_ptr(k, k.outs[0], first, vec), align=4)

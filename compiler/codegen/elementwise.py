@@ -12,7 +12,7 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernels import FAST, Kernel, activate, llvm_type, strides
+from compiler.codegen.kernel import FAST, Kernel, activate, llvm_type, strides
 from compiler.codegen.mathfn import math_call
 from compiler.errors import KilnError
 from compiler.ops.kiln import parse_step

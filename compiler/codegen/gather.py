@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.codegen.codetables import table
-from compiler.codegen.kernels import Kernel
+from compiler.codegen.kernel import Kernel
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant
 

@@ -6,7 +6,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.elementwise import intrinsic
-from compiler.codegen.kernels import FAST, Kernel, llvm_type
+from compiler.codegen.kernel import FAST, Kernel, llvm_type
 from compiler.errors import KilnError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernels import FAST, Kernel, llvm_type
+from compiler.codegen.kernel import FAST, Kernel, llvm_type
 
 
 def _batch_strides(shape: tuple[int, ...], batch: tuple[int, ...], matrix: int) -> list[int]:

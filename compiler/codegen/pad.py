@@ -8,7 +8,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.codetables import table
-from compiler.codegen.kernels import Kernel, constant_input, llvm_type, strides
+from compiler.codegen.kernel import Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
 from compiler.ops.gather import _full_pads
 

@@ -8,7 +8,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.elementwise import max_of, min_of
-from compiler.codegen.kernels import FAST, Kernel, constant_input, llvm_type, strides
+from compiler.codegen.kernel import FAST, Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
 
 # op -> (start value, combine(k, accumulated, x)).

@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.codetables import table
-from compiler.codegen.kernels import FAST, Kernel, constant_input, llvm_type, strides
+from compiler.codegen.kernel import FAST, Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
 from compiler.ops.resize import _axis_taps, _is_identity, _plan, _source_coordinates
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from compiler.codegen.kernels import Kernel, constant_input, strides
+from compiler.codegen.kernel import Kernel, constant_input, strides
 from compiler.ops.gather import _slices, _split_sizes
 
 

@@ -6,20 +6,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compiler.codegen.conv import conv_weights, emit_conv
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
+from compiler.codegen.fully_connected import emit_fully_connected
 from compiler.codegen.gather import emit_gather
-from compiler.codegen.kernels import (
-    Kernel,
-    conv_weights,
-    emit_concat,
-    emit_conv,
-    emit_fully_connected,
-    emit_transpose,
-)
+from compiler.codegen.kernel import Kernel
 from compiler.codegen.lrn import emit_lrn
 from compiler.codegen.matmul import emit_matmul
+from compiler.codegen.movement import emit_concat, emit_transpose
 from compiler.codegen.pad import emit_pad
-from compiler.codegen.pool1d import avg_divisors_any, emit_pool_any
+from compiler.codegen.pool import avg_divisors_any, emit_pool_any
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.slice import emit_slice, emit_split

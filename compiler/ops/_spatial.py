@@ -63,6 +63,9 @@ def activation_shape(node, x_type, what: str = "input") -> tuple[int, ...]:
 
 # -- windows ------------------------------------------------------------------------------------
 
+# Window parameters become 32-bit index arithmetic in the generated kernels.
+INDEX_LIMIT = 2**31
+
 def per_axis(node, name: str, rank: int, default: int, minimum: int = 1) -> tuple[int, ...]:
     """An ints attribute with one value per spatial axis, `default` when absent."""
     value = node.attrs.get(name)
@@ -116,6 +119,10 @@ def window(node, in_spatial, kernel, ceil_mode: bool = False) -> Window:
         fail(f"auto_pad {auto_pad!r} is not one of {', '.join(AUTO_PADS)}")
     if any(o < 1 for o in out):
         fail(f"the kernel (extent {extent}) is larger than the padded input {list(in_spatial)}")
+    for name, values in (("strides", strides), ("dilations", dilations), ("pads", list(begin) + list(end)),
+                         ("kernel extent", extent)):
+        if any(v >= INDEX_LIMIT for v in values):
+            fail(f"{name} {list(values)} reach 2**31: indices are 32-bit in generated code")
     return Window(tuple(kernel), strides, dilations, tuple(begin), tuple(end), tuple(out))
 
 

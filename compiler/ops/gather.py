@@ -256,6 +256,11 @@ def _gather_infer(node, ins, values):
     if indices.dtype not in ("int32", "int64"):
         fail(f"Gather's indices must be int32 or int64, not {indices.dtype}")
     axis = normalize_axis(node.attrs["axis"], data.rank)
+    known = values[1] if len(values) > 1 else None
+    dim = data.shape[axis]
+    if known is not None and known.size and (known.min() < -dim or known.max() >= dim):
+        bad = int(known[(known < -dim) | (known >= dim)].reshape(-1)[0])
+        fail(f"Gather's index {bad} is outside [{-dim}, {dim - 1}] for axis {axis}")
     return [data.with_shape(data.shape[:axis] + indices.shape + data.shape[axis + 1:])]
 
 

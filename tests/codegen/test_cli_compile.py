@@ -110,8 +110,9 @@ def test_ram_over_budget_suggests_io_in_arena(tmp_path, capsys):
     onnx.save(model, tmp_path / "wide.onnx")
     args = ["compile", str(tmp_path / "wide.onnx"), "--board", "nrf52840-dk"]
     assert main(args + ["-o", str(tmp_path / "a")]) == 0
-    (line,) = capsys.readouterr().err.splitlines()
-    assert "RAM over the nrf52840-dk budget" in line and "--io-in-arena" in line
+    warning, hint = capsys.readouterr().err.splitlines()
+    assert "RAM over the nrf52840-dk budget" in warning
+    assert hint.startswith("kiln: hint: ") and "--io-in-arena" in hint
     assert main(args + ["--io-in-arena", "--json", "-o", str(tmp_path / "b")]) == 0
     out = capsys.readouterr()
     assert "--io-in-arena" not in out.err

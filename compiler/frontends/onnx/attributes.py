@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from compiler.errors import ModelError, UnsupportedError
+from compiler.frontends.onnx.tensors import tensor_to_array
 from compiler.ops.registry import REQUIRED, OpDef
 
 _KIND_OF = {
@@ -29,8 +30,6 @@ def decode_attributes(proto: onnx.NodeProto, opdef: OpDef, base_dir: Path | None
     them, for the operator's `from_onnx` hook to translate; the loader refuses any that is left
     after the hook, since silently dropping one would compute something else than the model asks.
     """
-    from compiler.frontends.onnx.loader import tensor_to_array  # the loader imports this module
-
     found: dict[str, Any] = {}
     for attr in proto.attribute:
         if attr.ref_attr_name:

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from compiler import ops
 from compiler.errors import KilnError, ModelError
 from compiler.frontends.onnx.attributes import check_attributes, decode_attributes
+from compiler.frontends.onnx.tensors import check_size, elem_type_name, tensor_to_array
 from compiler.ir.graph import Graph, Value
-from compiler.ir.types import DTYPE_OF_ONNX, MAX_ELEMENTS, TensorType
+from compiler.ir.types import DTYPE_OF_ONNX, TensorType
+from compiler.limits import check_tensor_bytes
 from compiler.ops.infer import infer_node, known_constants
 
 # Opsets of the default domain Kiln reads. The upper end follows the operators' conformance
@@ -64,8 +65,10 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
             base_dir = path.resolve().parent
             data = _read_file(path, label)
         model = _parse(data, label)
+    importer = None
     try:
-        return _Importer(model, label, base_dir, shapes or {}).run()
+        importer = _Importer(model, label, base_dir, shapes or {})
+        return importer.run()
     except ModelError as exc:
         raise exc.with_file(label) from None
     except KilnError as exc:
@@ -73,9 +76,11 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
             UnicodeDecodeError, MemoryError, RecursionError) as exc:
         # A malformed file can trip numpy or protobuf in ways no check anticipates; the user
-        # still gets one line, and the cause stays inspectable for a bug report.
-        raise ModelError(f"the model is malformed ({type(exc).__name__}: {exc})",
-                         file=label) from exc
+        # still gets one sentence naming where it happened, and the cause stays chained for
+        # a bug report (KILN_DEBUG=1 shows it).
+        where = importer.where if importer is not None else "the model"
+        raise ModelError(f"{where} is malformed: its fields contradict each other or the ONNX "
+                         "format, so it cannot be read", file=label) from exc
 
 
 def _read_file(path: Path, label: str) -> bytes:
@@ -126,6 +131,7 @@ class _Importer:
                  shapes: Mapping[str, tuple[int, ...]]):
         self.model = model
         self.label = label
+        self.where = "the model"  # what is being read, for a message when reading fails
         self.base_dir = base_dir
         self.shapes = dict(shapes)
         self.graph = Graph(model.graph.name or "graph", self._opset())
@@ -148,6 +154,7 @@ class _Importer:
 
     def run(self) -> Graph:
         g = self.model.graph
+        self.where = "the model"
         _check_names(g)
         self._check_supported(g)
         order = self._topological_order(g)
@@ -155,7 +162,9 @@ class _Importer:
         self._add_inputs(g)
         self.known = known_constants(self.graph)
         for index in order:
+            self.where = f"node {_node_label(g.node[index], index)}"
             self._add_node(g.node[index], index)
+        self.where = "the graph's outputs or metadata"
         for out in g.output:
             if out.name not in self.values:
                 raise ModelError(f"graph output {out.name!r} is produced by no node")
@@ -237,6 +246,7 @@ class _Importer:
             if tensor.name in names:
                 raise ModelError(f"initializer {tensor.name!r} is defined more than once")
             names.add(tensor.name)
+            self.where = f"initializer {tensor.name!r}"
             data = tensor_to_array(tensor, self.base_dir)
             self.values[tensor.name] = self.graph.add_constant(tensor.name, data)
         for sparse in g.sparse_initializer:
@@ -248,6 +258,7 @@ class _Importer:
             if info.name in declared:
                 raise ModelError(f"graph input {info.name!r} is declared more than once")
             declared.add(info.name)
+            self.where = f"graph input {info.name!r}"
             if info.name in self.values:
                 continue  # old-IR style: an initializer also listed as an input is a constant
             self.values[info.name] = self.graph.add_input(info.name, self._input_type(info))
@@ -264,7 +275,7 @@ class _Importer:
         dtype = DTYPE_OF_ONNX.get(tensor_type.elem_type)
         if dtype is None:
             raise ModelError(f"graph input {info.name!r} has element type "
-                             f"{_elem_type_name(tensor_type.elem_type)}, which Kiln does not "
+                             f"{elem_type_name(tensor_type.elem_type)}, which Kiln does not "
                              "support")
         if info.name in self.shapes:
             shape = tuple(int(d) for d in self.shapes[info.name])
@@ -288,7 +299,15 @@ class _Importer:
             shape = tuple(shape)
         if any(d < 0 for d in shape):
             raise ModelError(f"graph input {info.name!r} has a negative dimension {list(shape)}")
-        _check_size(shape, f"graph input {info.name!r}")
+        if 0 in shape:
+            raise ModelError(f"graph input {info.name!r} has a dimension of 0 in {list(shape)}: "
+                             "an empty tensor cannot be compiled; give its size with --shape "
+                             f"{info.name}=d0,d1,...")
+        check_size(shape, f"graph input {info.name!r}")
+        try:
+            check_tensor_bytes(TensorType(shape, dtype).nbytes, f"graph input {info.name!r}")
+        except KilnError as exc:
+            raise ModelError(str(exc)) from None
         return TensorType(shape, dtype)
 
     # -- nodes --------------------------------------------------------------------------------
@@ -375,95 +394,3 @@ def _check_arity(what: str, count: int, bounds: tuple[int, int]) -> None:
     if count < low or (high >= 0 and count > high):
         expect = f"{low}" if low == high else f"{low} to {high if high >= 0 else 'any'}"
         raise ModelError(f"has {count} {what}s, the operator takes {expect}")
-
-
-def _elem_type_name(elem_type: int) -> str:
-    try:
-        return onnx.TensorProto.DataType.Name(elem_type)
-    except ValueError:
-        return f"#{elem_type}"
-
-
-def _check_size(shape, what: str) -> None:
-    numel = 1
-    for d in shape:
-        numel *= int(d)
-    if numel > MAX_ELEMENTS:
-        raise ModelError(f"{what} has {numel} elements, more than the limit of 2**31")
-
-
-def tensor_to_array(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray:
-    """Convert a TensorProto to a read-only numpy array, checking size and external data first."""
-    name = tensor.name or "<unnamed>"
-    if any(d < 0 for d in tensor.dims):
-        raise ModelError(f"tensor {name!r} has a negative dimension {list(tensor.dims)}")
-    _check_size(tensor.dims, f"tensor {name!r}")
-    dtype = DTYPE_OF_ONNX.get(tensor.data_type)
-    if dtype is None:
-        raise ModelError(f"tensor {name!r} has element type {_elem_type_name(tensor.data_type)}, "
-                         "which Kiln does not support")
-    shape = tuple(tensor.dims)
-    numel = int(np.prod(shape, dtype=np.int64))
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        array = _read_external(tensor, base_dir, dtype, numel).reshape(shape)
-    elif tensor.HasField("raw_data"):
-        expected = numel * np.dtype(dtype).itemsize
-        if len(tensor.raw_data) != expected:
-            raise ModelError(f"tensor {name!r} holds {len(tensor.raw_data)} bytes of data, its "
-                             f"shape {list(shape)} needs {expected}")
-        array = np.frombuffer(tensor.raw_data, dtype=np.dtype(dtype).newbyteorder("<"))
-        array = array.astype(dtype).reshape(shape)
-    else:
-        field_len = _typed_field_length(tensor)
-        if field_len != numel:
-            raise ModelError(f"tensor {name!r} holds {field_len} values, its shape "
-                             f"{list(shape)} needs {numel}")
-        array = numpy_helper.to_array(tensor)
-    array = np.require(array, requirements="C")  # keeps 0-d scalars 0-d
-    if array.flags.writeable:
-        array = array.view()
-        array.flags.writeable = False
-    return array
-
-
-def _typed_field_length(tensor: onnx.TensorProto) -> int:
-    for field_name in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data",
-                       "string_data"):
-        count = len(getattr(tensor, field_name))
-        if count:
-            return count
-    return 0
-
-
-def _read_external(tensor: onnx.TensorProto, base_dir: Path | None, dtype: str,
-                   numel: int) -> np.ndarray:
-    """Read external tensor data, only from inside the model's folder."""
-    name = tensor.name or "<unnamed>"
-    if base_dir is None:
-        raise ModelError(f"tensor {name!r} stores its data in an external file, which needs the "
-                         "model to be loaded from a path")
-    info = {entry.key: entry.value for entry in tensor.external_data}
-    location = info.get("location", "")
-    if not location:
-        raise ModelError(f"tensor {name!r} has external data without a location")
-    target = (base_dir / location).resolve()
-    if os.path.isabs(location) or not target.is_relative_to(base_dir):
-        raise ModelError(f"tensor {name!r} refers to external data {location!r} outside the "
-                         "model's folder; Kiln refuses to read it")
-    if not target.is_file():
-        raise ModelError(f"tensor {name!r} refers to external data file {location!r}, which "
-                         "does not exist")
-    try:
-        offset = int(info.get("offset", 0))
-        length = int(info.get("length", numel * np.dtype(dtype).itemsize))
-    except ValueError:
-        raise ModelError(f"tensor {name!r} has a malformed external data offset or length") \
-            from None
-    expected = numel * np.dtype(dtype).itemsize
-    if length != expected or offset < 0 or offset + length > target.stat().st_size:
-        raise ModelError(f"tensor {name!r}: external data {location!r} does not hold the "
-                         f"{expected} bytes its shape needs at offset {offset}")
-    with open(target, "rb") as handle:
-        handle.seek(offset)
-        raw = handle.read(length)
-    return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype)

@@ -1,0 +1,179 @@
+"""What every kernel emitter builds on: the `Kernel` being emitted, index helpers, activations.
+
+One specialized LLVM function per node, every shape and stride a constant. An emitter (one
+module per kernel family: conv, fully_connected, pool, movement, elementwise, ...) gets a
+`Kernel` (the function being built, its runtime tensor arguments and the weight arguments)
+and writes loops whose trip counts and strides are Python integers, so LLVM unrolls and
+vectorizes them. `compiler.codegen.table` maps (operator, element type) to an emitter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.errors import KilnError
+from compiler.ir.graph import Constant, Node
+
+I32 = ir.IntType(32)
+LLVM_TYPES = {"float32": ir.FloatType()}
+
+# Reassociation lets LLVM vectorize reductions; contraction lets it use FMA. Both move results
+# by a few ulps, well inside the 1e-4 relative tolerance the bundle is checked against.
+FAST = ("reassoc", "contract")
+# Widest group of output channels a convolution keeps in one LLVM vector (wider ones are split
+# by the backend into native registers; beyond this the scalar loop is used).
+MAX_VECTOR = 64
+
+
+def llvm_type(dtype: str) -> ir.Type:
+    """The LLVM type of a Kiln element type."""
+    try:
+        return LLVM_TYPES[dtype]
+    except KeyError:
+        raise KilnError(f"code generation does not support element type {dtype}") from None
+
+
+class Kernel:
+    """The function of one node while its body is emitted.
+
+    Attributes:
+        node: The node.
+        fn: The LLVM function; its arguments are the runtime (non-constant) inputs, then the
+            outputs, as element pointers.
+        b: Builder positioned in the body.
+        args: Pointer per node input (runtime argument or weight global; None if omitted).
+        outs: Pointer per node output.
+        residual: For a `Conv+Add` / `FullyConnected+Add` instruction, the pointer to the
+            tensor added to the result (it may be the output itself: element i is read just
+            before element i is written), else None.
+        act_node: The node whose fused activation ends the kernel (the Add when fused).
+    """
+
+    def __init__(self, node: Node, fn: ir.Function, args: list, outs: list,
+                 residual: ir.Value | None = None, act_node: Node | None = None,
+                 target=None):
+        self.node, self.fn, self.args, self.outs = node, fn, args, outs
+        self.target = target
+        self.residual = residual
+        self.act_node = act_node or node
+        self._entry = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.b = ir.IRBuilder(fn.append_basic_block("body"))
+
+    def alloca(self, ty: ir.Type) -> ir.Value:
+        """A scalar slot in the entry block (mem2reg turns it into a register)."""
+        return self._entry.alloca(ty)
+
+    def finish(self) -> None:
+        """Close the function: entry falls through to the body, the body returns."""
+        self._entry.branch(self.fn.blocks[1])
+        self.b.ret_void()
+
+    def load(self, ptr: ir.Value, index: ir.Value) -> ir.Value:
+        """ptr[index]."""
+        return self.b.load(self.b.gep(ptr, [index], inbounds=True))
+
+    def store(self, value: ir.Value, ptr: ir.Value, index: ir.Value) -> None:
+        """ptr[index] = value."""
+        self.b.store(value, self.b.gep(ptr, [index], inbounds=True))
+
+    @contextmanager
+    def loop(self, n: int) -> Iterator[ir.Value]:
+        """Loop `for i in range(n)`, with `n` a compile-time constant; yields i."""
+        b = self.b
+        before = b.block
+        head, body, done = (b.append_basic_block(s) for s in ("loop", "loop.body", "loop.end"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I32)
+        i.add_incoming(I32(0), before)
+        b.cbranch(b.icmp_unsigned("<", i, I32(n)), body, done)
+        b.position_at_end(body)
+        yield i
+        i.add_incoming(b.add(i, I32(1), flags=["nuw", "nsw"]), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def index(self, *terms: tuple[ir.Value, int], base: int = 0) -> ir.Value:
+        """A flat element index, base + sum(value * stride), with constant strides."""
+        acc: ir.Value = I32(base)
+        for value, stride in terms:
+            if stride:
+                acc = self.b.add(acc, self.b.mul(value, I32(stride), flags=["nsw"]),
+                                 flags=["nsw"])
+        return acc
+
+
+def strides(shape) -> list[int]:
+    """Row-major element strides of `shape`."""
+    return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+
+
+def constant_input(k: Kernel, slot: int, what: str) -> np.ndarray | None:
+    """The data of input `slot`, which kernels need at compile time (None when omitted).
+
+    A runtime value there is a clear error naming the node and `what` the input is.
+    """
+    node = k.node
+    value = node.inputs[slot] if len(node.inputs) > slot else None
+    if value is None:
+        return None
+    if not isinstance(value, Constant):
+        raise KilnError(f"cannot generate {node.op} {node.name}: its {what} must be constants")
+    return value.data
+
+
+# -- activations ----------------------------------------------------------------------------
+
+def _const(ty: ir.Type, value: float) -> ir.Constant:
+    """`value` as a constant of `ty`, splatted when `ty` is a vector (tiled kernels)."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [value] * ty.count)
+    return ir.Constant(ty, value)
+
+
+def _relu(k: Kernel, x: ir.Value, params) -> ir.Value:
+    zero = _const(x.type, 0.0)
+    return k.b.select(k.b.fcmp_ordered(">", x, zero), x, zero)
+
+
+def _clip(k: Kernel, x: ir.Value, params) -> ir.Value:
+    low, high = (_const(x.type, float(p)) for p in params)
+    x = k.b.select(k.b.fcmp_ordered("<", x, low), low, x)
+    return k.b.select(k.b.fcmp_ordered(">", x, high), high, x)
+
+
+def _leaky_relu(k: Kernel, x: ir.Value, params) -> ir.Value:
+    scaled = k.b.fmul(x, _const(x.type, float(params[0])))
+    return k.b.select(k.b.fcmp_ordered(">=", x, _const(x.type, 0.0)), x, scaled)
+
+
+ACTIVATIONS: dict[str, Callable] = {
+    "": lambda k, x, params: x, "Relu": _relu, "Clip": _clip, "LeakyRelu": _leaky_relu}
+
+
+def activate(k: Kernel, x: ir.Value) -> ir.Value:
+    """The node's fused activation applied to a scalar, inside the producer's loop."""
+    attrs = k.act_node.attrs
+    name = attrs.get("activation") or ""
+    if name not in ACTIVATIONS:
+        raise KilnError(f"cannot generate fused activation {name} of {k.act_node.name}")
+    return ACTIVATIONS[name](k, x, attrs.get("activation_params") or ())
+
+
+def bias_or_zero(k: Kernel, slot: int, index: ir.Value, ty: ir.Type) -> ir.Value:
+    """Input `slot` (the bias) at `index`, or zero when the node has none."""
+    node = k.node
+    if len(node.inputs) > slot and node.inputs[slot] is not None:
+        return k.load(k.args[slot], index)
+    return ir.Constant(ty, 0.0)
+
+
+def add_residual(k: Kernel, value: ir.Value, index: ir.Value) -> ir.Value:
+    """Add residual[index] to `value` for a fused residual Add (same shape as the output)."""
+    if k.residual is None:
+        return value
+    return k.b.fadd(value, k.load(k.residual, index))

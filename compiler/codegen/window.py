@@ -1,0 +1,68 @@
+"""The 2-D window of a convolution or pool: its geometry and the loops over its taps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from compiler.codegen.kernel import I32, Kernel
+from compiler.errors import KilnError
+from compiler.ir.graph import Node
+
+
+def spatial(node: Node) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Kernel, strides, dilations and pads (top, left, bottom, right) of a 2-D NHWC node."""
+    attrs = node.attrs
+    if attrs.get("layout") != "NHWC" or len(node.inputs[0].type.shape) != 4:
+        raise KilnError(f"cannot generate {node.op} {node.name}: only 2-D NHWC is supported")
+    kernel = list(attrs.get("kernel_shape") or node.inputs[1].type.shape[2:])
+    strides = list(attrs.get("strides") or [1, 1])
+    dilations = list(attrs.get("dilations") or [1, 1])
+    pads = list(attrs.get("pads") or [0, 0, 0, 0])
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        # ONNX: pad so that out = ceil(in / stride); the odd pixel goes at the end for UPPER.
+        sizes, outs = node.inputs[0].type.shape[1:3], node.output.type.shape[1:3]
+        for d in range(2):
+            total = max(0, (outs[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1
+                        - sizes[d])
+            small = total // 2
+            begin = small if auto_pad == "SAME_UPPER" else total - small
+            pads[d], pads[d + 2] = begin, total - begin
+    elif auto_pad not in ("NOTSET", "VALID"):
+        raise KilnError(f"cannot generate {node.op} {node.name}: auto_pad {auto_pad}")
+    elif auto_pad == "VALID":
+        pads = [0, 0, 0, 0]
+    return kernel, strides, dilations, pads
+
+
+@contextmanager
+def window(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value) -> Iterator[tuple]:
+    """Loops over the (kh, kw) window of output (oh, ow), skipping taps that fall in padding.
+
+    Yields (ih, iw, kh, kw); the bounds checks exist only where a tap can leave the input
+    (padding, or a last window that ceil_mode lets run past the edge).
+    """
+    (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, _, _) = spatial(node)
+    _, height, width, _ = node.inputs[0].type.shape
+    _, out_h, out_w, _ = node.output.type.shape
+    check_h = pt > 0 or (out_h - 1) * sh - pt + (kh_n - 1) * dh >= height
+    check_w = pl > 0 or (out_w - 1) * sw - pl + (kw_n - 1) * dw >= width
+    with k.loop(kh_n) as kh:
+        ih = k.index((oh, sh), (kh, dh), base=-pt)
+        with inside(k, ih, height, check_h), k.loop(kw_n) as kw:
+            iw = k.index((ow, sw), (kw, dw), base=-pl)
+            with inside(k, iw, width, check_w):
+                yield ih, iw, kh, kw
+
+
+@contextmanager
+def inside(k: Kernel, i: ir.Value, n: int, needed: bool) -> Iterator[None]:
+    """Run the body only when 0 <= i < n (one unsigned compare), if the check is needed."""
+    if not needed:
+        yield
+        return
+    with k.b.if_then(k.b.icmp_unsigned("<", i, I32(n))):
+        yield
