@@ -119,7 +119,8 @@ def window(node, in_spatial, kernel, ceil_mode: bool = False) -> Window:
         fail(f"auto_pad {auto_pad!r} is not one of {', '.join(AUTO_PADS)}")
     if any(o < 1 for o in out):
         fail(f"the kernel (extent {extent}) is larger than the padded input {list(in_spatial)}")
-    for name, values in (("strides", strides), ("dilations", dilations), ("pads", list(begin) + list(end)),
+    pads = list(begin) + list(end)
+    for name, values in (("strides", strides), ("dilations", dilations), ("pads", pads),
                          ("kernel extent", extent)):
         if any(v >= INDEX_LIMIT for v in values):
             fail(f"{name} {list(values)} reach 2**31: indices are 32-bit in generated code")
