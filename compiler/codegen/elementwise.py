@@ -38,13 +38,15 @@ def _const(x: ir.Value, value: float) -> ir.Constant:
 
 
 def max_of(k, a, b):
-    """The larger of two floats; a NaN in `a` propagates."""
-    return k.b.select(k.b.fcmp_unordered(">", a, b), a, b)
+    """The larger of two floats; a NaN in either propagates (as numpy's maximum does)."""
+    larger = k.b.select(k.b.fcmp_ordered("<", a, b), b, a)  # `a` when either is NaN
+    return k.b.select(k.b.fcmp_unordered("uno", b, b), b, larger)
 
 
 def min_of(k, a, b):
-    """The smaller of two floats; a NaN in `a` propagates."""
-    return k.b.select(k.b.fcmp_unordered("<", a, b), a, b)
+    """The smaller of two floats; a NaN in either propagates (as numpy's minimum does)."""
+    smaller = k.b.select(k.b.fcmp_ordered(">", a, b), b, a)  # `a` when either is NaN
+    return k.b.select(k.b.fcmp_unordered("uno", b, b), b, smaller)
 
 
 def _sigmoid(k, x):

@@ -137,7 +137,7 @@ def _const(ty: ir.Type, value: float) -> ir.Constant:
 
 def _relu(k: Kernel, x: ir.Value, params) -> ir.Value:
     zero = _const(x.type, 0.0)
-    return k.b.select(k.b.fcmp_ordered(">", x, zero), x, zero)
+    return k.b.select(k.b.fcmp_ordered("<", x, zero), zero, x)  # NaN stays NaN
 
 
 def _clip(k: Kernel, x: ir.Value, params) -> ir.Value:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from compiler.codegen.elementwise import max_of
 from compiler.codegen.kernel import FAST, Kernel, llvm_type
 from compiler.codegen.window import spatial, window
 from compiler.ir.graph import Node, Value
@@ -49,7 +50,7 @@ def emit_pool(k: Kernel) -> None:
             x = k.load(k.args[0], k.index((n, height * width * channels),
                                           (ih, width * channels), (iw, channels), (c, 1)))
             old = b.load(acc)
-            new = (b.select(b.fcmp_unordered(">", x, old), x, old) if is_max
+            new = (max_of(k, old, x) if is_max
                    else b.fadd(old, x, flags=FAST))
             b.store(new, acc)
         y = b.load(acc)
