@@ -74,23 +74,30 @@ def check_against_ort(model: onnx.ModelProto, feeds: dict, rtol=1e-4, atol=1e-5,
     return ours
 
 
-def widened(graph):
-    """A float64 copy of a float32 graph: the same computation with (nearly) exact arithmetic.
+def float64_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A float64 copy of a float32 ONNX model: onnxruntime's own near-exact answer.
 
-    When two float32 engines disagree beyond tolerance on an ill-conditioned input, this tells
-    which of them is right.
+    When Kiln and onnxruntime disagree beyond tolerance on an ill-conditioned input, this
+    tells which of them is right; the referee is never Kiln's own code.
     """
-    from compiler.ir.graph import Constant
-    from compiler.ir.types import TensorType
-
-    wide = graph.snapshot()
-    for value in wide.values():
-        if value.type.dtype == "float32":
-            value.type = TensorType(value.type.shape, "float64")
-    for name, const in list(wide.constants.items()):
-        if const.data.dtype == np.float32:
-            wide.constants[name] = Constant(name, const.data.astype(np.float64))
-            wide.replace_uses(const, wide.constants[name])
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    f32, f64 = onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE
+    graph = wide.graph
+    for index, init in enumerate(graph.initializer):
+        if init.data_type == f32:
+            array = numpy_helper.to_array(init).astype(np.float64)
+            graph.initializer[index].CopyFrom(numpy_helper.from_array(array, init.name))
+    for info in [*graph.input, *graph.output, *graph.value_info]:
+        if info.type.tensor_type.elem_type == f32:
+            info.type.tensor_type.elem_type = f64
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == f32:
+                attr.t.CopyFrom(numpy_helper.from_array(
+                    numpy_helper.to_array(attr.t).astype(np.float64), attr.t.name))
+            elif node.op_type == "Cast" and attr.name == "to" and attr.i == f32:
+                attr.i = f64
     return wide
 
 
