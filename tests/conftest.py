@@ -22,6 +22,25 @@ def shared_models() -> Path:
     return SHARED_MODELS
 
 
+def require_tools(*tools: str) -> None:
+    """Skip (with the reason) when a program a test runs is missing; under CI=true, fail."""
+    import shutil
+
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        message = f"{' and '.join(missing)} not found on PATH (`make test` installs the Debian " \
+                  "packages it needs when run as root)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + "; CI must have it")
+        pytest.skip(message)
+
+
+@pytest.fixture
+def c_compiler() -> None:
+    """A test that compiles C: `cc` (and `make`) must be there."""
+    require_tools("cc", "make")
+
+
 @pytest.fixture
 def models_dir() -> Path:
     """Fixture form of shared_models()."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 
 import llvmlite.binding as llvm
@@ -50,7 +49,7 @@ def _macros(text: str) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^#define (\w+) (-?\d+)$", text, re.M)}
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+@pytest.mark.usefixtures("c_compiler")
 def test_bundle_links_and_runs(tmp_path, sample_graph):
     net = compile_graph(sample_graph, get_target("host"), name="digits")
     paths = write_bundle(net, tmp_path / "out")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from tests.helpers import make_model, ort_run
 
 DIGIT = Path(SAMPLE_MODEL).parent / "digit_2.npy"
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
-                                reason="needs a C compiler and make")
+pytestmark = pytest.mark.usefixtures("c_compiler")
 
 
 def _printed_outputs(stdout: str) -> dict[str, np.ndarray]:

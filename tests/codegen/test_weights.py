@@ -8,7 +8,6 @@ exactly the bytes of NET.weights.bin.
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
 
 import numpy as np
@@ -220,7 +219,7 @@ def test_weights_files_only_for_external(sample, tmp_path):
     assert files["digits.weights.bin"] == net.constant
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs the system C compiler")
+@pytest.mark.usefixtures("c_compiler")
 @pytest.mark.parametrize("size", [0, 5, 16, 1000])
 def test_c_include_compiles_to_the_bin_bytes(tmp_path, size):
     """`cc -c` of the include gives an aligned array holding exactly the .bin bytes."""
@@ -270,7 +269,7 @@ int main(void) {
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs the system C compiler")
+@pytest.mark.usefixtures("c_compiler")
 def test_c_program_with_compiled_in_weights(sample, tmp_path):
     """A C program linking NET.o and compiling NET.weights.h in matches onnxruntime."""
     model, graph = sample

@@ -4,7 +4,6 @@ the size report with budget bars (red over budget)."""
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 
 import numpy as np
@@ -22,7 +21,7 @@ from compiler.codegen.host import HostNet
 from compiler.codegen.targets import get_target
 from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
-from tests.conftest import SAMPLE_MODEL, shared_models
+from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
 from tests.gui.helpers import make_window, open_and_wait
 from views.size_report import OK_COLOR, OVER_COLOR
 
@@ -115,11 +114,11 @@ def test_gui_bundle_runs_like_kiln_run_compiled(qtbot, tmp_path):
     qtbot.mouseClick(dialog.copy_button, Qt.MouseButton.LeftButton)
     command = QGuiApplication.clipboard().text()
     assert command == dialog.command == build_command(get_target("host"), "net", folder)
-    if shutil.which("cc"):
-        done = subprocess.run(command, shell=True, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        run = subprocess.run([str(folder / "net_example")], capture_output=True, text=True)
-        assert run.returncode == 0 and "output" in run.stdout
+    require_tools("cc")
+    done = subprocess.run(command, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    run = subprocess.run([str(folder / "net_example")], capture_output=True, text=True)
+    assert run.returncode == 0 and "output" in run.stdout
 
 
 def test_open_folder_opens_the_bundle_folder(qtbot, tmp_path, monkeypatch):
