@@ -490,15 +490,19 @@ def cmd_compile(args) -> int:
 
 
 def _add_bench_parser(sub) -> None:
-    bench = sub.add_parser("bench", help="the model compiled for this host against onnxruntime")
+    bench = sub.add_parser("bench", help="the model compiled for this host against onnxruntime "
+                                         "and LiteRT")
     _add_model_args(bench)
     bench.add_argument("--json", action="store_true", help="print one JSON document")
     bench.add_argument("--runs", type=int, metavar="N",
-                       help="inferences per repeat (default: about 0.2 s worth)")
+                       help="inferences per block (default: about 0.2 s worth)")
     bench.add_argument("--repeats", type=int, default=5, metavar="K",
-                       help="repeats; each keeps its median, the result is their median "
-                            "(default 5)")
+                       help="blocks per engine; each keeps its median, the result is their "
+                            "median (default 5)")
     bench.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    bench.add_argument("--tflite", metavar="FILE",
+                       help="the model's .tflite twin, timed with LiteRT (default: X.tflite "
+                            "beside X.onnx or in a sibling tflite folder, when there is one)")
 
 
 def cmd_bench(args) -> int:
@@ -508,17 +512,19 @@ def cmd_bench(args) -> int:
     if args.repeats < 1 or (args.runs is not None and args.runs < 1):
         raise UsageError("--runs and --repeats must be at least 1")
     shapes = dict(_parse_shape(s) for s in args.shape or [])
-    result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed)
+    result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite)
     if args.json:
         print(json.dumps(result.to_json()))
         return 0
     print(f"{result.model} on {result.target} ({result.triple}): compiled in "
           f"{result.compile_s:.2f} s; median of {result.repeats} repeats x {result.runs} runs, "
-          "one thread each")
-    print(f"  kiln         {result.kiln_ms:.4g} ms")
-    print(f"  onnxruntime  {result.ort_ms:.4g} ms")
-    print(f"  kiln/ort     {result.ratio:.3g}   (outputs differ by at most "
-          f"{result.max_abs_diff:.2g})")
+          "one thread each, engines interleaved")
+    for name in result.engines:
+        print(f"  {name:<12} {result.ms(name):.4g} ms")
+    for peer in result.peers():
+        short = {"onnxruntime": "ort"}.get(peer, peer)
+        print(f"  kiln/{short:<7} {result.ratio(peer):.3g}   (outputs differ by at most "
+              f"{result.max_abs_diff[peer]:.2g})")
     print(f"  throughput   {result.kiln_gflops:.1f} GFLOP/s over {result.macs:,} MACs, "
           f"{100 * result.peak_fraction:.0f}% of this core's measured peak "
           f"({result.peak_gflops:.0f} GFLOP/s)")

@@ -6,9 +6,6 @@ replaces it (with a banner) while the user steps, so no edit can reach a snapsho
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -21,20 +18,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.stages import Run, Stage, names_html, row, run_stages
 from app.workers import Job, Progress
-from compiler.driver import Compilation
 from compiler.errors import KilnError, one_line
 from compiler.ir.graph import Graph
 from compiler.passes.base import get_pass
 from compiler.passes.cleanup import dce
 from compiler.passes.pipeline import Pipeline, default_pipeline, load_pipeline, save_pipeline
-from compiler.passes.runner import PassRecord, PipelineResult
+from compiler.passes.runner import PipelineResult
 from compiler.stats import compute_stats
-from views.labels import elide
 from views.layout import compute_layout
-from views.passes import PassPanel, StageRow, StageView
+from views.passes import PassPanel, StageView
 from views.pipeline_editor import PipelineEditor
-from views.stage_layout import StageLayout, place_stages
 
 # Verify (run the interpreter after every changed pass) only up to this many MACs: about a
 # second for pretrainedResnet's 12.5M on one core; bigger models would keep a core busy.
@@ -42,78 +37,6 @@ VERIFY_MACS = 30_000_000
 PLAY_MS = 800  # time per stage when playing
 RUN_DELAY_MS = 400  # after an edit, wait this long for the next one before running again
 PIPELINE_FILTER = "Kiln pipelines (*.json);;All files (*)"
-
-
-@dataclass
-class Stage:
-    """The loaded graph (record None) or the graph after one pass, placed for the canvas."""
-
-    name: str
-    graph: Graph
-    placed: StageLayout
-    record: PassRecord | None
-    clean: object = None  # the clean layout of the final stage, made when first shown
-
-
-@dataclass
-class Run:
-    """A pipeline run with every stage placed (the worker's result)."""
-
-    result: PipelineResult
-    stages: list[Stage]
-    pipeline: Pipeline
-    verify: bool
-    seconds: float
-
-
-def run_stages(compiled: Compilation, verify: bool) -> Callable[[Progress], Run]:
-    """The function of a job that runs the driver's passes and places every stage.
-
-    The records come with snapshots, the prepare-for-codegen stage last.
-    """
-    pipeline = compiled.pipeline
-
-    def work(progress: Progress) -> Run:
-        start = time.perf_counter()
-        total = max(1, len(pipeline.enabled()) + 1)
-        done: list[PassRecord] = []
-
-        def on_record(record: PassRecord) -> None:
-            done.append(record)
-            progress.report(0.8 * len(done) / total, f"Pass {record.name}")
-
-        progress.report(0.0, "Running the pipeline")
-        result = compiled.passes(snapshots=True, verify=verify, on_record=on_record)
-        progress.report(0.85, "Placing the stages")
-        graphs = [result.initial] + [r.snapshot for r in result.records]
-        placed = place_stages(graphs, compute_layout(result.initial))
-        stages = [Stage("loaded", result.initial, placed[0], None)]
-        stages += [Stage(r.name, r.snapshot, p, r) for r, p in zip(result.records, placed[1:])]
-        return Run(result, stages, pipeline, verify, time.perf_counter() - start)
-
-    return work
-
-
-def _row(stage: Stage, verify: bool) -> StageRow:
-    """The panel's line of a stage.
-
-    A run not asked to verify shows no checks (a result the driver kept may still hold some).
-    """
-    r = stage.record
-    if r is None:
-        return StageRow("loaded", nodes=len(stage.graph.nodes))
-    return StageRow(r.name, r.changed, len(r.added), len(r.removed), len(r.modified), r.ms,
-                    r.verified and verify, r.matches if verify else None,
-                    r.max_abs_err if verify else None, r.nodes_after)
-
-
-def _names(graph: Graph, ids, limit: int = 6) -> str:
-    """Names of nodes (elided: exporters' names can be paragraphs), at most `limit` of them."""
-    nodes = {n.id: n for n in graph.nodes}
-    ids = list(ids)
-    names = [escape(elide(nodes[i].name, 32)) if i in nodes else f"#{i}" for i in ids[:limit]]
-    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
-    return (", ".join(names) or "none") + more
 
 
 class SteppingController(QObject):
@@ -368,7 +291,7 @@ class SteppingController(QObject):
         self._busy(False)
         was = self.index
         self.run_info, self.result, self.stages = run, run.result, run.stages
-        self.panel.set_stages([_row(s, run.verify) for s in run.stages])
+        self.panel.set_stages([row(s, run.verify) for s in run.stages])
         self.panel.set_status(self._summary(run))
         self.panel.set_verify(run.verify)
         self.editor.set_message("")
@@ -593,9 +516,9 @@ class SteppingController(QObject):
         sources = sorted(self.focus)
         became = sorted(self.related(len(self.stages) - 1))
         self.panel.set_provenance(
-            f"From loaded node(s) <b>{_names(initial, sources)}</b> "
+            f"From loaded node(s) <b>{names_html(initial, sources)}</b> "
             f"(<a href='sources'>show on the loaded stage</a>); in the final graph: "
-            f"<b>{_names(final, became)}</b> (<a href='final'>show</a>). "
+            f"<b>{names_html(final, became)}</b> (<a href='final'>show</a>). "
             f"Highlighted here: {len(keys)}.")
 
     def _link(self, target: str) -> None:

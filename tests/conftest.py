@@ -35,6 +35,19 @@ def require_tools(*tools: str) -> None:
         pytest.skip(message)
 
 
+def require_module(name: str, why: str):
+    """Import `name`, or skip saying `why` it may be absent; under CI=true, fail."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        message = f"Python module {name} is not installed ({why})"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + "; CI must have it")
+        pytest.skip(message)
+
+
 @pytest.fixture
 def c_compiler() -> None:
     """A test that compiles C: `cc` (and `make`) must be there."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from html import escape
 
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
@@ -163,16 +164,16 @@ class GraphCanvas(QGraphicsView):
         kind = _kind(key)
         if kind == "node":
             node = nodes[key]
-            lines = [f"<b>{_html(node.name)}</b>", _html(node.op)]
+            lines = [f"<b>{escape(node.name)}</b>", escape(node.op)]
             problem = self._problems.get(key)
             if problem:
-                lines.append(f"<span style='color:{style.PROBLEM}'>⚠ {_html(problem)}</span>")
+                lines.append(f"<span style='color:{style.PROBLEM}'>⚠ {escape(problem)}</span>")
             return "<br>".join(lines)
         name = self._layout.values.get(key, key.split(":", 1)[1]) if self._layout else key
         what = {"in": "graph input", "out": "graph output", "const": "constant"}[kind]
         value = values.get(name)
-        type_line = _html(type_text(value.type)) if value is not None else ""
-        return f"<b>{_html(name)}</b><br>{what} {type_line}"
+        type_line = escape(type_text(value.type)) if value is not None else ""
+        return f"<b>{escape(name)}</b><br>{what} {type_line}"
 
     # -- problems and highlights ------------------------------------------------------------
 
@@ -229,7 +230,7 @@ class GraphCanvas(QGraphicsView):
         self._ghosts = {}
         for key, (box, label, op) in (ghosts or {}).items():
             item = ghost_item(key, box, label, style.category_of(op))
-            item.setToolTip(f"<b>{_html(label.title)}</b><br>removed by this pass")
+            item.setToolTip(f"<b>{escape(label.title)}</b><br>removed by this pass")
             item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache if self._cached
                               else QGraphicsItem.CacheMode.NoCache)
             self.scene().addItem(item)
@@ -585,17 +586,13 @@ def _distance(a: QPointF, b: QPointF) -> float:
     return d.x() * d.x() + d.y() * d.y()
 
 
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _edge_tip(value: Value | None, name: str) -> str:
     """Tensor name, element type and shape (and quantization) of an edge."""
     if value is None:
-        return f"<b>{_html(name)}</b>"
+        return f"<b>{escape(name)}</b>"
     t = value.type
     shape = "×".join(str(d) for d in t.shape) or "scalar"
-    lines = [f"<b>{_html(name)}</b>", f"{t.dtype} [{shape}]"]
+    lines = [f"<b>{escape(name)}</b>", f"{t.dtype} [{shape}]"]
     if t.quant is not None:
-        lines.append(_html(str(t.quant)))
+        lines.append(escape(str(t.quant)))
     return "<br>".join(lines)

@@ -10,7 +10,7 @@ import pytest
 from app.cli import main
 from compiler.codegen.bench import bench_model
 from compiler.errors import KilnError
-from tests.conftest import SAMPLE_MODEL
+from tests.conftest import SAMPLE_MODEL, require_module, shared_models
 
 
 def test_bench_json_has_both_medians_and_their_ratio(capsys):
@@ -22,7 +22,30 @@ def test_bench_json_has_both_medians_and_their_ratio(capsys):
     assert doc["kiln_ms"] > 0 and doc["ort_ms"] > 0 and doc["compile_s"] > 0
     assert doc["ratio"] == pytest.approx(doc["kiln_ms"] / doc["ort_ms"])
     assert sorted(doc["kiln_repeats_ms"])[1] == doc["kiln_ms"]  # median of the repeat medians
-    assert doc["max_abs_diff"] < 1e-3  # both engines computed the same thing
+    assert doc["max_abs_diff"]["onnxruntime"] < 1e-3  # both engines computed the same thing
+    assert set(doc["engines"]) == {"kiln", "onnxruntime"} and doc["tflite"] == ""
+
+
+def test_a_tflite_twin_adds_litert(capsys):
+    require_module("ai_edge_litert", "the test extra installs it on x86-64 Linux only")
+    twin = shared_models() / "tflite" / "kws_ref_model_float32.tflite"
+    onnx_model = shared_models() / "onnx" / "kws_ref_model_float32.onnx"
+    assert main(["bench", str(onnx_model), "--json", "--runs", "5", "--repeats", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tflite"] == twin.name and set(doc["engines"]) == {"kiln", "onnxruntime",
+                                                                    "litert"}
+    assert doc["ratios"]["litert"] == pytest.approx(doc["engines"]["kiln"]["ms"]
+                                                    / doc["engines"]["litert"]["ms"])
+    # LiteRT quantizes this hybrid model's activations on the fly: close, not equal.
+    assert doc["max_abs_diff"]["litert"] < 0.05
+
+
+def test_a_twin_of_another_shape_is_refused(capsys, tmp_path):
+    require_module("ai_edge_litert", "the test extra installs it on x86-64 Linux only")
+    twin = shared_models() / "tflite" / "kws_ref_model_float32.tflite"
+    assert main(["bench", str(SAMPLE_MODEL), "--tflite", str(twin), "--runs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "kws_ref_model_float32.tflite: input" in err and err.count("\n") == 1
 
 
 def test_bench_text(capsys):
