@@ -57,6 +57,7 @@ bench: setup
 	$(PY) tests/bench/bench_reference.py
 	$(PY) tests/bench/bench_passes.py
 	$(PY) tests/bench/bench_memory.py
+	$(PY) tests/bench/bench_hostile.py || true
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/bench_layout.py
 	@status=0; for m in $(KILN_BENCH_MODELS); do \
 	  if [ -f $(SHARED_ONNX)/$$m.onnx ]; then $(VENV)/bin/kiln bench $(SHARED_ONNX)/$$m.onnx || status=1; \

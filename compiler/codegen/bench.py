@@ -59,7 +59,7 @@ class BenchResult:
 
     @property
     def ort_ms(self) -> float:
-        """onnxruntime's median."""
+        """Onnxruntime's median."""
         return self.ms(ORT)
 
     def ratio(self, peer: str = ORT) -> float:

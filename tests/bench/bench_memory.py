@@ -17,9 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* when run as a script
 
+from compiler.driver import Options, compilation  # noqa: E402
 from compiler.frontends.onnx import load_onnx  # noqa: E402
-from compiler.memory.report import plan_memory  # noqa: E402
-from compiler.passes import run_pipeline  # noqa: E402
 from tests.memory.test_models import TFLM_ARENA  # noqa: E402
 from tests.test_real_models import LIGHT, LIGHT_DIR, SHARED_ONNX  # noqa: E402
 
@@ -34,10 +33,11 @@ def main() -> int:
           f"{'sched peak':>12} {'topo peak':>12}  scheduler / strategy, ms")
     arenas: dict[str, int] = {}
     for path in paths:
-        graph = run_pipeline(load_onnx(path), snapshots=False).graph
+        compiled = compilation(load_onnx(path))
+        _ = compiled.prepared  # the passes, outside the planning time
         for io in (False, True):
             start = time.perf_counter()
-            plan = plan_memory(graph, io_in_arena=io)
+            plan = compiled.plan(Options(io_in_arena=io))
             ms = (time.perf_counter() - start) * 1000
             a = plan.arena
             print(f"{path.stem:24} {'yes' if io else 'no':>3} {a.lower_bound:>12,} {a.size:>12,} "

@@ -1,4 +1,4 @@
-"""Arithmetic, activation, matrix and Cast operators against onnxruntime (quantization: test_ops_quant).
+"""Arithmetic, activation, matrix and Cast operators against onnxruntime (see also test_ops_quant).
 
 The conformance cases are mostly at opset 13 and later; these cover the older encodings (Clip's
 bounds as attributes, Softmax's 2-D coercion, Gemm's required C), integer semantics, the
