@@ -542,7 +542,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
             return _open_gui(argv)
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
+        try:
+            return COMMANDS[args.command](args)
+        except UsageError:
+            raise
+        except KilnError as exc:  # a model's error names its file, whichever stage found it
+            name = Path(getattr(args, "model", "") or "").name
+            if name and not str(exc).startswith(f"{name}: "):
+                raise KilnError(f"{name}: {exc}") from None
+            raise
     except KilnError as exc:
         print(f"kiln: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

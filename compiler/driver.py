@@ -191,6 +191,7 @@ class Compilation:
         key = (options.resolved_alignment(), options.io_in_arena)
         with self._lock:
             if key not in self._plans:
+                _refuse_empty_inputs(self.prepared)
                 self._plans[key] = plan_memory(self.prepared, *key)
             return self._plans[key]
 
@@ -218,6 +219,18 @@ class Compilation:
         """Write the bundle into `folder` (atomically); returns its files and its report."""
         net = self.net(options)
         return write_bundle(net, folder, board), report(net, board)
+
+
+def _refuse_empty_inputs(graph: Graph) -> None:
+    """Refuse an input with a dimension of 0, naming it, before planning fails less clearly.
+
+    It is valid ONNX and runs in the interpreter, but has no bytes to place.
+    """
+    for value in graph.inputs:
+        if 0 in value.type.shape:
+            raise KilnError(f"graph input {value.name!r} has a dimension of 0 in "
+                            f"{list(value.type.shape)}: an empty tensor cannot be compiled; "
+                            f"give its size with --shape {value.name}=d0,d1,...")
 
 
 def _chain_errors(last: PassRecord | None, stage: PassRecord) -> None:

@@ -4,10 +4,6 @@ Every case exits 2 with a line naming the file, the node or tensor and the reaso
 memory-hungry ones are refused before anything big is allocated or read.
 """
 
-import os
-import resource
-import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -16,8 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from app import cli
 from compiler.limits import ENV_VAR
-
-KILN = [sys.executable, "-m", "app.cli"]
+from tests.peak import measure_kiln
 
 
 def _save(tmp_path, nodes, inputs, outputs, inits=(), name="hostile.onnx", opset=17):
@@ -37,13 +32,9 @@ def _refused(capsys, *args) -> str:
 
 
 def _peak_mb(args, env=None) -> tuple[int, float, str]:
-    """(exit code, peak resident MB, stderr) of `kiln ARGS` in a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run(KILN + list(args), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    assert peak >= before
-    return done.returncode, peak / 1024, done.stderr
+    """(exit code, peak resident MB, last stderr line) of `kiln ARGS` in a fresh process."""
+    code, _, peak, err = measure_kiln(args, env)
+    return code, peak, err
 
 
 def _external_model(tmp_path, gib: int):
@@ -112,13 +103,19 @@ def test_a_dilation_of_2_to_the_40_is_refused(tmp_path, capsys):
     assert not (tmp_path / "b").exists()
 
 
-def test_an_input_dimension_of_zero_is_refused(tmp_path, capsys):
+def test_an_input_dimension_of_zero_is_refused_by_the_compiler(tmp_path, capsys):
+    """Empty tensors are valid ONNX (the conformance suite runs them): they inspect and run,
+    and planning or compiling them is refused with one line."""
     node = helper.make_node("Relu", ["x"], ["y"], name="r")
     path = _save(tmp_path, [node], [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                   [1, 0, 4])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 0, 4])])
-    err = _refused(capsys, "inspect", str(path))
+    assert cli.main(["inspect", str(path)]) == 0
+    capsys.readouterr()
+    _refused(capsys, "memory", str(path))
+    err = _refused(capsys, "compile", str(path), "-o", str(tmp_path / "b"))
     assert "hostile.onnx" in err and "graph input 'x'" in err and "dimension of 0" in err
+    assert not (tmp_path / "b").exists()
 
 
 def test_gather_indices_out_of_range_are_refused_at_load(tmp_path, capsys):

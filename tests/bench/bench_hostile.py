@@ -9,8 +9,6 @@ Run `python tests/bench/bench_hostile.py` from the project root.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,23 +22,7 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from tests.deep_models import conv_relu_chain  # noqa: E402
-
-
-def _measure(args: list[str]) -> tuple[int, float, float, str]:
-    """(exit code, seconds, peak MB, last stderr line) of `kiln ARGS` in a child process.
-
-    Each run is a child of its own short-lived Python, so RUSAGE_CHILDREN there is its peak.
-    """
-    probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-             "r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
-             "dt = time.perf_counter() - t; "
-             "mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024; "
-             "err = (r.stderr.strip().splitlines() or [''])[-1]; "
-             "print(r.returncode, dt, mb, err, sep='\\t')")
-    done = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "app.cli", *args],
-                          capture_output=True, text=True, cwd=ROOT, env=os.environ)
-    code, seconds, mb, err = done.stdout.rstrip("\n").split("\t", 3)
-    return int(code), float(seconds), float(mb), err
+from tests.peak import measure_kiln  # noqa: E402
 
 
 def _external_8gib(folder: Path) -> Path:
@@ -76,7 +58,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kiln-hostile-") as tmp:
         folder = Path(tmp)
         for path in (_external_8gib(folder), _constant_of_shape_4gib(folder)):
-            code, seconds, mb, err = _measure(["inspect", str(path)])
+            code, seconds, mb, err = measure_kiln(["inspect", str(path)])
             ok = code == 2 and mb < 200
             missed += not ok
             print(f"inspect {path.name:28} exit {code}  {seconds:6.2f} s  peak {mb:7.1f} MB  "
@@ -88,7 +70,7 @@ def main() -> int:
         for command in (["inspect", str(chain)], ["memory", str(chain), "--json"],
                         ["compile", str(chain), "--target", "host", "-o",
                          str(folder / "bundle")]):
-            code, seconds, mb, err = _measure(command)
+            code, seconds, mb, err = measure_kiln(command)
             goal = command[0] != "compile" or (seconds < 5 and mb < 1024)
             missed += code != 0 or not goal
             print(f"{command[0]:8} chain_20000.onnx  exit {code}  {seconds:6.2f} s  peak "

@@ -299,10 +299,6 @@ class _Importer:
             shape = tuple(shape)
         if any(d < 0 for d in shape):
             raise ModelError(f"graph input {info.name!r} has a negative dimension {list(shape)}")
-        if 0 in shape:
-            raise ModelError(f"graph input {info.name!r} has a dimension of 0 in {list(shape)}: "
-                             "an empty tensor cannot be compiled; give its size with --shape "
-                             f"{info.name}=d0,d1,...")
         check_size(shape, f"graph input {info.name!r}")
         try:
             check_tensor_bytes(TensorType(shape, dtype).nbytes, f"graph input {info.name!r}")
