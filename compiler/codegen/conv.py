@@ -32,6 +32,8 @@ from compiler.codegen.kernel import (
     add_residual,
     bias_or_zero,
     llvm_type,
+    splat,
+    vector_ptr,
 )
 from compiler.codegen.targets import Target
 from compiler.codegen.window import inside, spatial, window
@@ -85,17 +87,6 @@ def tiled_form(node) -> str | None:
 
 def _const_vec(ty: ir.VectorType, value: float) -> ir.Constant:
     return ir.Constant(ty, [value] * ty.count)
-
-
-def _vec_ptr(k: Kernel, ptr: ir.Value, index: ir.Value, ty: ir.Type) -> ir.Value:
-    return k.b.bitcast(k.b.gep(ptr, [index], inbounds=True), ir.PointerType(ty))
-
-
-def _splat(k: Kernel, scalar: ir.Value, ty: ir.VectorType) -> ir.Value:
-    b = k.b
-    one = b.insert_element(ir.Constant(ty, None), scalar, I32(0))
-    return b.shuffle_vector(one, ir.Constant(ty, None),
-                            ir.Constant(ir.VectorType(I32, ty.count), [0] * ty.count))
 
 
 class _Conv:
@@ -201,12 +192,12 @@ class _Conv:
         y_base = b.gep(k.outs[0], [self.y_index(n, oh, col0, oc0)], inbounds=True)
         init = _const_vec(vec, 0.0)
         if self.has_bias:
-            init = b.load(_vec_ptr(k, k.args[2], oc0, vec), align=4)
+            init = b.load(vector_ptr(k, k.args[2], oc0, vec), align=4)
         for p, acc in enumerate(accs):
             value = init
             if k.residual is not None:
                 r_base = b.gep(k.residual, [self.y_index(n, oh, col0, oc0)], inbounds=True)
-                value = b.fadd(value, b.load(_vec_ptr(k, r_base, I32(p * self.out_c), vec),
+                value = b.fadd(value, b.load(vector_ptr(k, r_base, I32(p * self.out_c), vec),
                                              align=4))
             b.store(value, acc)
         with k.loop(self.kh) as kh:
@@ -230,7 +221,7 @@ class _Conv:
                                   accs, iw0)
         for p, acc in enumerate(accs):
             y = activate(k, b.load(acc))
-            b.store(y, _vec_ptr(k, y_base, I32(p * self.out_c), vec), align=4)
+            b.store(y, vector_ptr(k, y_base, I32(p * self.out_c), vec), align=4)
 
     def taps(self, row, iws: list[int], kh, kw, oc0, vec, accs, iw0) -> None:
         """acc[p] += x[row, iw0 + iws[p], c] * w[kh, kw, c, oc0:] over the input channels.
@@ -242,17 +233,17 @@ class _Conv:
         ch = self.channels
         base = b.gep(row, [b.mul(iw0, I32(ch), flags=["nsw"])], inbounds=True)
         if self.depthwise:
-            w = b.load(_vec_ptr(k, k.args[1], self.w_index(kh, kw, None, oc0), vec), align=4)
+            w = b.load(vector_ptr(k, k.args[1], self.w_index(kh, kw, None, oc0), vec), align=4)
             for iw, acc in zip(iws, accs):
-                x = b.load(_vec_ptr(k, base, b.add(oc0, I32(iw * ch)), vec), align=4)
+                x = b.load(vector_ptr(k, base, b.add(oc0, I32(iw * ch)), vec), align=4)
                 b.store(b.fadd(b.load(acc), b.fmul(x, w, flags=FAST), flags=FAST), acc)
             return
         taps = b.gep(k.args[1], [self.w_index(kh, kw, I32(0), oc0)], inbounds=True)
         with k.loop(self.cg) as c:
-            w = b.load(_vec_ptr(k, taps, b.mul(c, I32(self.out_c), flags=["nsw"]), vec),
+            w = b.load(vector_ptr(k, taps, b.mul(c, I32(self.out_c), flags=["nsw"]), vec),
                        align=4)
             for iw, acc in zip(iws, accs):
-                x = _splat(k, b.load(b.gep(base, [b.add(c, I32(iw * ch))], inbounds=True)),
+                x = splat(k, b.load(b.gep(base, [b.add(c, I32(iw * ch))], inbounds=True)),
                            vec)
                 b.store(b.fadd(b.load(acc), b.fmul(x, w, flags=FAST), flags=FAST), acc)
 

@@ -107,6 +107,19 @@ class Kernel:
         return acc
 
 
+def vector_ptr(k: Kernel, ptr: ir.Value, index: ir.Value, ty: ir.Type) -> ir.Value:
+    """&ptr[index] as a pointer to the vector type `ty` (a load of ty.count elements)."""
+    return k.b.bitcast(k.b.gep(ptr, [index], inbounds=True), ir.PointerType(ty))
+
+
+def splat(k: Kernel, scalar: ir.Value, ty: ir.VectorType) -> ir.Value:
+    """`scalar` in every lane of a vector of type `ty`."""
+    b = k.b
+    one = b.insert_element(ir.Constant(ty, None), scalar, I32(0))
+    return b.shuffle_vector(one, ir.Constant(ty, None),
+                            ir.Constant(ir.VectorType(I32, ty.count), [0] * ty.count))
+
+
 def strides(shape) -> list[int]:
     """Row-major element strides of `shape`."""
     return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]

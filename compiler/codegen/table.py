@@ -8,7 +8,7 @@ import numpy as np
 
 from compiler.codegen.conv import conv_weights, emit_conv
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
-from compiler.codegen.fully_connected import emit_fully_connected
+from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.lrn import emit_lrn
@@ -41,7 +41,8 @@ def _data_only(node: Node) -> dict[int, np.ndarray]:
 
 
 EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
-    ("FullyConnected", "float32"): (emit_fully_connected, _constants),
+    ("FullyConnected", "float32"): (emit_fully_connected,
+                                    lambda n: {**_constants(n), 1: fc_weights(n)}),
     ("Conv", "float32"): (emit_conv, lambda n: {**_constants(n), 1: conv_weights(n)}),
     ("MaxPool", "float32"): (emit_pool_any, _constants),
     ("AveragePool", "float32"): (emit_pool_any, avg_divisors_any),
