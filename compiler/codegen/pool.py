@@ -35,30 +35,35 @@ def avg_divisors(node: Node) -> np.ndarray:
 
 
 def emit_pool(k: Kernel) -> None:
-    """NHWC max or average pooling; channels innermost so the loop vectorizes across them."""
+    """NHWC max or average pooling, the loop over channels innermost at every tap.
+
+    Each output pixel's channels start at -inf (max) or 0 (average) in the output itself; every
+    tap of the window then updates all channels with one contiguous, vectorized loop, and an
+    average divides them by the pixel's tap count at the end.
+    """
     node = k.node
     batch, height, width, channels = node.inputs[0].type.shape
     _, out_h, out_w, _ = node.output.type.shape
     ty = llvm_type(node.output.type.dtype)
     is_max = node.op == "MaxPool"
-    acc = k.alloca(ty)
     b = k.b
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow, \
-            k.loop(channels) as c:
-        b.store(ir.Constant(ty, float("-inf") if is_max else 0.0), acc)
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+        y0 = k.index((n, out_h * out_w * channels), (oh, out_w * channels), (ow, channels))
+        with k.loop(channels) as c:
+            k.store(ir.Constant(ty, float("-inf") if is_max else 0.0), k.outs[0], b.add(y0, c))
         with window(k, node, oh, ow) as (ih, iw, _, _):
-            x = k.load(k.args[0], k.index((n, height * width * channels),
-                                          (ih, width * channels), (iw, channels), (c, 1)))
-            old = b.load(acc)
-            new = (max_of(k, old, x) if is_max
-                   else b.fadd(old, x, flags=FAST))
-            b.store(new, acc)
-        y = b.load(acc)
+            x0 = k.index((n, height * width * channels), (ih, width * channels),
+                         (iw, channels))
+            with k.loop(channels) as c:
+                yi = b.add(y0, c)
+                x, old = k.load(k.args[0], b.add(x0, c)), k.load(k.outs[0], yi)
+                k.store(max_of(k, old, x) if is_max else b.fadd(old, x, flags=FAST),
+                        k.outs[0], yi)
         if not is_max:
-            y = b.fdiv(y, k.load(k.args[1], k.index((oh, out_w), (ow, 1))))
-        yi = k.index((n, out_h * out_w * channels), (oh, out_w * channels), (ow, channels),
-                     (c, 1))
-        k.store(y, k.outs[0], yi)
+            divisor = k.load(k.args[1], k.index((oh, out_w), (ow, 1)))
+            with k.loop(channels) as c:
+                yi = b.add(y0, c)
+                k.store(b.fdiv(k.load(k.outs[0], yi), divisor), k.outs[0], yi)
 
 
 def _taller(value: Value) -> Value:
