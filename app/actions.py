@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction, QColor, QIcon, QKeySequence, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import QMenu, QMessageBox, QStyle, QToolBar
+from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox, QStyle, QToolBar
 
 from app import settings
-
-if TYPE_CHECKING:
-    from app.mainwindow import MainWindow
 
 ABOUT = """<h3>Kiln</h3>
 <p>A workbench and ahead-of-time compiler for neural networks on microcontrollers.</p>
@@ -44,7 +40,7 @@ class Actions:
     zoom_out: QAction
     show_constants: QAction
 
-    def update(self, window: MainWindow) -> None:
+    def update(self, window: QMainWindow) -> None:
         """Enable what applies to the current document and selection."""
         has_graph = window.document.graph is not None
         node = window.editing.selected_node() is not None
@@ -58,7 +54,7 @@ class Actions:
         self.insert.setEnabled(window.canvas.selected_edge() is not None)
 
 
-def _action(window: MainWindow, text: str, slot, shortcut=None, tip: str = "",
+def _action(window: QMainWindow, text: str, slot, shortcut=None, tip: str = "",
             icon: QStyle.StandardPixmap | None = None) -> QAction:
     action = QAction(text, window)
     if shortcut is not None:
@@ -72,7 +68,7 @@ def _action(window: MainWindow, text: str, slot, shortcut=None, tip: str = "",
     return action
 
 
-def build_actions(window: MainWindow) -> Actions:
+def build_actions(window: QMainWindow) -> Actions:
     """Create every action, the menus and the toolbar of `window`."""
     editing = window.editing
     canvas = window.canvas
@@ -166,7 +162,7 @@ def build_actions(window: MainWindow) -> Actions:
                    insert, input_shape, find, fit, zoom_in, zoom_out, show_constants)
 
 
-def _fill_recent(window: MainWindow, menu: QMenu) -> None:
+def _fill_recent(window: QMainWindow, menu: QMenu) -> None:
     menu.clear()
     files = settings.recent_files()
     for i, path in enumerate(files):

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QLineEdit
+from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QLineEdit, QMainWindow
 
 from app import dialogs
 from compiler import edit, ops
 from compiler.errors import KilnError, one_line
 from compiler.fileio import atomic_write_bytes
-
-if TYPE_CHECKING:
-    from app.mainwindow import MainWindow
 
 
 class EditController(QObject):
@@ -26,7 +22,7 @@ class EditController(QObject):
     are what the dialogs and panels call, and what tests drive directly.
     """
 
-    def __init__(self, window: MainWindow):
+    def __init__(self, window: QMainWindow):
         super().__init__(window)
         self.window = window
 

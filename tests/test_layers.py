@@ -42,3 +42,22 @@ def test_compiler_runs_without_qt_loaded():
     code = ("import sys, compiler.frontends.onnx, compiler.interpreter, compiler.verify; "
             "assert not any(m.split('.')[0] in ('PySide6', 'views', 'app') for m in sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_no_two_modules_import_each_other():
+    """Not even inside a function or for type checking: each pair imports one way only."""
+    import grimp
+
+    graph = grimp.build_graph("compiler", "app", "views")
+    pairs = sorted({tuple(sorted((module, other))) for module in graph.modules
+                    for other in graph.find_modules_directly_imported_by(module)
+                    if module in graph.find_modules_directly_imported_by(other)})
+    assert pairs == []
+
+
+def test_no_module_is_longer_than_600_lines():
+    root = Path(__file__).resolve().parents[1]
+    long = [(str(p.relative_to(root)), n) for folder in ("compiler", "app", "views", "tests")
+            for p in (root / folder).rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600]
+    assert long == []
