@@ -92,16 +92,33 @@ class Rewriter:
         graph.reserve_names(v.name for v in graph.values())
         live = live_nodes(graph)
         self._dead = {id(n) for n in graph.nodes if id(n) not in live}
-        self._uses: dict[int, list[tuple[Node, int]]] = {}
-        for node in graph.nodes:
-            if id(node) in live:
-                self._index(node)
+        self._use_index: dict[int, list[tuple[Node, int]]] | None = None
         self.inserted = False
 
-    def _index(self, node: Node) -> None:
+    @property
+    def _uses(self) -> dict[int, list[tuple[Node, int]]]:
+        """Readers of each value among the live nodes, built on first use.
+
+        Most passes find nothing to rewrite in most graphs; they never pay for the index.
+        Built later, it is the same as built at the start and kept current: until then the
+        only changes are appended nodes and released ones, which a scan in graph order sees.
+        """
+        if self._use_index is None:
+            self._use_index = {}
+            for node in self.graph.nodes:
+                if id(node) not in self._dead:
+                    self._add_uses(node)
+        return self._use_index
+
+    def _add_uses(self, node: Node) -> None:
         for i, value in enumerate(node.inputs):
             if value is not None:
-                self._uses.setdefault(id(value), []).append((node, i))
+                self._use_index.setdefault(id(value), []).append((node, i))
+
+    def _index(self, node: Node) -> None:
+        """Record a new live node's reads (nothing to do while the index is not built)."""
+        if self._use_index is not None:
+            self._add_uses(node)
 
     # -- queries ----------------------------------------------------------------------------
 
