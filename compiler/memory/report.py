@@ -66,7 +66,15 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool):
     """
     result = schedule(graph)
     best = None
-    for name, nodes in result.orders.items():
+    seen: set[tuple[int, ...]] = set()
+    # The scheduler's own choice first: among equal orders, it is the one kept.
+    names = sorted(result.orders, key=lambda n: n != result.method)
+    for name in names:
+        nodes = result.orders[name]
+        order = tuple(id(n) for n in nodes)
+        if order in seen:
+            continue  # another scheduler found the same order: same lowering, same bound
+        seen.add(order)
         ir = lower(graph, nodes)
         buffers = lifetimes(ir, io_in_arena)
         key = (lower_bound(buffers, alignment), result.candidates[name], name != result.method)
