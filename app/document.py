@@ -96,6 +96,7 @@ class Document(QObject):
         self.board: str | None = None
         self.io_in_arena = False
         self.selection = None
+        self._compiled: Compilation | None = None
 
     def _clean_changed(self, clean: bool) -> None:
         self.dirtyChanged.emit(not clean)
@@ -149,7 +150,12 @@ class Document(QObject):
         """
         if self.graph is None or self.problems:
             return None
-        return compilation(self.graph, self.pipeline)
+        known = self._compiled
+        if known is None or known.graph is not self.graph or \
+                known.pipeline.to_json() != self.pipeline.to_json():
+            # Held here while the graph and pipeline are current: every panel shares it.
+            known = self._compiled = compilation(self.graph, self.pipeline)
+        return known
 
     def restore(self, graph: Graph, problems: dict[int, str]) -> None:
         """Replace the graph and its problems (for commands; edits go through `apply`)."""

@@ -247,22 +247,27 @@ def _chain_errors(last: PassRecord | None, stage: PassRecord) -> None:
 
 
 _LOCK = threading.Lock()
-_CACHE: weakref.WeakKeyDictionary[Graph, dict[str, Compilation]] = weakref.WeakKeyDictionary()
+# (id of the graph, pipeline key) -> Compilation, for as long as someone holds it. A Compilation
+# holds its graph, so the id cannot be reused meanwhile; held weakly here, a graph nobody uses
+# any more is freed with its stages (the document keeps the current one alive).
+_CACHE: weakref.WeakValueDictionary[tuple[int, str], Compilation] = \
+    weakref.WeakValueDictionary()
 
 
 def compilation(graph: Graph, pipeline: Pipeline | None = None) -> Compilation:
     """The Compilation of `graph` with `pipeline` (the default one when None), shared.
 
-    Kept as long as the graph object lives (a document's graph, an undo step), so every caller
-    asking about the same graph and pipeline gets the same stages.
+    Every caller asking about the same graph and pipeline while one of them still holds the
+    Compilation gets the same object, hence the same stages.
     """
     pipeline = pipeline or default_pipeline()
-    key = pipeline_key(pipeline)
+    key = (id(graph), pipeline_key(pipeline))
     with _LOCK:
-        per_graph = _CACHE.setdefault(graph, {})
-        if key not in per_graph:
-            per_graph[key] = Compilation(graph, pipeline)
-        return per_graph[key]
+        known = _CACHE.get(key)
+        if known is None or known.graph is not graph:
+            known = Compilation(graph, pipeline)
+            _CACHE[key] = known
+        return known
 
 
 def compile_graph(graph: Graph, target: Target | str, name: str = "net",

@@ -92,3 +92,16 @@ def test_one_compilation_serves_every_stage():
     assert all(r.snapshot is not None for r in records)
     assert compiled.final is final and compiled.passes() is compiled.passes(snapshots=True)
     assert np.array_equal(compiled.stage("final").nodes[0].id, final.nodes[0].id)
+
+
+def test_a_graph_nobody_holds_is_freed_with_its_stages():
+    import gc
+    import weakref
+
+    graph = load_onnx(SAMPLE_MODEL)
+    compiled = compilation(graph)
+    compiled.plan()
+    alive = weakref.ref(graph)
+    del graph, compiled
+    gc.collect()
+    assert alive() is None
