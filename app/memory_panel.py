@@ -38,7 +38,8 @@ class Planned:
     """One graph's memory plan as the panel shows it.
 
     Attributes:
-        graph: The document graph it was computed for.
+        graph_ref: The document graph it was computed for, held weakly: the panel keeps plans
+            per graph (undo brings a graph back), which must not keep old graphs alive.
         options: The driver options it was planned with (alignment, inputs/outputs in arena).
         doc: `plan.to_json()`, the same document `kiln memory --json` prints.
         offsets: Strategy name -> buffer name -> offset (the kept strategy's are the plan's).
@@ -48,7 +49,7 @@ class Planned:
         pipeline: The pipeline that made the final graph (`pipeline_key`).
     """
 
-    graph: Graph
+    graph_ref: weakref.ref
     options: Options
     doc: dict
     offsets: dict[str, dict[str, int]]
@@ -56,6 +57,11 @@ class Planned:
     node_of: dict[str, object] = field(default_factory=dict)
     buffers_of: dict[object, list[str]] = field(default_factory=dict)
     pipeline: str = ""
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph it was computed for (None once nothing else holds it)."""
+        return self.graph_ref()
 
     @property
     def kept(self) -> str:
@@ -87,7 +93,8 @@ def plan_job(compiled: Compilation, options: Options):
         final = compiled.prepared
         progress.report(0.4, "Planning memory")
         plan = compiled.plan(options)
-        result = Planned(graph, options, plan.to_json(), plan.arena.strategy_offsets,
+        result = Planned(weakref.ref(graph), options, plan.to_json(),
+                         plan.arena.strategy_offsets,
                          pipeline=pipeline_key(compiled.pipeline))
         ids = {n.id: n for n in graph.nodes}
         order = {n.id: i for i, n in enumerate(graph.nodes)}
