@@ -9,6 +9,7 @@ lowers) the limit for a session.
 
 from __future__ import annotations
 
+import functools
 import os
 
 from compiler.errors import ShapeError
@@ -19,7 +20,13 @@ ENV_VAR = "KILN_MAX_TENSOR_BYTES"
 
 def max_tensor_bytes() -> int:
     """The limit in force: the environment's, when it holds a positive integer, else 1 GiB."""
-    text = os.environ.get(ENV_VAR, "").strip()
+    return _parse_limit(os.environ.get(ENV_VAR, ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_limit(text: str) -> int:
+    """The limit a setting gives (cached: inference asks once per tensor)."""
+    text = text.strip()
     try:
         value = int(text) if text else DEFAULT_MAX_TENSOR_BYTES
     except ValueError:

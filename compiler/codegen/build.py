@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from compiler.codegen.entry import Call, emit_calls
 from compiler.codegen.kernel import I32, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.table import lookup
@@ -18,6 +19,7 @@ from compiler.memory.report import MemoryPlan
 
 I8P = ir.PointerType(ir.IntType(8))
 WEIGHT_MODES = ("embedded", "external")
+BLOB = 3  # base index of the weights blob, after the entry point's three arguments
 
 # C99 keywords and the names a bundle's entry point must not take: `main` would clash with the
 # example program, and C reserves names starting with an underscore and a capital or a second
@@ -266,6 +268,7 @@ class _Builder:
         b = ir.IRBuilder(entry.append_basic_block("entry"))
         base = entry.args[0] if self.blob is None else b.bitcast(self.blob, I8P)
         made: dict[tuple, ir.Function] = {}
+        calls: list[Call] = []
         for step, ((node, add, names, op), weights) in enumerate(zip(steps, prepared)):
             key = self._shape_key(node, add, weights)
             if key in made:
@@ -278,16 +281,12 @@ class _Builder:
             else:
                 fn, params, consts = self.kernel(node, step, add, weights)
                 made[key] = fn
-            ptrs = []
-            for value, arg in zip(params, fn.args):
-                region, offset = _location(self.plan, value)
-                ptrs.append(b.bitcast(b.gep(entry.args[region], [I32(offset)], inbounds=True),
-                                      arg.type))
-            for (offset, _), arg in zip(consts, fn.args[len(params):]):
-                ptrs.append(b.bitcast(b.gep(base, [I32(offset)], inbounds=True), arg.type))
-            b.call(fn, ptrs)
+            places = [_location(self.plan, value) for value in params]
+            places += [(BLOB, offset) for offset, _ in consts]
+            calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
             self.kernels.append(KernelInfo(fn.name, op, names,
                                            sum(a.nbytes for a, _ in weights.values())))
+        emit_calls(b, [*entry.args, base], calls)
         b.ret(I32(0))
         return self.module
 

@@ -263,13 +263,17 @@ class Graph:
             new = Constant(name, const.data, const.type)
             copy.constants[name] = new
             mapping[id(const)] = new
-        for node in self.nodes:
-            inputs = [None if v is None else mapping.get(id(v), v) for v in node.inputs]
-            new = Node(node.id, node.op, node.name, inputs, [], dict(node.attrs), node.provenance)
-            new.outputs = [Value(v.name, v.type, new, v.index) for v in node.outputs]
-            for old, out in zip(node.outputs, new.outputs):
-                mapping[id(old)] = out
-            copy.nodes.append(new)
+        get, nodes = mapping.get, copy.nodes
+        for node in self.nodes:  # tight: a deep graph is copied once per kept stage
+            new = Node(node.id, node.op, node.name,
+                       [v if v is None else get(id(v), v) for v in node.inputs], [],
+                       dict(node.attrs), node.provenance)
+            outputs = new.outputs
+            for v in node.outputs:
+                out = Value(v.name, v.type, new, v.index)
+                mapping[id(v)] = out
+                outputs.append(out)
+            nodes.append(new)
         copy.outputs = [mapping[id(v)] for v in self.outputs]
         copy._names = copy._nodes_named = None  # built while copying: rebuild on next use
         return copy

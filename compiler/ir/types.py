@@ -65,6 +65,9 @@ class QuantParams:
         return f"per-axis {self.axis}: {len(self.scale)} scales"
 
 
+_ITEMSIZE: dict[str, int] = {}  # np.dtype() costs a microsecond; inference asks per node
+
+
 @dataclass(frozen=True)
 class TensorType:
     """Static shape, element type and optional quantization of one tensor."""
@@ -74,7 +77,7 @@ class TensorType:
     quant: QuantParams | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape", tuple(map(int, self.shape)))
 
     @property
     def rank(self) -> int:
@@ -89,7 +92,10 @@ class TensorType:
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return np.dtype(self.dtype).itemsize
+        size = _ITEMSIZE.get(self.dtype)
+        if size is None:
+            size = _ITEMSIZE[self.dtype] = np.dtype(self.dtype).itemsize
+        return size
 
     @property
     def nbytes(self) -> int:

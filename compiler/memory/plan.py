@@ -104,7 +104,8 @@ def check_plan(plan: ArenaPlan) -> None:
     for i, b in enumerate(ordered):
         lo = plan.offsets[b.name]
         hi = lo + b.size
-        for other in ordered[i + 1:]:
+        for k in range(i + 1, len(ordered)):  # indices: a slice would copy the tail
+            other = ordered[k]
             if other.first > b.last:
                 break
             olo = plan.offsets[other.name]

@@ -29,8 +29,15 @@ _CONV_ATTRS = {
 
 
 def _work_dtype(dtype) -> np.dtype:
-    """float16 is computed in float32 (as onnxruntime does), other floats in themselves."""
-    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+    """float16 is computed in float32 (as onnxruntime does), float32 in float64.
+
+    float32 sums in float64, rounded once, do not depend on how the BLAS splits the work:
+    output channels with equal weights get equal results (a softmax over logits near 1e10
+    otherwise turns one ulp of difference into a wrong distribution).
+    """
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype == np.float16 else (
+        np.dtype(np.float64) if dtype == np.float32 else dtype)
 
 
 def _check_operands(node, ins) -> tuple[tuple[int, ...], int]:

@@ -22,9 +22,7 @@ def remove_identity(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op not in ("Identity", "Dropout"):
-            continue
+    for node in rw.nodes("Identity", "Dropout"):
         if any(rw.is_used(out) for out in node.outputs[1:]):
             continue  # Dropout's mask is read: the node still computes something
         changed |= _bypass(rw, node)

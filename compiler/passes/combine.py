@@ -184,8 +184,8 @@ def merge_fully_connected(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     groups: dict[tuple, list[Node]] = {}
-    for node in rw.nodes():
-        if node.op != "FullyConnected" or _fc_parts(node) is None:
+    for node in rw.nodes("FullyConnected"):
+        if _fc_parts(node) is None:
             continue
         x = node.inputs[0]
         if x.type.numel != x.type.shape[-1]:

@@ -50,8 +50,8 @@ def fold_constant_layout(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op not in LAYOUT_OPS or not _foldable(rw, node):
+    for node in rw.nodes(*LAYOUT_OPS):
+        if not _foldable(rw, node):
             continue
         if not all(v is None or isinstance(v, Constant) for v in node.inputs):
             continue  # the data or the shape is only known at run time

@@ -76,9 +76,7 @@ def fold_batchnorm(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op != "BatchNormalization":
-            continue
+    for node in rw.nodes("BatchNormalization"):
         layer = _layer(rw, node.inputs[0], node)
         if layer is None:
             continue
@@ -116,8 +114,8 @@ def fold_channel_affine(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op not in ("Mul", "Div", "Add", "Sub") or node.attrs.get("activation"):
+    for node in rw.nodes("Mul", "Div", "Add", "Sub"):
+        if node.attrs.get("activation"):
             continue
         for index, value in enumerate(node.inputs):
             layer = _layer(rw, value, node)
@@ -183,8 +181,8 @@ def merge_pad(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for pad in rw.nodes():
-        if pad.op != "Pad" or pad.attrs["mode"] != "constant":
+    for pad in rw.nodes("Pad"):
+        if pad.attrs["mode"] != "constant":
             continue
         reader = rw.sole_user(pad.output)
         if reader is None or reader.op not in ("Conv", "AveragePool", "MaxPool"):
@@ -248,9 +246,7 @@ def fuse_activations(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op not in ("Relu", "Clip", "LeakyRelu"):
-            continue
+    for node in rw.nodes("Relu", "Clip", "LeakyRelu"):
         producer = rw.producer(node.inputs[0])
         if producer is None or producer.op not in ("Conv", "FullyConnected", "Add"):
             continue
@@ -263,7 +259,7 @@ def fuse_activations(graph: Graph) -> bool:
             continue  # Clip bounds computed at run time
         new = rw.copy(producer, attrs={"activation": found[0],
                                        "activation_params": found[1] or None},
-                      replaces=[node])
+                      replaces=[node], types=[out.type for out in producer.outputs])
         rw.replace(node.output, new.output)
         changed = True
     rw.finish()
@@ -279,7 +275,7 @@ def merge_clips(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
+    for node in rw.nodes("Relu", "Clip"):
         outer = clip_bounds(node)
         inner_node = rw.producer(node.inputs[0]) if outer is not None else None
         inner = clip_bounds(inner_node) if inner_node is not None else None

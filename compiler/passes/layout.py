@@ -6,6 +6,7 @@ import numpy as np
 
 from compiler import ops
 from compiler.ir.graph import Constant, Graph, Node, Value
+from compiler.ir.types import TensorType
 from compiler.passes.base import register_pass
 from compiler.passes.reshape import (
     hoist_through_reshape,
@@ -21,6 +22,7 @@ from compiler.passes.rewrite import (
     reshape_attrs,
     shape_constant,
     splat,
+    transposed_type,
 )
 
 
@@ -50,15 +52,21 @@ def to_nhwc(graph: Graph) -> bool:
         x = node.inputs[0]
         if x is None or x.type.rank < 3:
             continue  # [N, C] has no spatial axes: both layouts are the same
-        before = rw.add("Transpose", [x], {"perm": to_channels_last(x.type.rank)},
-                        replaces=[node])
+        before = rw.transpose(x, to_channels_last(x.type.rank), replaces=[node])
         rw.set_input(node, 0, before.output)
         node.attrs["layout"] = "NHWC"
-        rw.retype(node)
-        for out in node.outputs:
-            if rw.is_used(out):
+        was = [out.type for out in node.outputs]
+        moved = [transposed_type(t, to_channels_last(t.rank)) if t.rank == x.type.rank else None
+                 for t in was]
+        if None in moved:
+            rw.retype(node)
+        else:  # the same tensor, channels last: nothing to infer again
+            for out, t in zip(node.outputs, moved):
+                out.type = t
+        for out, kept in zip(node.outputs, was):
+            if rw.is_used(out):  # transposed back, it is the value it was
                 rw.insert_after(out, "Transpose", {"perm": to_channels_first(out.type.rank)},
-                                replaces=[node])
+                                replaces=[node], types=[kept])
         changed = True
     rw.finish()
     return changed
@@ -141,15 +149,26 @@ def _movable(rw: Rewriter, value: Value | None, reader: Node) -> Node | None:
 
 def _after(rw: Rewriter, node: Node, new: Node, perm, replaces: list[Node]) -> None:
     """Finish a sink: `new` computes `node` on untransposed data; transpose its result back."""
-    back = rw.add("Transpose", [new.output], {"perm": tuple(perm)}, replaces=replaces)
+    # Transposed back, it is what `node` computed: no inference needed.
+    back = rw.add("Transpose", [new.output], {"perm": tuple(perm)}, replaces=replaces,
+                  types=[node.output.type])
     rw.replace(node.output, back.output)
+
+
+def _elementwise_type(node: Node, source: Value) -> list[TensorType] | None:
+    """`node`'s output type on `source`'s shape: an element-wise operator keeps the shape."""
+    out = node.output.type
+    if out.quant is not None and out.quant.axis is not None:
+        return None
+    return [TensorType(source.type.shape, out.dtype, out.quant)]
 
 
 def _sink_unary(rw: Rewriter, node: Node) -> bool:
     t = _movable(rw, node.inputs[0], node)
     if t is None or any(v is not None and v.type.numel != 1 for v in node.inputs[1:]):
         return False  # per-axis quantization parameters would need their axis renamed
-    new = rw.copy(node, [t.inputs[0], *node.inputs[1:]], replaces=[t])
+    new = rw.copy(node, [t.inputs[0], *node.inputs[1:]], replaces=[t],
+                  types=_elementwise_type(node, t.inputs[0]))
     _after(rw, node, new, perm_of(t), [node, t])
     return True
 
@@ -384,9 +403,7 @@ def lower_channel_shuffle(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for last in rw.nodes():
-        if last.op != "Reshape":
-            continue
+    for last in rw.nodes("Reshape"):
         t = rw.producer(last.inputs[0], "Transpose")
         if t is None or rw.sole_user(t.output) is not last:
             continue

@@ -27,9 +27,7 @@ def lower_reshapes(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op not in ("Squeeze", "Unsqueeze", "Flatten"):
-            continue
+    for node in rw.nodes("Squeeze", "Unsqueeze", "Flatten"):
         shape = node.output.type.shape
         target = shape_constant(graph, f"{node.name}_shape", shape)
         new = rw.add("Reshape", [node.inputs[0], target], reshape_attrs(shape), replaces=[node])
@@ -48,8 +46,8 @@ def lower_sum(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op != "Sum" or len(node.inputs) < 2:
+    for node in rw.nodes("Sum"):
+        if len(node.inputs) < 2:
             continue
         total = node.inputs[0]
         for value in node.inputs[1:]:
@@ -125,7 +123,7 @@ def lower_fully_connected(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
+    for node in rw.nodes("Gemm", "MatMul"):
         if node.op == "Gemm":
             changed |= _fc_from_gemm(rw, node)
         elif node.op == "MatMul":
@@ -155,9 +153,7 @@ def lower_batchnorm(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op != "BatchNormalization":
-            continue
+    for node in rw.nodes("BatchNormalization"):
         x = node.inputs[0]
         if x.type.dtype not in ("float32", "float64"):
             continue  # float16 normalizes in float32: a float16 Mul/Add would round differently

@@ -107,9 +107,7 @@ def transpose_to_reshape(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        if node.op != "Transpose":
-            continue
+    for node in rw.nodes("Transpose"):
         x, y = node.inputs[0], node.output
         if not moves_only_unit_axes(x.type.shape, perm_of(node)) or perm_of(node) == tuple(
                 range(x.type.rank)):
@@ -131,8 +129,8 @@ def merge_reshapes(graph: Graph) -> bool:
     """
     rw = Rewriter(graph)
     changed = False
-    for node in rw.nodes():
-        inner = rw.producer(node.inputs[0], "Reshape") if node.op == "Reshape" else None
+    for node in rw.nodes("Reshape"):
+        inner = rw.producer(node.inputs[0], "Reshape")
         if inner is None:
             continue
         shape = node.output.type.shape

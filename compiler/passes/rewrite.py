@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -17,12 +18,17 @@ _PENDING = TensorType((), "float32")  # an output's type until inference has run
 
 def live_nodes(graph: Graph) -> set[int]:
     """id() of every node some graph output depends on."""
-    needed = {id(v) for v in graph.outputs}
+    needed = set(map(id, graph.outputs))
     live: set[int] = set()
     for node in reversed(graph.nodes):
-        if any(id(out) in needed for out in node.outputs):
-            live.add(id(node))
-            needed.update(id(v) for v in node.inputs if v is not None)
+        # Written out rather than with any(): this runs once per pass over every node.
+        for out in node.outputs:
+            if id(out) in needed:
+                live.add(id(node))
+                for value in node.inputs:
+                    if value is not None:
+                        needed.add(id(value))
+                break
     return live
 
 
@@ -66,6 +72,14 @@ def perm_of(node: Node) -> tuple[int, ...]:
     return tuple(perm) if perm is not None else tuple(reversed(range(node.inputs[0].type.rank)))
 
 
+def transposed_type(t: TensorType, perm: Sequence[int]) -> TensorType | None:
+    """The type a Transpose by `perm` gives `t`; None for per-axis quantization (inferred)."""
+    if t.quant is not None and t.quant.axis is not None:
+        return None
+    shape = t.shape
+    return TensorType(tuple(shape[p] for p in perm), t.dtype, t.quant)
+
+
 def shape_constant(graph: Graph, hint: str, shape: Sequence[int]) -> Constant:
     """An int64 shape vector for a Reshape."""
     return graph.add_constant(hint, np.array(list(shape), np.int64))
@@ -74,6 +88,12 @@ def shape_constant(graph: Graph, hint: str, shape: Sequence[int]) -> Constant:
 def reshape_attrs(shape: Sequence[int]) -> dict:
     """Reshape attributes for an explicit target shape (a 0 in it must mean a zero-sized dim)."""
     return {"allowzero": 1 if 0 in shape else 0}
+
+
+@functools.cache
+def _defaults(op: str) -> dict:
+    """The attributes of `op` that have schema defaults (copied by every caller)."""
+    return {k: a.default for k, a in ops.lookup(op).attrs.items() if a.default is not REQUIRED}
 
 
 class Rewriter:
@@ -87,13 +107,20 @@ class Rewriter:
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        # Graph.snapshot() builds its copy's name cache before adding constants and nodes, so a
-        # snapshot's cache can miss names; reserving them all keeps new names unique.
-        graph.reserve_names(v.name for v in graph.values())
-        live = live_nodes(graph)
-        self._dead = {id(n) for n in graph.nodes if id(n) not in live}
+        self._dead_ids: set[int] | None = None
         self._use_index: dict[int, list[tuple[Node, int]]] | None = None
         self.inserted = False
+
+    @property
+    def _dead(self) -> set[int]:
+        """id() of the nodes no graph output depends on, found on first use.
+
+        A pass looking for operators the graph lacks (see `nodes(*ops)`) never pays for it.
+        """
+        if self._dead_ids is None:
+            live = live_nodes(self.graph)
+            self._dead_ids = {i for i in map(id, self.graph.nodes) if i not in live}
+        return self._dead_ids
 
     @property
     def _uses(self) -> dict[int, list[tuple[Node, int]]]:
@@ -122,10 +149,14 @@ class Rewriter:
 
     # -- queries ----------------------------------------------------------------------------
 
-    def nodes(self) -> Iterator[Node]:
-        """The nodes present when called, in order, skipping any that become dead meanwhile."""
-        for node in list(self.graph.nodes):
-            if id(node) not in self._dead:
+    def nodes(self, *ops: str) -> Iterator[Node]:
+        """The nodes present when called (of `ops` if given), in order, minus those since dead."""
+        present = [n for n in self.graph.nodes if n.op in ops] if ops else list(self.graph.nodes)
+        if not present:
+            return
+        dead = self._dead  # one set, updated in place as the pass releases nodes
+        for node in present:
+            if id(node) not in dead:
                 yield node
 
     def live(self, node: Node) -> bool:
@@ -203,51 +234,66 @@ class Rewriter:
     def _release(self, node: Node | None) -> None:
         """Mark `node` dead if nothing reads its outputs any more, then its producers likewise."""
         stack = [node]
+        dead, uses = self._dead, self._uses
         while stack:
             node = stack.pop()
-            if node is None or id(node) in self._dead:
+            if node is None or id(node) in dead:
                 continue
-            if any(self.is_used(out) for out in node.outputs):
+            if any(uses.get(id(out)) or self.is_output(out) for out in node.outputs):
                 continue
-            self._dead.add(id(node))
+            dead.add(id(node))
             for i, value in enumerate(node.inputs):
                 if value is None:
                     continue
-                self._uses[id(value)] = [(n, k) for n, k in self._uses.get(id(value), ())
-                                         if not (n is node and k == i)]
+                readers = uses.get(id(value))
+                if readers:
+                    uses[id(value)] = [(n, k) for n, k in readers if not (n is node and k == i)]
                 stack.append(value.producer)
 
     def add(self, op: str, inputs: Sequence[Value | None], attrs: dict | None = None, *,
-            replaces: Iterable[Node], outputs: int = 1) -> Node:
+            replaces: Iterable[Node], outputs: int = 1,
+            types: Sequence[TensorType] | None = None) -> Node:
         """A new node after the others, typed by inference, with the provenance of `replaces`.
 
-        Attributes not given take their schema defaults, as in a loaded graph.
+        Attributes not given take their schema defaults, as in a loaded graph. `types`, when
+        the caller knows the output types for certain, skips inference.
         """
-        schema = ops.lookup(op).attrs
-        full = {k: a.default for k, a in schema.items() if a.default is not REQUIRED}
+        full = dict(_defaults(op))
         full.update(attrs or {})
-        node = self.graph.add_node(op, inputs, [_PENDING] * outputs, full,
+        node = self.graph.add_node(op, inputs, types or [_PENDING] * outputs, full,
                                    provenance=merged_provenance(replaces))
-        self.retype(node)
+        if types is None:
+            self.retype(node)
         self._index(node)
         self.inserted = True
         return node
 
     def copy(self, node: Node, inputs: Sequence[Value | None] | None = None,
-             attrs: dict | None = None, *, replaces: Iterable[Node] = ()) -> Node:
-        """A new node like `node` with some inputs or attributes changed (it replaces `node`)."""
+             attrs: dict | None = None, *, replaces: Iterable[Node] = (),
+             types: Sequence[TensorType] | None = None) -> Node:
+        """A new node like `node` with some inputs or attributes changed (it replaces `node`).
+
+        `types`, when the caller knows the new output types for certain (an activation fused
+        in keeps them), saves inferring them again.
+        """
         return self.add(node.op, list(node.inputs if inputs is None else inputs),
                         {**node.attrs, **(attrs or {})}, replaces=[node, *replaces],
-                        outputs=len(node.outputs))
+                        outputs=len(node.outputs), types=types)
 
-    def insert_after(self, value: Value, op: str, attrs: dict, *, replaces: Iterable[Node]
-                     ) -> Node:
+    def transpose(self, value: Value, perm: Sequence[int], *, replaces: Iterable[Node]) -> Node:
+        """A new Transpose of `value` by `perm`, typed without inference where it can be."""
+        t = transposed_type(value.type, perm)
+        return self.add("Transpose", [value], {"perm": tuple(perm)}, replaces=replaces,
+                        types=None if t is None else [t])
+
+    def insert_after(self, value: Value, op: str, attrs: dict, *, replaces: Iterable[Node],
+                     types: Sequence[TensorType] | None = None) -> Node:
         """A new one-input node reading `value`, which every former reader of `value` now reads.
 
         A graph output moves to the new node's output, keeping its name.
         """
         readers = self._uses.pop(id(value), [])
-        node = self.add(op, [value], attrs, replaces=replaces)
+        node = self.add(op, [value], attrs, replaces=replaces, types=types)
         for reader, i in readers:
             reader.inputs[i] = node.output
             self._uses.setdefault(id(node.output), []).append((reader, i))

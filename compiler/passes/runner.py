@@ -169,7 +169,8 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
         entries = entries[:pipeline.stage_index(stop_after) + 1]
     elif stop_after is not None:
         entries = entries[:stop_after]
-    initial = graph.snapshot()
+    # The loaded graph is never modified, so without snapshots or checks it serves as itself.
+    initial = graph.snapshot() if snapshots or verify else graph
     work = graph.snapshot()
     feeds = random_inputs(initial, seed) if verify else {}
     expected = run(initial, feeds) if verify else {}
@@ -206,7 +207,8 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
                             f"{(added + removed + modified)[:5]}")
         record = PassRecord(p.name, p.category, changed, iterations, count_before,
                             len(work.nodes), added, removed, modified,
-                            {n.id: n.provenance for n in work.nodes if n.id not in before}, ms,
+                            {n.id: n.provenance for n in work.nodes if n.id not in before}
+                            if diffs else {}, ms,
                             settled)
         if snapshots:
             previous = work.snapshot() if changed else previous

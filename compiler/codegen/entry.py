@@ -1,0 +1,113 @@
+"""The entry point's body: kernels called in schedule order, a repeated run as one loop.
+
+A 10,000-layer chain calls one shared kernel 10,000 times, each time with other buffers and
+weights. Spelled out, that is 10,000 call sites for LLVM to optimize and emit (seconds of
+compile time, and code that grows with depth). As a loop over a read-only table of byte
+offsets it is one call site plus a few bytes of table per step. Runs shorter than
+MIN_REPEATS stay spelled out, so the usual model's entry point reads as its schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from compiler.codegen.kernel import I32
+
+MIN_REPEATS = 8  # fewer repetitions are cheaper spelled out than as a loop and a table
+MAX_PERIOD = 4  # a repeated group of up to this many calls (a block of a residual chain)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One kernel call: argument k points `offsets[k]` bytes past base pointer `bases[k]`."""
+
+    fn: ir.Function
+    bases: tuple[int, ...]
+    offsets: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple:
+        """What two calls must share to be steps of one loop (the offsets may differ)."""
+        return self.fn, self.bases
+
+
+def runs(calls: Sequence[Call]) -> Iterator[tuple[int, int, int]]:
+    """(start, period, repeats) covering `calls` in order; a repeats of 1 is spelled out.
+
+    At each position the period covering the most calls wins; linear in the calls.
+    """
+    shapes = [c.shape for c in calls]
+    start = 0
+    while start < len(calls):
+        best_period, best_repeats = 1, 1
+        for period in range(1, MAX_PERIOD + 1):
+            group = shapes[start:start + period]
+            if len(group) < period:
+                break
+            repeats = 1
+            while shapes[start + repeats * period:start + (repeats + 1) * period] == group:
+                repeats += 1
+            if repeats >= MIN_REPEATS and repeats * period > best_repeats * best_period:
+                best_period, best_repeats = period, repeats
+        if best_repeats == 1:
+            yield start, 1, 1
+            start += 1
+        else:
+            yield start, best_period, best_repeats
+            start += best_period * best_repeats
+
+
+def emit_calls(b: ir.IRBuilder, bases: Sequence[ir.Value], calls: Sequence[Call]) -> None:
+    """Emit `calls` at the builder's position, repeated runs as loops over offset tables."""
+    for start, period, repeats in runs(calls):
+        if repeats == 1:
+            call = calls[start]
+            _call(b, bases, call, [I32(o) for o in call.offsets])
+        else:
+            _loop(b, bases, calls[start:start + period * repeats], period, repeats)
+
+
+def _call(b: ir.IRBuilder, bases: Sequence[ir.Value], call: Call,
+          offsets: Sequence[ir.Value]) -> None:
+    ptrs = [b.bitcast(b.gep(bases[base], [offset], inbounds=True), arg.type)
+            for base, offset, arg in zip(call.bases, offsets, call.fn.args)]
+    b.call(call.fn, ptrs)
+
+
+def _loop(b: ir.IRBuilder, bases: Sequence[ir.Value], calls: Sequence[Call], period: int,
+          repeats: int) -> None:
+    """For step in range(repeats): the `period` calls of the group, offsets from a table row."""
+    width = sum(len(c.offsets) for c in calls[:period])
+    row_type = ir.ArrayType(I32, width)
+    table_type = ir.ArrayType(row_type, repeats)
+    rows = [ir.Constant(row_type, [o for c in calls[r * period:(r + 1) * period]
+                                   for o in c.offsets]) for r in range(repeats)]
+    module = b.module
+    table = ir.GlobalVariable(module, table_type, module.get_unique_name("steps"))
+    table.initializer = ir.Constant(table_type, rows)
+    table.global_constant = True
+    table.linkage = "internal"
+    table.unnamed_addr = True
+
+    before = b.block
+    header = b.append_basic_block("repeat")
+    b.branch(header)
+    b.position_at_end(header)
+    step = b.phi(I32, "step")
+    step.add_incoming(I32(0), before)
+    column = 0
+    for call in calls[:period]:
+        offsets = []
+        for _ in call.offsets:
+            cell = b.gep(table, [I32(0), step, I32(column)], inbounds=True)
+            offsets.append(b.load(cell))
+            column += 1
+        _call(b, bases, call, offsets)
+    following = b.add(step, I32(1), "next")
+    step.add_incoming(following, b.block)
+    done = b.append_basic_block("repeated")
+    b.cbranch(b.icmp_unsigned("==", following, I32(repeats)), done, header)
+    b.position_at_end(done)
