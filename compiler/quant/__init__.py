@@ -1,0 +1,1 @@
+"""Integer arithmetic of quantized models: requantization rules and their parameters."""
