@@ -12,6 +12,7 @@ from compiler.ops import (  # noqa: F401
     matmul,
     norm,
     pool,
+    qlinear,
     quant,
     reduce,
     resize,

@@ -21,7 +21,7 @@ from compiler.ops._spatial import (
 from compiler.ops.kiln import ACTIVATION_ATTRS, apply_activation, check_activation
 from compiler.ops.registry import Attr, OpDef, fail, register
 
-_CONV_ATTRS = {
+CONV_ATTRS = {
     **WINDOW_ATTRS,
     "group": Attr("int", 1, "input and output channels split into this many groups"),
     "kernel_shape": Attr("ints", None, "spatial kernel size (default: from the weights)"),
@@ -65,7 +65,8 @@ def _check_operands(node, ins) -> tuple[tuple[int, ...], int]:
 
 # -- Conv ---------------------------------------------------------------------------------------
 
-def _conv_window(node, x_shape, w_shape) -> Window:
+def conv_window(node, x_shape, w_shape) -> Window:
+    """The window of a convolution of an NCHW input shape by weights of `w_shape`."""
     return window(node, x_shape[2:], tuple(w_shape[2:]))
 
 
@@ -77,7 +78,7 @@ def _conv_infer(node, ins, values):
              f"{w.shape[1] * group} input channels, the input has {shape[1]}")
     if w.shape[0] % group:
         fail(f"group {group} must divide the {w.shape[0]} output channels")
-    win = _conv_window(node, shape, w.shape)
+    win = conv_window(node, shape, w.shape)
     out = (shape[0], w.shape[0], *win.out)
     check_activation(node, ins[0].dtype)
     return [TensorType(layout_shape(out, layout_of(node)), ins[0].dtype)]
@@ -92,12 +93,12 @@ def patches(x: np.ndarray, win: Window) -> np.ndarray:
     return view[(slice(None), slice(None), *steps, *taps)]
 
 
-def _conv(node, x, w, b=None):
+def convolve(node, x, w, b=None):
     """im2col (one copy of the patches) and one batched matmul over the groups."""
     layout = layout_of(node)
     x = to_nchw(x, layout)
     work = _work_dtype(x.dtype)
-    win = _conv_window(node, x.shape, w.shape)
+    win = conv_window(node, x.shape, w.shape)
     group = node.attrs["group"]
     n, c = x.shape[:2]
     rank = len(win.kernel)
@@ -121,7 +122,7 @@ def _conv_macs(node) -> int:
     return node.outputs[0].type.numel * int(np.prod(w.shape[1:]))
 
 
-register(OpDef("Conv", "conv", _conv_infer, _conv, attrs={**_CONV_ATTRS, **ACTIVATION_ATTRS},
+register(OpDef("Conv", "conv", _conv_infer, convolve, attrs={**CONV_ATTRS, **ACTIVATION_ATTRS},
                inputs=(2, 3), macs=_conv_macs, spatial=True,
                doc="N-D convolution (grouped, dilated, strided, padded) with optional bias"))
 
@@ -217,7 +218,7 @@ def _transpose_macs(node) -> int:
 
 
 register(OpDef("ConvTranspose", "conv", _transpose_infer, _conv_transpose,
-               attrs={**_CONV_ATTRS,
+               attrs={**CONV_ATTRS,
                       "output_padding": Attr("ints", None, "extra size at the end of each axis"),
                       "output_shape": Attr("ints", None, "spatial output size (pads derived)")},
                inputs=(2, 3), macs=_transpose_macs, spatial=True,

@@ -85,7 +85,7 @@ register(OpDef(
 
 # -- MatMul ---------------------------------------------------------------------------------------
 
-def _matmul_shape(a_shape, b_shape) -> tuple[tuple[int, ...], int]:
+def matmul_shape(a_shape, b_shape) -> tuple[tuple[int, ...], int]:
     """Output shape and inner dimension K of numpy.matmul, including 1-D promotion."""
     if not a_shape or not b_shape:
         fail(f"MatMul needs inputs of rank 1 or more, got shapes {list(a_shape)} and "
@@ -106,7 +106,7 @@ def _matmul_shape(a_shape, b_shape) -> tuple[tuple[int, ...], int]:
 def _infer_matmul(node, ins, values):
     dtype = same_dtype(node, ins)
     require_dtype(node, ins[0], _MATMUL_TYPES)
-    shape, _ = _matmul_shape(ins[0].shape, ins[1].shape)
+    shape, _ = matmul_shape(ins[0].shape, ins[1].shape)
     return [TensorType(shape, dtype)]
 
 
@@ -117,7 +117,7 @@ def _matmul(node, a, b):
 
 
 def _matmul_macs(node) -> int:
-    shape, k = _matmul_shape(node.inputs[0].type.shape, node.inputs[1].type.shape)
+    shape, k = matmul_shape(node.inputs[0].type.shape, node.inputs[1].type.shape)
     return int(np.prod(shape, dtype=np.int64)) * k
 
 

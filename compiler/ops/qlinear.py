@@ -1,0 +1,272 @@
+"""Integer operators: QLinearConv, QLinearMatMul, ConvInteger and MatMulInteger.
+
+Accumulation is exact: inputs minus their zero points, multiplied and summed in float64, whose
+53-bit mantissa holds every partial sum of 8-bit products for any layer a model has (|sum| <
+2**53 needs over 10**11 taps), then taken as int64. The accumulator is requantized by the rule in
+the Kiln-only attribute `requant` (compiler/quant/requant.py): `onnx`, what onnxruntime does,
+or `tflite`, TFLite Micro's fixed point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.ir.types import QuantParams, TensorType
+from compiler.ops._spatial import activation_shape, layout_of, layout_shape
+from compiler.ops.conv import CONV_ATTRS, conv_window, convolve
+from compiler.ops.kiln import step_node
+from compiler.ops.matmul import matmul_shape
+from compiler.ops.registry import Attr, OpDef, fail, register
+from compiler.quant.requant import (
+    MODES,
+    RANGES,
+    onnx_scale,
+    requantize_onnx,
+    requantize_tflite,
+    tflite_multiplier,
+)
+
+INTEGERS = tuple(RANGES)  # the 8-bit element types of quantized tensors
+
+REQUANT_ATTRS = {
+    "requant": Attr("string", "onnx", "Kiln only: how the int32 accumulator becomes the 8-bit "
+                                      "output: onnx (float32 scale, ties to even, as "
+                                      "onnxruntime) or tflite (Q31 multiplier and shift, as "
+                                      "TFLite Micro)", onnx=False),
+}
+
+
+# -- checks shared by the operators ---------------------------------------------------------------
+
+def _integer(node, t: TensorType, what: str) -> None:
+    if t.dtype not in INTEGERS:
+        fail(f"{node.op}'s {what} is {t.dtype}; it takes {' or '.join(INTEGERS)}")
+
+
+def _scale(node, t: TensorType, value, what: str, length: int = 1) -> None:
+    """A float scale of one element (or `length`, per channel), positive and finite.
+
+    float16 scales (opset 21) are widened to float32, exactly, before use.
+    """
+    if t.dtype not in ("float32", "float16"):
+        fail(f"{node.op}'s {what} is {t.dtype}; scales are float32 or float16")
+    if t.numel not in (1, length) or t.rank > 1:
+        allowed = "one element" if length == 1 else f"one element or {length} (per channel)"
+        fail(f"{node.op}'s {what} has shape {list(t.shape)}; it must have {allowed}")
+    if value is not None:
+        bad = [float(v) for v in np.asarray(value).reshape(-1) if not (math.isfinite(v) and v > 0)]
+        if bad:
+            fail(f"{node.op}'s {what} is {bad[0]}; a scale must be positive and finite")
+
+
+def _zero_point(node, t: TensorType | None, data_type: str, what: str, length: int = 1) -> None:
+    if t is None:
+        return
+    if t.dtype != data_type:
+        fail(f"{node.op}'s {what} is {t.dtype}, its tensor {data_type}; they must match")
+    if t.numel not in (1, length) or t.rank > 1:
+        fail(f"{node.op}'s {what} has shape {list(t.shape)}; it must have one element"
+             + (f" or {length}" if length > 1 else ""))
+
+
+def _requant_mode(node) -> str:
+    mode = node.attrs.get("requant", "onnx")
+    if mode not in MODES:
+        fail(f"requant {mode!r} is not one of {', '.join(MODES)}")
+    return mode
+
+
+def _output_type(shape, y_zp: TensorType | None, values, scale_index: int, zp_index: int
+                 ) -> TensorType:
+    """The 8-bit output, with its quantization when the scale and zero point are constants."""
+    dtype = y_zp.dtype if y_zp is not None else "uint8"
+    scale = values[scale_index]
+    zp = values[zp_index] if zp_index < len(values) else None
+    known = scale is not None and (y_zp is None or zp is not None)
+    quant = QuantParams.from_arrays(scale, zp, None) if known else None
+    return TensorType(shape, dtype, quant)
+
+
+def _zp(array, dtype_hint=np.int64):
+    return np.zeros((), dtype_hint) if array is None else np.asarray(array).astype(np.int64)
+
+
+def requantize(node, acc: np.ndarray, in_scale, w_scale, y_scale, y_zp, y_dtype: str,
+               channel_axis: int) -> np.ndarray:
+    """The int64 accumulator `acc` to `y_dtype` by the node's rule, per channel on an axis."""
+    low, high = RANGES[y_dtype]
+    zp = int(np.asarray(y_zp).reshape(-1)[0]) if y_zp is not None else 0
+    w_scale = np.asarray(w_scale, np.float32).reshape(-1)
+    shape = [1] * acc.ndim
+    if w_scale.size > 1:
+        shape[channel_axis] = w_scale.size
+    if _requant_mode(node) == "tflite":
+        multiplier, shift = tflite_multiplier(np.float32(np.asarray(in_scale).reshape(-1)[0]),
+                                              w_scale, np.float32(np.asarray(y_scale)
+                                                                  .reshape(-1)[0]))
+        out = requantize_tflite(acc, multiplier.reshape(shape), shift.reshape(shape), zp, low,
+                                high)
+    else:
+        scale = onnx_scale(np.asarray(in_scale).reshape(-1)[0], w_scale,
+                           np.asarray(y_scale).reshape(-1)[0])
+        out = requantize_onnx(acc, scale.reshape(shape), zp, low, high)
+    return out.astype(y_dtype)
+
+
+# -- convolution ----------------------------------------------------------------------------------
+
+def _conv_shape(node, x: TensorType, w: TensorType) -> tuple[int, ...]:
+    shape = activation_shape(node, x)
+    group = node.attrs["group"]
+    if w.rank != len(shape):
+        fail(f"weights of shape {list(w.shape)} must have the rank of the input {list(shape)}")
+    if group < 1 or shape[1] % group or w.shape[0] % group or w.shape[1] * group != shape[1]:
+        fail(f"weights of shape {list(w.shape)} with group {group} do not fit an input of "
+             f"{shape[1]} channels")
+    win = conv_window(node, shape, w.shape)
+    return layout_shape((shape[0], w.shape[0], *win.out), layout_of(node))
+
+
+def _integer_conv(node, x, x_zp, w, w_zp) -> np.ndarray:
+    """The exact int64 accumulator of a convolution of (x - x_zp) by (w - w_zp)."""
+    layout = layout_of(node)
+    xf = x.astype(np.float64) - float(_zp(x_zp).reshape(-1)[0])
+    wz = _zp(w_zp).reshape(-1)
+    wf = w.astype(np.float64) - (wz.reshape(-1, *([1] * (w.ndim - 1))) if wz.size > 1
+                                 else float(wz[0]))
+    attrs = {k: node.attrs[k] for k in CONV_ATTRS}
+    conv = step_node("Conv", {**attrs, "layout": layout})
+    return np.rint(convolve(conv, xf, wf)).astype(np.int64)
+
+
+def _infer_qlinear_conv(node, ins, values):
+    x, xs, xz, w, ws, wz, ys, yz = ins[:8]
+    bias = ins[8] if len(ins) > 8 else None
+    _integer(node, x, "input")
+    _integer(node, w, "weights")
+    out_channels = w.shape[0] if w.rank else 0
+    _scale(node, xs, values[1], "input scale")
+    _scale(node, ws, values[4], "weight scale", out_channels)
+    _scale(node, ys, values[6], "output scale")
+    _zero_point(node, xz, x.dtype, "input zero point")
+    _zero_point(node, wz, w.dtype, "weight zero point", out_channels)
+    if yz is not None:
+        _integer(node, yz, "output zero point")
+    if bias is not None and (bias.dtype != "int32" or bias.shape != (out_channels,)):
+        fail(f"{node.op}'s bias must be int32[{out_channels}], got {bias}")
+    _requant_mode(node)
+    return [_output_type(_conv_shape(node, x, w), yz, values, 6, 7)]
+
+
+def _qlinear_conv(node, x, xs, xz, w, ws, wz, ys, yz, bias=None):
+    acc = _integer_conv(node, x, xz, w, wz)
+    channel_axis = 1 if layout_of(node) == "NCHW" else acc.ndim - 1
+    if bias is not None:
+        shape = [1] * acc.ndim
+        shape[channel_axis] = -1
+        acc = acc + bias.astype(np.int64).reshape(shape)
+    dtype = yz.dtype.name if yz is not None else "uint8"
+    return requantize(node, acc, xs, ws, ys, yz, dtype, channel_axis)
+
+
+def _conv_macs(node) -> int:
+    w = node.inputs[3].type
+    return node.outputs[0].type.numel * math.prod(w.shape[1:])
+
+
+register(OpDef(
+    "QLinearConv", "conv", _infer_qlinear_conv, _qlinear_conv, inputs=(8, 9), since=10,
+    spatial=True, macs=_conv_macs, attrs={**CONV_ATTRS, **REQUANT_ATTRS},
+    doc="integer convolution of 8-bit tensors with int32 bias, requantized to 8 bits"))
+
+
+def _infer_conv_integer(node, ins, values):
+    x, w = ins[:2]
+    xz = ins[2] if len(ins) > 2 else None
+    wz = ins[3] if len(ins) > 3 else None
+    _integer(node, x, "input")
+    _integer(node, w, "weights")
+    _zero_point(node, xz, x.dtype, "input zero point")
+    _zero_point(node, wz, w.dtype, "weight zero point", w.shape[0] if w.rank else 1)
+    return [TensorType(_conv_shape(node, x, w), "int32")]
+
+
+def _conv_integer(node, x, w, x_zp=None, w_zp=None):
+    return _integer_conv(node, x, x_zp, w, w_zp).astype(np.int32)
+
+
+register(OpDef(
+    "ConvInteger", "conv", _infer_conv_integer, _conv_integer, inputs=(2, 4), since=10,
+    spatial=True, macs=lambda node: node.outputs[0].type.numel * math.prod(
+        node.inputs[1].type.shape[1:]), attrs=dict(CONV_ATTRS),
+    doc="integer convolution of 8-bit tensors into int32 (no requantization)"))
+
+
+# -- matrix products ------------------------------------------------------------------------------
+
+def _integer_matmul(a, a_zp, b, b_zp) -> np.ndarray:
+    """The exact int64 product of (a - a_zp) and (b - b_zp); b's zero point may be per column."""
+    af = a.astype(np.float64) - _zp(a_zp).astype(np.float64)
+    bz = _zp(b_zp)
+    bf = b.astype(np.float64) - (bz.astype(np.float64) if bz.size > 1 else float(bz.reshape(-1)[0]))
+    return np.rint(np.matmul(af, bf)).astype(np.int64)
+
+
+def _infer_qlinear_matmul(node, ins, values):
+    a, as_, az, b, bs, bz, ys, yz = ins
+    _integer(node, a, "input A")
+    _integer(node, b, "input B")
+    columns = b.shape[-1] if b.rank else 1
+    _scale(node, as_, values[1], "A scale")
+    _scale(node, bs, values[4], "B scale", columns)
+    _scale(node, ys, values[6], "output scale")
+    _zero_point(node, az, a.dtype, "A zero point")
+    _zero_point(node, bz, b.dtype, "B zero point", columns)
+    _integer(node, yz, "output zero point")
+    _requant_mode(node)
+    shape, _ = matmul_shape(a.shape, b.shape)
+    return [_output_type(shape, yz, values, 6, 7)]
+
+
+def _qlinear_matmul(node, a, as_, az, b, bs, bz, ys, yz):
+    acc = _integer_matmul(a, az, b, bz)
+    return requantize(node, acc, as_, bs, ys, yz, yz.dtype.name, acc.ndim - 1)
+
+
+def _matmul_macs(node) -> int:
+    shape, k = matmul_shape(node.inputs[0].type.shape, node.inputs[3].type.shape)
+    return math.prod(shape) * k
+
+
+register(OpDef(
+    "QLinearMatMul", "matmul", _infer_qlinear_matmul, _qlinear_matmul, inputs=(8, 8), since=10,
+    macs=_matmul_macs, attrs=dict(REQUANT_ATTRS),
+    doc="matrix product of 8-bit tensors, requantized to 8 bits"))
+
+
+def _infer_matmul_integer(node, ins, values):
+    a, b = ins[:2]
+    az = ins[2] if len(ins) > 2 else None
+    bz = ins[3] if len(ins) > 3 else None
+    _integer(node, a, "input A")
+    _integer(node, b, "input B")
+    _zero_point(node, az, a.dtype, "A zero point", a.shape[-2] if a.rank > 1 else 1)
+    _zero_point(node, bz, b.dtype, "B zero point", b.shape[-1] if b.rank else 1)
+    shape, _ = matmul_shape(a.shape, b.shape)
+    return [TensorType(shape, "int32")]
+
+
+def _matmul_integer(node, a, b, a_zp=None, b_zp=None):
+    if a_zp is not None and np.asarray(a_zp).size > 1:  # per row of A
+        a_zp = np.asarray(a_zp).reshape(-1, 1)
+    return _integer_matmul(a, a_zp, b, b_zp).astype(np.int32)
+
+
+register(OpDef(
+    "MatMulInteger", "matmul", _infer_matmul_integer, _matmul_integer, inputs=(2, 4), since=10,
+    macs=lambda node: math.prod(matmul_shape(node.inputs[0].type.shape,
+                                             node.inputs[1].type.shape)[0])
+    * node.inputs[0].type.shape[-1],
+    doc="matrix product of 8-bit tensors into int32 (no requantization)"))

@@ -1,0 +1,106 @@
+"""Integer operators in the reference interpreter, bit for bit against onnxruntime.
+
+Each case is a one-node graph built here with onnx.helper, run on seeded random tensors; every
+element must be equal (0 steps of difference).
+"""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.frontends.onnx import load_onnx
+from compiler.interpreter import run
+from tests.helpers import ort_run
+
+SEEDS = range(6)
+
+
+def _model(node, inputs, output, inits, opset=13):
+    graph = helper.make_graph([node], "q", inputs, [output], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _run_both(model, feeds, tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    ours = run(load_onnx(path), feeds)["y"]
+    want = ort_run(model, feeds)[0]
+    assert ours.dtype == want.dtype and ours.shape == want.shape
+    differ = int(np.count_nonzero(ours.astype(np.int64) != want.astype(np.int64)))
+    assert differ == 0, f"{differ} of {want.size} elements differ"
+
+
+def _qlinear_conv(rng, dtype, channels, out_channels, group, per_channel, kernel, stride, pad):
+    info = np.iinfo(dtype)
+    w_dtype = np.int8 if dtype == np.int8 else np.uint8
+    w = rng.integers(-127 if w_dtype == np.int8 else 0, 128 if w_dtype == np.int8 else 256,
+                     (out_channels, channels // group, kernel, kernel)).astype(w_dtype)
+    count = out_channels if per_channel else 1
+    w_scale = (rng.uniform(0.002, 0.02, count)).astype(np.float32)
+    w_zp = np.zeros(count, w_dtype) if w_dtype == np.int8 else np.full(count, 128, w_dtype)
+    x_scale = np.float32(rng.uniform(0.01, 0.05))
+    y_scale = np.float32(rng.uniform(0.02, 0.2))
+    x_zp = np.array(rng.integers(info.min // 2, info.max // 2 + 1), dtype)
+    y_zp = np.array(rng.integers(info.min // 2, info.max // 2 + 1), dtype)
+    bias = rng.integers(-2000, 2000, out_channels).astype(np.int32)
+    inits = [numpy_helper.from_array(np.array(x_scale), "xs"),
+             numpy_helper.from_array(x_zp, "xz"), numpy_helper.from_array(w, "w"),
+             numpy_helper.from_array(w_scale if per_channel else w_scale.reshape(()), "ws"),
+             numpy_helper.from_array(w_zp if per_channel else w_zp.reshape(()), "wz"),
+             numpy_helper.from_array(np.array(y_scale), "ys"),
+             numpy_helper.from_array(y_zp, "yz"), numpy_helper.from_array(bias, "b")]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                            ["y"], group=group, strides=[stride, stride],
+                            pads=[pad] * 4, kernel_shape=[kernel, kernel])
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    model = _model(node, [helper.make_tensor_value_info("x", elem, [1, channels, 9, 9])],
+                   helper.make_tensor_value_info("y", elem, None), inits)
+    x = rng.integers(info.min, info.max + 1, (1, channels, 9, 9)).astype(dtype)
+    return model, {"x": x}
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("shape", [(8, 16, 1, True, 3, 1, 1), (8, 8, 8, True, 3, 2, 1),
+                                   (6, 4, 1, False, 1, 1, 0), (4, 12, 2, True, 5, 2, 2)],
+                         ids=["conv3x3", "depthwise", "pointwise_per_tensor", "grouped"])
+def test_qlinear_conv_equals_onnxruntime(dtype, shape, tmp_path):
+    for seed in SEEDS:
+        model, feeds = _qlinear_conv(np.random.default_rng(seed), dtype, *shape)
+        _run_both(model, feeds, tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+def test_qlinear_matmul_equals_onnxruntime(dtype, tmp_path):
+    info = np.iinfo(dtype)
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        b = rng.integers(info.min, info.max + 1, (64, 10)).astype(dtype)
+        params = [np.array(np.float32(rng.uniform(0.01, 0.05))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype), b,
+                  np.array(np.float32(rng.uniform(0.002, 0.02))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
+                  np.array(np.float32(rng.uniform(0.05, 0.5))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
+        names = ["as", "az", "b", "bs", "bz", "ys", "yz"]
+        inits = [numpy_helper.from_array(p, n) for p, n in zip(params, names)]
+        node = helper.make_node("QLinearMatMul", ["a", *names], ["y"])
+        model = _model(node, [helper.make_tensor_value_info("a", elem, [3, 64])],
+                       helper.make_tensor_value_info("y", elem, None), inits)
+        _run_both(model, {"a": rng.integers(info.min, info.max + 1, (3, 64)).astype(dtype)},
+                  tmp_path)
+
+
+def test_the_tflite_rule_is_selectable_and_differs_only_by_rounding(tmp_path):
+    """Same accumulators, TFLite Micro's fixed point: at most one step from the onnx rule."""
+    model, feeds = _qlinear_conv(np.random.default_rng(0), np.int8, 8, 16, 1, True, 3, 1, 1)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    graph = load_onnx(path)
+    onnx_rule = run(graph, feeds)["y"].astype(np.int64)
+    graph.nodes[0].attrs["requant"] = "tflite"
+    tflite_rule = run(graph, feeds)["y"].astype(np.int64)
+    assert np.abs(onnx_rule - tflite_rule).max() <= 1
