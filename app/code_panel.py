@@ -19,6 +19,7 @@ from app.workers import Job, Progress
 from compiler.codegen import explain
 from compiler.codegen.targets import target_names
 from compiler.driver import Compilation, Options, pipeline_key
+from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 from compiler.memory.report import MemoryPlan
 from views.code_view import ASSEMBLY, LLVM_IR, LOWIR, CodeView
@@ -29,7 +30,8 @@ class Shown:
     """What the worker computed for one (graph, pipeline, options, selection, target).
 
     `stamp` is (pipeline key, options, selection); `plan` is the driver's memory plan the
-    kernels assume (the Memory panel and the bundle have the same).
+    kernels assume (the Memory panel and the bundle have the same). `error` says the kernel
+    could not be compiled (`message` says why); the plan and low-level IR still show.
     """
 
     graph: Graph
@@ -39,6 +41,7 @@ class Shown:
     line: int
     message: str
     code: explain.KernelCode | None
+    error: bool = False
 
 
 def _work(compiled: Compilation, options: Options, key, target: str, stamp: tuple):
@@ -60,7 +63,10 @@ def _work(compiled: Compilation, options: Options, key, target: str, stamp: tupl
         line = kernels.lowir_line(node.name)
         progress.report(0.5, f"Compiling {node.name} for {target}")
         step = kernels.kernel_of(node.name)
-        code = kernels.kernel_code(node.name, target) if step is not None else None
+        try:
+            code = kernels.kernel_code(node.name, target) if step is not None else None
+        except KilnError as error:  # e.g. an integer operator before its kernel exists
+            return Shown(graph, stamp, kernels.plan, lowir, line, str(error), None, error=True)
         return Shown(graph, stamp, kernels.plan, lowir, line, message, code)
 
     return work
@@ -162,9 +168,11 @@ class CodeController(QObject):
     def _show(self, result: Shown) -> None:
         self._job = None
         self.last = result
-        self.view.set_message(result.message)
+        self.view.set_message(result.message, error=result.error)
         self.view.set_lowir(result.lowir, result.line)
-        if result.code is not None:
+        if result.error:
+            self.view.clear_kernel("no code: " + result.message)
+        elif result.code is not None:
             self.view.set_kernel(result.code.llvm_ir, result.code.assembly, result.code.symbol)
         else:
             self.view.clear_kernel("no kernel")

@@ -22,7 +22,9 @@ from compiler.ops.registry import Attr, OpDef, fail, register
 from compiler.quant.requant import (
     MODES,
     RANGES,
+    multiply_by_quantized_multiplier,
     onnx_scale,
+    quantize_multiplier,
     requantize_onnx,
     requantize_tflite,
     tflite_multiplier,
@@ -35,6 +37,8 @@ REQUANT_ATTRS = {
                                       "output: onnx (float32 scale, ties to even, as "
                                       "onnxruntime) or tflite (Q31 multiplier and shift, as "
                                       "TFLite Micro)", onnx=False),
+    "output_range": Attr("ints", None, "Kiln only: [low, high] the 8-bit output is clamped to "
+                                       "(a Relu or Clip folded in)", onnx=False),
 }
 
 
@@ -69,6 +73,15 @@ def _zero_point(node, t: TensorType | None, data_type: str, what: str, length: i
     if t.numel not in (1, length) or t.rank > 1:
         fail(f"{node.op}'s {what} has shape {list(t.shape)}; it must have one element"
              + (f" or {length}" if length > 1 else ""))
+
+
+def _check_range(node, dtype: str) -> None:
+    bounds = node.attrs.get("output_range")
+    if bounds is None:
+        return
+    low, high = RANGES[dtype]
+    if len(bounds) != 2 or not low <= bounds[0] <= bounds[1] <= high:
+        fail(f"output_range {list(bounds)} must be [low, high] within {dtype}'s [{low}, {high}]")
 
 
 def _requant_mode(node) -> str:
@@ -112,6 +125,9 @@ def requantize(node, acc: np.ndarray, in_scale, w_scale, y_scale, y_zp, y_dtype:
         scale = onnx_scale(np.asarray(in_scale).reshape(-1)[0], w_scale,
                            np.asarray(y_scale).reshape(-1)[0])
         out = requantize_onnx(acc, scale.reshape(shape), zp, low, high)
+    bounds = node.attrs.get("output_range")
+    if bounds is not None:
+        out = np.clip(out, bounds[0], bounds[1])
     return out.astype(y_dtype)
 
 
@@ -157,7 +173,9 @@ def _infer_qlinear_conv(node, ins, values):
     if bias is not None and (bias.dtype != "int32" or bias.shape != (out_channels,)):
         fail(f"{node.op}'s bias must be int32[{out_channels}], got {bias}")
     _requant_mode(node)
-    return [_output_type(_conv_shape(node, x, w), yz, values, 6, 7)]
+    out = _output_type(_conv_shape(node, x, w), yz, values, 6, 7)
+    _check_range(node, out.dtype)
+    return [out]
 
 
 def _qlinear_conv(node, x, xs, xz, w, ws, wz, ys, yz, bias=None):
@@ -227,7 +245,9 @@ def _infer_qlinear_matmul(node, ins, values):
     _integer(node, yz, "output zero point")
     _requant_mode(node)
     shape, _ = matmul_shape(a.shape, b.shape)
-    return [_output_type(shape, yz, values, 6, 7)]
+    out = _output_type(shape, yz, values, 6, 7)
+    _check_range(node, out.dtype)
+    return [out]
 
 
 def _qlinear_matmul(node, a, as_, az, b, bs, bz, ys, yz):
@@ -270,3 +290,137 @@ register(OpDef(
                                              node.inputs[1].type.shape)[0])
     * node.inputs[0].type.shape[-1],
     doc="matrix product of 8-bit tensors into int32 (no requantization)"))
+
+
+# -- QGemm: a fully connected layer with int32 bias (onnxruntime's com.microsoft operator) -------
+
+def _infer_qgemm(node, ins, values):
+    a, as_, az, b, bs, bz = ins[:6]
+    bias = ins[6] if len(ins) > 6 else None
+    ys = ins[7] if len(ins) > 7 else None
+    yz = ins[8] if len(ins) > 8 else None
+    if ys is None or yz is None:
+        fail("QGemm without an output scale and zero point (a float output) is not supported")
+    if node.attrs["transA"] or node.attrs["alpha"] != 1.0:
+        fail("QGemm with transA or an alpha other than 1 is not supported")
+    _integer(node, a, "input A")
+    _integer(node, b, "input B")
+    if a.rank != 2 or b.rank != 2:
+        fail(f"QGemm needs 2-D A and B, got shapes {list(a.shape)} and {list(b.shape)}")
+    k, n = b.shape[::-1] if node.attrs["transB"] else b.shape
+    if a.shape[1] != k:
+        fail(f"QGemm's A {list(a.shape)} and B {list(b.shape)} do not fit")
+    _scale(node, as_, values[1], "A scale")
+    _scale(node, bs, values[4], "B scale", n)
+    _scale(node, ys, values[7], "output scale")
+    _zero_point(node, az, a.dtype, "A zero point")
+    _zero_point(node, bz, b.dtype, "B zero point", n)
+    _integer(node, yz, "output zero point")
+    if bias is not None and (bias.dtype != "int32" or bias.shape not in ((n,), (1, n))):
+        fail(f"QGemm's bias must be int32[{n}], got {bias}")
+    _requant_mode(node)
+    out = _output_type((a.shape[0], n), yz, values, 7, 8)
+    _check_range(node, out.dtype)
+    return [out]
+
+
+def _qgemm(node, a, as_, az, b, bs, bz, bias=None, ys=None, yz=None):
+    if node.attrs["transB"]:
+        b = b.T
+        bz = None if bz is None else np.asarray(bz)
+    acc = _integer_matmul(a, az, b, bz)
+    if bias is not None:
+        acc = acc + bias.astype(np.int64).reshape(1, -1)
+    return requantize(node, acc, as_, bs, ys, yz, yz.dtype.name, 1)
+
+
+register(OpDef(
+    "QGemm", "matmul", _infer_qgemm, _qgemm, inputs=(6, 9), domain="com.microsoft",
+    macs=lambda node: math.prod(node.outputs[0].type.shape) * node.inputs[0].type.shape[1],
+    attrs={"alpha": Attr("float", 1.0, "scales A'B' (only 1 is supported)"),
+           "transA": Attr("int", 0, "1: A is stored transposed (not supported)"),
+           "transB": Attr("int", 0, "1: B is stored transposed (N, K)"), **REQUANT_ATTRS},
+    doc="fully connected layer of 8-bit tensors with int32 bias, requantized to 8 bits "
+        "(onnxruntime's com.microsoft QGemm)"))
+
+
+# -- QLinearAdd (onnxruntime's com.microsoft operator) --------------------------------------------
+
+def _infer_qlinear_add(node, ins, values):
+    a, as_, az, b, bs, bz, cs = ins[:7]
+    cz = ins[7] if len(ins) > 7 else None
+    _integer(node, a, "input A")
+    _integer(node, b, "input B")
+    if b.dtype != a.dtype or (cz is not None and cz.dtype != a.dtype):
+        fail(f"QLinearAdd's inputs and output must share one 8-bit type, got {a.dtype}, "
+             f"{b.dtype} and {cz.dtype if cz is not None else a.dtype}")
+    for t, value, what in ((as_, values[1], "A scale"), (bs, values[4], "B scale"),
+                           (cs, values[6], "output scale")):
+        _scale(node, t, value, what)
+    _zero_point(node, az, a.dtype, "A zero point")
+    _zero_point(node, bz, b.dtype, "B zero point")
+    _requant_mode(node)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    out = _output_type(shape, cz if cz is not None else TensorType((), a.dtype), values, 6, 7)
+    _check_range(node, out.dtype)
+    return [out]
+
+
+def _first(array, default=0):
+    return default if array is None else np.asarray(array).reshape(-1)[0]
+
+
+def _fma32(x, y, z) -> np.ndarray:
+    """float32 x * y + z rounded once (exact in float64 for 8-bit x and float32 y and z)."""
+    exact = np.asarray(x, np.float64) * np.float64(y) + np.asarray(z, np.float64)
+    return exact.astype(np.float32)
+
+
+def _add_onnx(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
+    """As onnxruntime's QLinearAdd (AVX2): float32 ratios, fused multiply-adds, ties to even."""
+    r_ac = np.float32(np.float32(sa) / np.float32(sc))
+    r_bc = np.float32(np.float32(sb) / np.float32(sc))
+    fixed = np.float32(np.float32(zc) - np.float32(np.float32(r_ac * np.float32(za))
+                                                  + np.float32(r_bc * np.float32(zb))))
+    a = a.astype(np.float32)
+    b = b.astype(np.float32)
+    if a.size == 1:  # a scalar side joins the fixed part first, multiplied then added
+        fixed = np.float32(fixed + np.float32(a.reshape(-1)[0] * r_ac))
+        value = _fma32(b, r_bc, fixed)
+    elif b.size == 1:
+        fixed = np.float32(fixed + np.float32(b.reshape(-1)[0] * r_bc))
+        value = _fma32(a, r_ac, fixed)
+    else:
+        value = _fma32(a, r_ac, _fma32(b, r_bc, fixed))
+    return np.rint(value).astype(np.int64)
+
+
+def _add_tflite(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
+    """TFLite Micro's int8 ADD: inputs left-shifted by 20, rescaled, summed, rescaled."""
+    twice_max = 2.0 * max(float(np.float32(sa)), float(np.float32(sb)))
+    m_a, s_a = quantize_multiplier(float(np.float32(sa)) / twice_max)
+    m_b, s_b = quantize_multiplier(float(np.float32(sb)) / twice_max)
+    m_c, s_c = quantize_multiplier(twice_max / ((1 << 20) * float(np.float32(sc))))
+    left = (a.astype(np.int64) - int(za)) << 20
+    right = (b.astype(np.int64) - int(zb)) << 20
+    total = (multiply_by_quantized_multiplier(left, m_a, s_a)
+             + multiply_by_quantized_multiplier(right, m_b, s_b))
+    return multiply_by_quantized_multiplier(total, m_c, s_c) + int(zc)
+
+
+def _qlinear_add(node, a, sa, za, b, sb, zb, sc, zc=None):
+    dtype = a.dtype.name
+    args = (_first(sa), _first(za), _first(sb), _first(zb), _first(sc), _first(zc))
+    rule = _add_tflite if _requant_mode(node) == "tflite" else _add_onnx
+    a, b = np.broadcast_arrays(a, b) if a.size > 1 and b.size > 1 else (a, b)
+    value = rule(a, b, args[0], args[1], args[2], args[3], args[4], args[5])
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    low, high = node.attrs.get("output_range") or RANGES[dtype]
+    return np.clip(np.broadcast_to(value, shape), low, high).astype(dtype)
+
+
+register(OpDef(
+    "QLinearAdd", "elementwise", _infer_qlinear_add, _qlinear_add, inputs=(7, 8),
+    domain="com.microsoft", attrs=dict(REQUANT_ATTRS),
+    doc="sum of two 8-bit tensors requantized to 8 bits (onnxruntime's com.microsoft "
+        "QLinearAdd)"))

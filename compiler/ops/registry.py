@@ -73,6 +73,8 @@ class OpDef:
         doc: One line for docs/operators.md.
         onnx: False for Kiln's own operators (produced by passes), which a model file may not
             contain.
+        domain: The ONNX domain a model file writes it in ("" for the default domain,
+            "com.microsoft" for onnxruntime's contrib operators).
     """
 
     name: str
@@ -90,6 +92,7 @@ class OpDef:
     value_from_types: Callable | None = None
     doc: str = ""
     onnx: bool = True
+    domain: str = ""
 
     def __post_init__(self):
         assert self.category in CATEGORIES, (self.name, self.category)

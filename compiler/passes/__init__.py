@@ -8,6 +8,7 @@ from compiler.passes import (  # noqa: F401 (importing registers the passes)
     combine,
     fold,
     fuse,
+    integer,
     layout,
     lower,
     prepare,

@@ -117,6 +117,11 @@ def _accepts(rw: Rewriter, node: Node, t: Node) -> bool:
             return sink_through_reshape(t.inputs[0].type.shape, perm,
                                         node.output.type.shape) is not None
         return all(v is None or v.type.numel == 1 for v in node.inputs[1:])
+    if node.op in _DATA_INPUTS:
+        data = [node.inputs[i] for i in _DATA_INPUTS[node.op]]
+        return value in data and all(
+            (rw.producer(v, "Transpose") is not None and perm_of(rw.producer(v)) == perm)
+            or _untransposed(rw, v, perm, rank) is not None for v in data)
     if node.op in _BROADCASTING or node.op == "Concat":
         for v in node.inputs:
             other = rw.producer(v, "Transpose")
@@ -209,6 +214,36 @@ def _sink_through_all(rw: Rewriter, node: Node, axis_attr: str | None = None) ->
     attrs = {axis_attr: perm[node.attrs[axis_attr] % rank]} if axis_attr else {}
     used = [t for t in transposes if t is not None]
     new = rw.copy(node, inputs, attrs, replaces=used)
+    _after(rw, node, new, perm, [node, *used])
+    return True
+
+
+_DATA_INPUTS = {"QLinearAdd": (0, 3)}  # integer operators: the rest are scalar parameters
+
+
+def _sink_data_inputs(rw: Rewriter, node: Node) -> bool:
+    """Sink through an integer element-wise operator whose data inputs share one Transpose."""
+    rank = node.output.type.rank
+    inputs, used, perms = list(node.inputs), [], set()
+    for index in _DATA_INPUTS[node.op]:
+        t = _movable(rw, node.inputs[index], node)
+        if t is not None:
+            if t.inputs[0].type.rank != rank:
+                return False
+            inputs[index] = t.inputs[0]
+            used.append(t)
+            perms.add(perm_of(t))
+    if len(perms) != 1:
+        return False
+    (perm,) = perms
+    for index in _DATA_INPUTS[node.op]:
+        if inputs[index] is node.inputs[index] and not any(t.output is node.inputs[index]
+                                                          for t in used):
+            seen = _untransposed(rw, node.inputs[index], perm, rank)
+            if seen is None:
+                return False  # a computed input without the Transpose
+            inputs[index] = seen
+    new = rw.copy(node, inputs, replaces=used)
     _after(rw, node, new, perm, [node, *used])
     return True
 
@@ -316,6 +351,8 @@ def sink_transposes(graph: Graph) -> bool:
             changed |= _sink_through_all(rw, node)
         elif node.op == "Concat":
             changed |= _sink_through_all(rw, node, "axis")
+        elif node.op in _DATA_INPUTS:
+            changed |= _sink_data_inputs(rw, node)
         elif node.op == "Pad":
             changed |= _sink_pad(rw, node)
         elif node.op == "Reshape":

@@ -165,6 +165,8 @@ def default_pipeline() -> Pipeline:
                                       "before anything looks for constant weights"),
         _step("fold_constants", "weights built by nodes (ConstantOfShape, DequantizeLinear, "
                                 "Shape arithmetic) become constants"),
+        _step("to_integer", "while every Dequantize/Quantize pair is still beside its "
+                            "operator: quantized units become integer operators"),
         _step("lower_reshapes", "Squeeze/Unsqueeze/Flatten become Reshape, so one rule handles "
                                 "all of them from here on"),
         _step("merge_reshapes", "collapse the Reshape chains that lowering exposed"),

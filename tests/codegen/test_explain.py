@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from compiler.codegen.targets import get_target
 from compiler.driver import compilation, compile_graph
@@ -99,12 +102,33 @@ def test_fused_conv_add_kernel():
     assert "Conv+Add" in plan.lowir.dump().splitlines()[kernels.lowir_line(step.nodes[1])]
 
 
-def test_a_dequantized_weight_has_no_code():
+def test_a_quantized_weight_belongs_to_its_integer_kernel():
     graph = load_onnx(shared_models() / "onnx" / "kws_ref_model.onnx")
     compiled = compilation(graph)
     final, kernels = compiled.final, compiled.kernels()
     node = next(n for n in graph.nodes if n.op == "DequantizeLinear"
                 and n.name.endswith("MatMul_dequant"))
     found, text = kernels.explain(graph, final, node.id)
+    assert found is not None and found.op == "QGemm"
+    assert "is part of kernel" in text and "QGemm" in text
+
+
+def test_a_dequantized_weight_of_a_float_layer_has_no_code(tmp_path):
+    """A Conv whose output is not quantized stays float: its weight is folded, with no code."""
+    w = np.random.default_rng(0).integers(-127, 128, (2, 1, 3, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "w"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "ws")]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], name="w_dequant"),
+             helper.make_node("Conv", ["x", "wf"], ["y"], name="conv")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 1, 5, 5])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 2, 3, 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    loaded = load_onnx(tmp_path / "m.onnx")
+    compiled = compilation(loaded)
+    node = next(n for n in loaded.nodes if n.op == "DequantizeLinear")
+    found, text = compiled.kernels().explain(loaded, compiled.final, node.id)
     assert found is not None and found.op == "DequantizeLinear"
     assert text.endswith("folded into a constant weight before code generation: it has no code")

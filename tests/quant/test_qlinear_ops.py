@@ -104,3 +104,39 @@ def test_the_tflite_rule_is_selectable_and_differs_only_by_rounding(tmp_path):
     graph.nodes[0].attrs["requant"] = "tflite"
     tflite_rule = run(graph, feeds)["y"].astype(np.int64)
     assert np.abs(onnx_rule - tflite_rule).max() <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("shapes", [([1, 8, 6, 6], [1, 8, 6, 6]), ([1, 8, 6, 6], [1]),
+                                    ([1], [2, 37])], ids=["same", "scalar_b", "scalar_a"])
+def test_qlinear_add_equals_onnxruntime(dtype, shapes, tmp_path):
+    info = np.iinfo(dtype)
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        names = ["as", "az", "bs", "bz", "cs", "cz"]
+        params = [np.array(np.float32(rng.uniform(0.01, 0.2))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
+                  np.array(np.float32(rng.uniform(0.01, 0.2))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
+                  np.array(np.float32(rng.uniform(0.02, 0.3))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
+        inits = [numpy_helper.from_array(p, n) for p, n in zip(params, names)]
+        node = helper.make_node("QLinearAdd", ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
+                                ["y"], domain="com.microsoft")
+        graph = helper.make_graph([node], "q", [
+            helper.make_tensor_value_info("a", elem, shapes[0]),
+            helper.make_tensor_value_info("b", elem, shapes[1])],
+            [helper.make_tensor_value_info("y", elem, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+        feeds = {"a": rng.integers(info.min, info.max + 1, shapes[0]).astype(dtype),
+                 "b": rng.integers(info.min, info.max + 1, shapes[1]).astype(dtype)}
+        path = tmp_path / "m.onnx"
+        onnx.save(model, path)
+        ours = run(load_onnx(path), feeds)["y"]
+        want = ort_run(model, feeds)[0]
+        assert ours.dtype == want.dtype and ours.shape == want.shape
+        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
+        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"

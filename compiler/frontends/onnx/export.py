@@ -58,6 +58,8 @@ class _Exporter:
         opsets = dict(meta.get("opset_imports", {}))
         opsets.pop("ai.onnx", None)
         opsets[""] = self.opset
+        for domain in {ops.lookup(n.op).domain for n in g.nodes} - {""}:
+            opsets.setdefault(domain, 1)
         ir_version = max(int(meta.get("ir_version", 0) or 0),
                          helper.find_min_ir_version_for(
                              [helper.make_opsetid(d, v) for d, v in opsets.items()],
@@ -96,24 +98,28 @@ class _Exporter:
             attrs, inputs = opdef.to_onnx(self, attrs, inputs, self.opset)
         while inputs and not inputs[-1]:
             inputs.pop()
-        try:
-            schema = onnx.defs.get_schema(node.op, self.opset, "")
-        except onnx.defs.SchemaError:
-            raise ModelError(f"operator {node.op} does not exist at opset {self.opset}",
-                             node=node.name) from None
+        if opdef.domain:  # onnxruntime's contrib operators: Kiln's schema is the reference
+            known = {name for name, spec in opdef.attrs.items() if spec.onnx}
+        else:
+            try:
+                known = set(onnx.defs.get_schema(node.op, self.opset, "").attributes)
+            except onnx.defs.SchemaError:
+                raise ModelError(f"operator {node.op} does not exist at opset {self.opset}",
+                                 node=node.name) from None
         encoded = []
         for name, value in attrs.items():
             if value is None:
                 continue
             spec = opdef.attrs.get(name)
-            if name not in schema.attributes:
+            if name not in known:
                 if spec is not None and _equal(value, spec.default):
                     continue
                 raise ModelError(f"attribute {name}={value!r} cannot be expressed at opset "
                                  f"{self.opset}", node=f"{node.name} ({node.op})")
             kind = spec.kind if spec is not None else _kind_of(value)
             encoded.append(encode_attribute(name, value, kind))
-        proto = helper.make_node(node.op, inputs, [v.name for v in node.outputs], name=node.name)
+        proto = helper.make_node(node.op, inputs, [v.name for v in node.outputs], name=node.name,
+                                 domain=opdef.domain or None)
         proto.attribute.extend(encoded)
         return proto
 

@@ -190,10 +190,14 @@ class _Importer:
         """Report every node Kiln cannot handle in one message."""
         missing = []
         for index, node in enumerate(g.node):
-            if node.domain not in ("", "ai.onnx"):
+            opdef = ops.get(node.op_type)
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            if opdef is not None and opdef.onnx and opdef.domain == domain:
+                continue
+            if domain:
                 missing.append(f"node {node.name or '#' + str(index)} "
                                f"({node.domain}::{node.op_type})")
-            elif ops.get(node.op_type) is None or not ops.get(node.op_type).onnx:
+            else:
                 missing.append(f"node {_node_label(node, index)}")
         if missing:
             count = len(missing)

@@ -1,0 +1,275 @@
+"""QDQ to integer operators: DequantizeLinear -> op -> QuantizeLinear becomes one integer node.
+
+A quantized ONNX model stores int8 tensors and wraps float arithmetic in Dequantize/Quantize
+pairs. The pairs say how each tensor is quantized; this pass reads them and runs the operator
+on the integers, requantizing its accumulator by the graph's rule (`requant_mode`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.ir.graph import Constant, Graph, Node, Value
+from compiler.passes.base import register_pass
+from compiler.passes.rewrite import Rewriter, const
+from compiler.quant.requant import MODES, RANGES
+
+REQUANT_KEY = "requant"  # graph.metadata key: the rule integer operators follow
+
+
+def requant_mode(graph: Graph) -> str:
+    """The requantization rule of the graph: its front end's choice, or a user's override."""
+    mode = graph.metadata.get(REQUANT_KEY, "onnx")
+    return mode if mode in MODES else "onnx"
+
+
+@dataclass(frozen=True)
+class Dequantized:
+    """A value read through a DequantizeLinear: the integers and how they map to reals."""
+
+    node: Node
+    integers: Value
+    scale: Constant
+    zero_point: Value | None
+
+    @property
+    def per_tensor(self) -> bool:
+        """One scale for the whole tensor."""
+        return self.scale.data.size == 1
+
+
+def _dequantized(rw: Rewriter, value: Value | None) -> Dequantized | None:
+    """`value` as the output of a DequantizeLinear with constant parameters, else None."""
+    node = rw.producer(value, "DequantizeLinear")
+    if node is None or node.attrs.get("block_size"):
+        return None
+    scale = node.inputs[1]
+    zp = node.inputs[2] if len(node.inputs) > 2 else None
+    if not isinstance(scale, Constant) or (zp is not None and not isinstance(zp, Constant)):
+        return None
+    return Dequantized(node, node.inputs[0], scale, zp)
+
+
+def _quantizer(rw: Rewriter, value: Value) -> tuple[Node | None, tuple[float, float] | None]:
+    """The QuantizeLinear that is the only reader of `value`, through one Relu or Clip.
+
+    Returns it and the real range the activation between clamps to (None without one).
+    """
+    reader = rw.sole_user(value)
+    bounds = None
+    if reader is not None and reader.op == "Relu":
+        bounds, value, reader = (0.0, np.inf), reader.output, rw.sole_user(reader.output)
+    elif reader is not None and reader.op == "Clip":
+        low = const(reader.inputs[1]) if len(reader.inputs) > 1 and reader.inputs[1] else None
+        high = const(reader.inputs[2]) if len(reader.inputs) > 2 and reader.inputs[2] else None
+        given = [v for v in reader.inputs[1:] if v is not None]
+        if any(const(v) is None for v in given):
+            return None, None  # bounds computed at run time
+        bounds = (-np.inf if low is None else float(low.reshape(-1)[0]),
+                  np.inf if high is None else float(high.reshape(-1)[0]))
+        value, reader = reader.output, rw.sole_user(reader.output)
+    if reader is None or reader.op != "QuantizeLinear" or reader.inputs[0] is not value:
+        return None, None
+    scale = reader.inputs[1]
+    zp = reader.inputs[2] if len(reader.inputs) > 2 else None
+    if not isinstance(scale, Constant) or scale.data.size != 1:
+        return None, None
+    if zp is not None and (not isinstance(zp, Constant) or zp.data.size != 1):
+        return None, None
+    if reader.output.type.dtype not in RANGES:
+        return None, None
+    return reader, bounds
+
+
+def _range(quant: Node, bounds: tuple[float, float] | None) -> tuple[int, int] | None:
+    """[low, high] in the output's integers that a folded Relu or Clip clamps to."""
+    if bounds is None:
+        return None
+    qmin, qmax = RANGES[quant.output.type.dtype]
+    scale = np.float32(quant.inputs[1].data.reshape(-1)[0])
+    zp = int(quant.inputs[2].data.reshape(-1)[0]) if len(quant.inputs) > 2 and \
+        quant.inputs[2] is not None else 0
+
+    def q(real: float) -> float:  # QuantizeLinear's rule: x / scale in float32, ties to even
+        return float(np.rint(np.float32(real) / scale)) + zp if np.isfinite(real) else real
+
+    low, high = (max(qmin, q(bounds[0])), min(qmax, q(bounds[1])))
+    low, high = int(max(low, qmin)), int(min(high, qmax))
+    return None if (low, high) == (qmin, qmax) else (low, high)  # the type clamps anyway
+
+
+def _zero_point_input(rw: Rewriter, d: Dequantized, like: Value) -> Value:
+    """The zero point of `d`, or an explicit zero of the integers' type."""
+    if d.zero_point is not None:
+        return d.zero_point
+    return rw.constant(f"{d.node.name}_zero_point", np.zeros((), like.type.dtype))
+
+
+def _output_params(rw: Rewriter, quant: Node) -> tuple[Value, Value]:
+    zp = quant.inputs[2] if len(quant.inputs) > 2 else None
+    if zp is None:
+        zp = rw.constant(f"{quant.name}_zero_point", np.zeros((), quant.output.type.dtype))
+    return quant.inputs[1], zp
+
+
+def _finish(rw: Rewriter, node: Node, quant: Node, new: Node) -> None:
+    """`new` computes what `quant` did: its readers (and a graph output) move over."""
+    rw.replace(quant.output, new.output)
+
+
+def _conv(rw: Rewriter, node: Node, mode: str) -> bool:
+    x = _dequantized(rw, node.inputs[0])
+    w = _dequantized(rw, node.inputs[1])
+    b = _dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
+    if x is None or w is None or (has_bias and b is None) or not x.per_tensor:
+        return False
+    if not isinstance(w.integers, Constant) or (b is not None and (
+            not isinstance(b.integers, Constant) or b.integers.type.dtype != "int32")):
+        return False
+    if not w.per_tensor and w.node.attrs["axis"] not in (0, -w.integers.type.rank):
+        return False  # per-channel scales must follow the output channels
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None:
+        return False
+    ys, yz = _output_params(rw, quant)
+    inputs = [x.integers, x.scale, _zero_point_input(rw, x, x.integers), w.integers, w.scale,
+              _zero_point_input(rw, w, w.integers), ys, yz]
+    if b is not None:
+        inputs.append(b.integers)
+    attrs = {k: v for k, v in node.attrs.items() if k not in ("activation", "activation_params")}
+    attrs.update(requant=mode, output_range=_range(quant, bounds))
+    new = rw.add("QLinearConv", inputs, attrs, replaces=[node, quant, x.node, w.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
+def _matmul(rw: Rewriter, node: Node, mode: str) -> bool:
+    a = _dequantized(rw, node.inputs[0])
+    b = _dequantized(rw, node.inputs[1])
+    if a is None or b is None or not a.per_tensor or not isinstance(b.integers, Constant):
+        return False
+    if b.integers.type.rank != 2 or (not b.per_tensor and b.node.attrs["axis"] not in (1, -1)):
+        return False
+    out = node.output
+    bias = None
+    add = rw.sole_user(out)
+    if add is not None and add.op == "Add":
+        other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
+        d = _dequantized(rw, other)
+        columns = b.integers.type.shape[1]
+        if d is not None and isinstance(d.integers, Constant) and \
+                d.integers.type.dtype == "int32" and d.integers.type.shape == (columns,):
+            bias, out = d, add.output
+    quant, bounds = _quantizer(rw, out)
+    if quant is None:
+        return False
+    ys, yz = _output_params(rw, quant)
+    inputs = [a.integers, a.scale, _zero_point_input(rw, a, a.integers), b.integers, b.scale,
+              _zero_point_input(rw, b, b.integers), bias.integers if bias else None, ys, yz]
+    replaced = [node, quant, a.node, b.node] + ([add, bias.node] if bias else [])
+    new = rw.add("QGemm", inputs, {"requant": mode, "output_range": _range(quant, bounds)},
+                 replaces=replaced)
+    _finish(rw, node, quant, new)
+    return True
+
+
+def _gemm(rw: Rewriter, node: Node, mode: str) -> bool:
+    attrs = node.attrs
+    if attrs["transA"] or attrs["alpha"] != 1.0 or attrs["beta"] != 1.0:
+        return False
+    a = _dequantized(rw, node.inputs[0])
+    b = _dequantized(rw, node.inputs[1])
+    c = _dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
+    if a is None or b is None or not a.per_tensor or not isinstance(b.integers, Constant):
+        return False
+    channel_axis = 0 if attrs["transB"] else 1  # B's axis of output columns
+    if not b.per_tensor and b.node.attrs["axis"] % 2 != channel_axis:
+        return False
+    if has_bias and (c is None or not isinstance(c.integers, Constant)
+                     or c.integers.type.dtype != "int32"):
+        return False
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None:
+        return False
+    ys, yz = _output_params(rw, quant)
+    inputs = [a.integers, a.scale, _zero_point_input(rw, a, a.integers), b.integers, b.scale,
+              _zero_point_input(rw, b, b.integers), c.integers if c else None, ys, yz]
+    new = rw.add("QGemm", inputs, {"transB": attrs["transB"], "requant": mode,
+                                   "output_range": _range(quant, bounds)},
+                 replaces=[node, quant, a.node, b.node] + ([c.node] if c else []))
+    _finish(rw, node, quant, new)
+    return True
+
+
+def _add(rw: Rewriter, node: Node, mode: str) -> bool:
+    a = _dequantized(rw, node.inputs[0])
+    b = _dequantized(rw, node.inputs[1])
+    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+        return False
+    if a.integers.type.dtype != b.integers.type.dtype:
+        return False
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or quant.output.type.dtype != a.integers.type.dtype:
+        return False
+    ys, yz = _output_params(rw, quant)
+    inputs = [a.integers, a.scale, _zero_point_input(rw, a, a.integers), b.integers, b.scale,
+              _zero_point_input(rw, b, b.integers), ys, yz]
+    new = rw.add("QLinearAdd", inputs, {"requant": mode, "output_range": _range(quant, bounds)},
+                 replaces=[node, quant, a.node, b.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
+def _same_params(d: Dequantized, quant: Node) -> bool:
+    """Whether `quant` quantizes exactly as `d` dequantized (same type, scale, zero point)."""
+    zp_in = 0 if d.zero_point is None else int(d.zero_point.data.reshape(-1)[0])
+    zp_out = quant.inputs[2] if len(quant.inputs) > 2 else None
+    zp_out = 0 if zp_out is None else int(zp_out.data.reshape(-1)[0])
+    return (quant.output.type.dtype == d.integers.type.dtype and zp_in == zp_out
+            and np.float32(d.scale.data.reshape(-1)[0])
+            == np.float32(quant.inputs[1].data.reshape(-1)[0]))
+
+
+def _passthrough(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Run a value-moving operator (or MaxPool) on the integers when both sides agree.
+
+    Max and data movement commute with quantization, so equal parameters change nothing.
+    """
+    x = _dequantized(rw, node.inputs[0])
+    if x is None or not x.per_tensor or len(node.outputs) != 1:
+        return False
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or bounds is not None or not _same_params(x, quant):
+        return False
+    new = rw.copy(node, [x.integers, *node.inputs[1:]], replaces=[quant, x.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
+_MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
+_UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _add,
+          **{op: _passthrough for op in _MOVES}}
+
+
+@register_pass("to_integer", "lower")
+def to_integer(graph: Graph) -> bool:
+    """Turn quantized Conv, MatMul (+ bias Add), Gemm and Add units into integer operators.
+
+    A unit is DequantizeLinear -> operator (-> Relu or Clip, which becomes the output's
+    integer range) -> QuantizeLinear, with int8 weights and an int32 bias. The accumulator is
+    requantized by the graph's rule (onnx or tflite), and MaxPool or data movement between
+    equal parameters runs on the integers as it is; any other unit stays float.
+    """
+    rw = Rewriter(graph)
+    mode = requant_mode(graph)
+    changed = False
+    for node in rw.nodes(*_UNITS):
+        if node.output.type.dtype != "float32" or not rw.live(node):
+            continue
+        changed |= _UNITS[node.op](rw, node, mode)
+    rw.finish()
+    return changed

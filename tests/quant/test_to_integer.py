@@ -1,0 +1,144 @@
+"""to_integer on models built here: the digits CNN quantized by onnxruntime, and QDQ graphs."""
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.driver import compilation
+from compiler.frontends.onnx import load_onnx
+from compiler.interpreter import run
+from tests.conftest import SAMPLE_MODEL
+from tests.helpers import ort_run
+from tests.quant.int8_oracle import differing, integer_stage, ort_session
+
+SEEDS = range(20)
+
+
+@pytest.fixture(scope="module")
+def quantized_digits(tmp_path_factory):
+    """The bundled digits CNN quantized by quantize_static: {format: path}."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Images(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.feeds = iter([{"image": rng.random((1, 1, 8, 8)).astype(np.float32)}
+                               for _ in range(16)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    folder = tmp_path_factory.mktemp("digits")
+    paths = {}
+    for form in (QuantFormat.QDQ, QuantFormat.QOperator):
+        paths[form.name] = folder / f"digits_{form.name}.onnx"
+        quantize_static(str(SAMPLE_MODEL), str(paths[form.name]), Images(), quant_format=form,
+                        per_channel=True, activation_type=QuantType.QInt8,
+                        weight_type=QuantType.QInt8)
+    return paths
+
+
+def _images():
+    return [np.random.default_rng(seed).random((1, 1, 8, 8)).astype(np.float32)
+            for seed in SEEDS]
+
+
+@pytest.mark.parametrize("form", ["QDQ", "QOperator"])
+def test_quantized_digits_run_in_integers_like_onnxruntime(quantized_digits, form):
+    path = quantized_digits[form]
+    compiled = compilation(load_onnx(path))
+    final = compiled.final
+    counts = Counter(n.op for n in final.nodes)
+    assert counts["QLinearConv"] == 3 and counts["QGemm"] == 1, counts
+    assert not {"Conv", "Gemm", "MatMul", "FullyConnected"} & set(counts), counts
+    # One QuantizeLinear of the float input, one DequantizeLinear of the logits.
+    assert counts["QuantizeLinear"] == counts["DequantizeLinear"] == 1, counts
+    if form == "QDQ":
+        session = ort_session(integer_stage(compiled))
+        oracle = lambda x: session.run(None, {"image": x})[0]  # noqa: E731
+    else:  # the file already holds the integer operators
+        model = onnx.load(path)
+        oracle = lambda x: ort_run(model, {"image": x})[0]  # noqa: E731
+    total = 0
+    for x in _images():
+        ours = run(final, {"image": x})[final.outputs[0].name]
+        want = oracle(x)
+        assert ours.dtype == want.dtype == np.float32
+        total += int(np.count_nonzero(ours != want))  # dequantized int8: equal or not
+    assert total == 0
+
+
+def test_both_forms_compute_the_same_integers(quantized_digits):
+    finals = {form: compilation(load_onnx(path)).final
+              for form, path in quantized_digits.items()}
+    for x in _images()[:5]:
+        outs = [run(g, {"image": x})[g.outputs[0].name] for g in finals.values()]
+        assert np.array_equal(outs[0], outs[1])
+
+
+def _qdq_conv_relu(out_zero_point: int, weights_as_input: bool = False):
+    rng = np.random.default_rng(5)
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+             numpy_helper.from_array(np.array(-3, np.int8), "xz"),
+             numpy_helper.from_array(rng.uniform(0.001, 0.01, 4).astype(np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(4, np.int8), "wz"),
+             numpy_helper.from_array(rng.integers(-500, 500, 4).astype(np.int32), "b"),
+             numpy_helper.from_array((0.02 * rng.uniform(0.001, 0.01, 4)).astype(np.float32),
+                                     "bs"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "ys"),
+             numpy_helper.from_array(np.array(out_zero_point, np.int8), "yz")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 3, 6, 6])]
+    if weights_as_input:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.INT8, [4, 3, 3, 3]))
+    else:
+        inits.append(numpy_helper.from_array(w, "w"))
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
+             helper.make_node("DequantizeLinear", ["b", "bs"], ["bf"], axis=0),
+             helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", inputs, [helper.make_tensor_value_info(
+        "y", TensorProto.INT8, [1, 4, 6, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model, w
+
+
+def test_a_relu_becomes_the_output_range(tmp_path):
+    model, _ = _qdq_conv_relu(out_zero_point=10)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    compiled = compilation(load_onnx(path))
+    (conv,) = [n for n in compiled.final.nodes if n.op == "QLinearConv"]
+    assert tuple(conv.attrs["output_range"]) == (10, 127)  # Q(0) is the zero point
+    # Without the range, the same node is onnxruntime's QLinearConv; the Relu is a clamp at 10.
+    stage = integer_stage(compiled)
+    (node,) = [n for n in stage.nodes if n.op == "QLinearConv"]
+    node.attrs["output_range"] = None
+    session = ort_session(stage)
+    for seed in SEEDS:
+        x = np.random.default_rng(seed).integers(-128, 128, (1, 3, 6, 6)).astype(np.int8)
+        want = np.maximum(session.run(None, {"x": x})[0], 10).astype(np.int8)
+        assert differing(run(compiled.final, {"x": x})["y"], want) == 0
+
+
+def test_a_unit_with_computed_weights_stays_float(tmp_path):
+    model, w = _qdq_conv_relu(out_zero_point=-128, weights_as_input=True)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    compiled = compilation(load_onnx(path))
+    ops = Counter(n.op for n in compiled.final.nodes)
+    assert ops["QLinearConv"] == 0 and ops["Conv"] == 1, ops
+    x = np.random.default_rng(0).integers(-128, 128, (1, 3, 6, 6)).astype(np.int8)
+    want = ort_run(model, {"x": x, "w": w})[0]
+    assert differing(run(compiled.final, {"x": x, "w": w})["y"], want) == 0
