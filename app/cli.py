@@ -224,12 +224,26 @@ def _compilation(args, graph=None):
     from compiler.passes import load_pipeline
 
     pipeline = load_pipeline(args.pipeline) if getattr(args, "pipeline", None) else None
+    if getattr(args, "requant", None):
+        pipeline = _with_requant(pipeline, args.requant)
     return compilation(graph if graph is not None else _load_graph(args), pipeline)
+
+
+def _with_requant(pipeline, mode: str):
+    """`pipeline` (or the default one) with its requantization rule set to `mode`."""
+    from compiler.passes import Pipeline, default_pipeline
+
+    base = pipeline or default_pipeline()
+    return Pipeline(base.passes, mode)
 
 
 def _add_pipeline_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline", metavar="FILE", help="a pipeline file (JSON) to run "
                         "instead of the default pipeline")
+    parser.add_argument("--requant", choices=("onnx", "tflite"),
+                        help="how integer operators requantize: onnx (float scale, ties to "
+                             "even, as onnxruntime) or tflite (fixed point, as TFLite Micro); "
+                             "default: the model's format decides (onnx for ONNX)")
 
 
 def _add_passes_parser(sub) -> None:

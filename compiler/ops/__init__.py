@@ -13,6 +13,7 @@ from compiler.ops import (  # noqa: F401
     norm,
     pool,
     qlinear,
+    qpool,
     quant,
     reduce,
     resize,

@@ -44,12 +44,13 @@ REQUANT_ATTRS = {
 
 # -- checks shared by the operators ---------------------------------------------------------------
 
-def _integer(node, t: TensorType, what: str) -> None:
+def require_integer(node, t: TensorType, what: str) -> None:
+    """Refuse a tensor that is not 8-bit."""
     if t.dtype not in INTEGERS:
         fail(f"{node.op}'s {what} is {t.dtype}; it takes {' or '.join(INTEGERS)}")
 
 
-def _scale(node, t: TensorType, value, what: str, length: int = 1) -> None:
+def check_scale(node, t: TensorType, value, what: str, length: int = 1) -> None:
     """A float scale of one element (or `length`, per channel), positive and finite.
 
     float16 scales (opset 21) are widened to float32, exactly, before use.
@@ -65,7 +66,9 @@ def _scale(node, t: TensorType, value, what: str, length: int = 1) -> None:
             fail(f"{node.op}'s {what} is {bad[0]}; a scale must be positive and finite")
 
 
-def _zero_point(node, t: TensorType | None, data_type: str, what: str, length: int = 1) -> None:
+def check_zero_point(node, t: TensorType | None, data_type: str, what: str,
+                     length: int = 1) -> None:
+    """A zero point of its tensor's type, one element (or `length`, per channel)."""
     if t is None:
         return
     if t.dtype != data_type:
@@ -75,7 +78,8 @@ def _zero_point(node, t: TensorType | None, data_type: str, what: str, length: i
              + (f" or {length}" if length > 1 else ""))
 
 
-def _check_range(node, dtype: str) -> None:
+def check_range(node, dtype: str) -> None:
+    """The `output_range` attribute, when set, lies within the output type."""
     bounds = node.attrs.get("output_range")
     if bounds is None:
         return
@@ -84,14 +88,15 @@ def _check_range(node, dtype: str) -> None:
         fail(f"output_range {list(bounds)} must be [low, high] within {dtype}'s [{low}, {high}]")
 
 
-def _requant_mode(node) -> str:
+def requant_rule(node) -> str:
+    """The node's requantization rule, checked."""
     mode = node.attrs.get("requant", "onnx")
     if mode not in MODES:
         fail(f"requant {mode!r} is not one of {', '.join(MODES)}")
     return mode
 
 
-def _output_type(shape, y_zp: TensorType | None, values, scale_index: int, zp_index: int
+def quantized_output_type(shape, y_zp: TensorType | None, values, scale_index: int, zp_index: int
                  ) -> TensorType:
     """The 8-bit output, with its quantization when the scale and zero point are constants."""
     dtype = y_zp.dtype if y_zp is not None else "uint8"
@@ -115,7 +120,7 @@ def requantize(node, acc: np.ndarray, in_scale, w_scale, y_scale, y_zp, y_dtype:
     shape = [1] * acc.ndim
     if w_scale.size > 1:
         shape[channel_axis] = w_scale.size
-    if _requant_mode(node) == "tflite":
+    if requant_rule(node) == "tflite":
         multiplier, shift = tflite_multiplier(np.float32(np.asarray(in_scale).reshape(-1)[0]),
                                               w_scale, np.float32(np.asarray(y_scale)
                                                                   .reshape(-1)[0]))
@@ -160,21 +165,21 @@ def _integer_conv(node, x, x_zp, w, w_zp) -> np.ndarray:
 def _infer_qlinear_conv(node, ins, values):
     x, xs, xz, w, ws, wz, ys, yz = ins[:8]
     bias = ins[8] if len(ins) > 8 else None
-    _integer(node, x, "input")
-    _integer(node, w, "weights")
+    require_integer(node, x, "input")
+    require_integer(node, w, "weights")
     out_channels = w.shape[0] if w.rank else 0
-    _scale(node, xs, values[1], "input scale")
-    _scale(node, ws, values[4], "weight scale", out_channels)
-    _scale(node, ys, values[6], "output scale")
-    _zero_point(node, xz, x.dtype, "input zero point")
-    _zero_point(node, wz, w.dtype, "weight zero point", out_channels)
+    check_scale(node, xs, values[1], "input scale")
+    check_scale(node, ws, values[4], "weight scale", out_channels)
+    check_scale(node, ys, values[6], "output scale")
+    check_zero_point(node, xz, x.dtype, "input zero point")
+    check_zero_point(node, wz, w.dtype, "weight zero point", out_channels)
     if yz is not None:
-        _integer(node, yz, "output zero point")
+        require_integer(node, yz, "output zero point")
     if bias is not None and (bias.dtype != "int32" or bias.shape != (out_channels,)):
         fail(f"{node.op}'s bias must be int32[{out_channels}], got {bias}")
-    _requant_mode(node)
-    out = _output_type(_conv_shape(node, x, w), yz, values, 6, 7)
-    _check_range(node, out.dtype)
+    requant_rule(node)
+    out = quantized_output_type(_conv_shape(node, x, w), yz, values, 6, 7)
+    check_range(node, out.dtype)
     return [out]
 
 
@@ -204,10 +209,10 @@ def _infer_conv_integer(node, ins, values):
     x, w = ins[:2]
     xz = ins[2] if len(ins) > 2 else None
     wz = ins[3] if len(ins) > 3 else None
-    _integer(node, x, "input")
-    _integer(node, w, "weights")
-    _zero_point(node, xz, x.dtype, "input zero point")
-    _zero_point(node, wz, w.dtype, "weight zero point", w.shape[0] if w.rank else 1)
+    require_integer(node, x, "input")
+    require_integer(node, w, "weights")
+    check_zero_point(node, xz, x.dtype, "input zero point")
+    check_zero_point(node, wz, w.dtype, "weight zero point", w.shape[0] if w.rank else 1)
     return [TensorType(_conv_shape(node, x, w), "int32")]
 
 
@@ -234,19 +239,19 @@ def _integer_matmul(a, a_zp, b, b_zp) -> np.ndarray:
 
 def _infer_qlinear_matmul(node, ins, values):
     a, as_, az, b, bs, bz, ys, yz = ins
-    _integer(node, a, "input A")
-    _integer(node, b, "input B")
+    require_integer(node, a, "input A")
+    require_integer(node, b, "input B")
     columns = b.shape[-1] if b.rank else 1
-    _scale(node, as_, values[1], "A scale")
-    _scale(node, bs, values[4], "B scale", columns)
-    _scale(node, ys, values[6], "output scale")
-    _zero_point(node, az, a.dtype, "A zero point")
-    _zero_point(node, bz, b.dtype, "B zero point", columns)
-    _integer(node, yz, "output zero point")
-    _requant_mode(node)
+    check_scale(node, as_, values[1], "A scale")
+    check_scale(node, bs, values[4], "B scale", columns)
+    check_scale(node, ys, values[6], "output scale")
+    check_zero_point(node, az, a.dtype, "A zero point")
+    check_zero_point(node, bz, b.dtype, "B zero point", columns)
+    require_integer(node, yz, "output zero point")
+    requant_rule(node)
     shape, _ = matmul_shape(a.shape, b.shape)
-    out = _output_type(shape, yz, values, 6, 7)
-    _check_range(node, out.dtype)
+    out = quantized_output_type(shape, yz, values, 6, 7)
+    check_range(node, out.dtype)
     return [out]
 
 
@@ -270,10 +275,10 @@ def _infer_matmul_integer(node, ins, values):
     a, b = ins[:2]
     az = ins[2] if len(ins) > 2 else None
     bz = ins[3] if len(ins) > 3 else None
-    _integer(node, a, "input A")
-    _integer(node, b, "input B")
-    _zero_point(node, az, a.dtype, "A zero point", a.shape[-2] if a.rank > 1 else 1)
-    _zero_point(node, bz, b.dtype, "B zero point", b.shape[-1] if b.rank else 1)
+    require_integer(node, a, "input A")
+    require_integer(node, b, "input B")
+    check_zero_point(node, az, a.dtype, "A zero point", a.shape[-2] if a.rank > 1 else 1)
+    check_zero_point(node, bz, b.dtype, "B zero point", b.shape[-1] if b.rank else 1)
     shape, _ = matmul_shape(a.shape, b.shape)
     return [TensorType(shape, "int32")]
 
@@ -303,24 +308,24 @@ def _infer_qgemm(node, ins, values):
         fail("QGemm without an output scale and zero point (a float output) is not supported")
     if node.attrs["transA"] or node.attrs["alpha"] != 1.0:
         fail("QGemm with transA or an alpha other than 1 is not supported")
-    _integer(node, a, "input A")
-    _integer(node, b, "input B")
+    require_integer(node, a, "input A")
+    require_integer(node, b, "input B")
     if a.rank != 2 or b.rank != 2:
         fail(f"QGemm needs 2-D A and B, got shapes {list(a.shape)} and {list(b.shape)}")
     k, n = b.shape[::-1] if node.attrs["transB"] else b.shape
     if a.shape[1] != k:
         fail(f"QGemm's A {list(a.shape)} and B {list(b.shape)} do not fit")
-    _scale(node, as_, values[1], "A scale")
-    _scale(node, bs, values[4], "B scale", n)
-    _scale(node, ys, values[7], "output scale")
-    _zero_point(node, az, a.dtype, "A zero point")
-    _zero_point(node, bz, b.dtype, "B zero point", n)
-    _integer(node, yz, "output zero point")
+    check_scale(node, as_, values[1], "A scale")
+    check_scale(node, bs, values[4], "B scale", n)
+    check_scale(node, ys, values[7], "output scale")
+    check_zero_point(node, az, a.dtype, "A zero point")
+    check_zero_point(node, bz, b.dtype, "B zero point", n)
+    require_integer(node, yz, "output zero point")
     if bias is not None and (bias.dtype != "int32" or bias.shape not in ((n,), (1, n))):
         fail(f"QGemm's bias must be int32[{n}], got {bias}")
-    _requant_mode(node)
-    out = _output_type((a.shape[0], n), yz, values, 7, 8)
-    _check_range(node, out.dtype)
+    requant_rule(node)
+    out = quantized_output_type((a.shape[0], n), yz, values, 7, 8)
+    check_range(node, out.dtype)
     return [out]
 
 
@@ -349,20 +354,21 @@ register(OpDef(
 def _infer_qlinear_add(node, ins, values):
     a, as_, az, b, bs, bz, cs = ins[:7]
     cz = ins[7] if len(ins) > 7 else None
-    _integer(node, a, "input A")
-    _integer(node, b, "input B")
+    require_integer(node, a, "input A")
+    require_integer(node, b, "input B")
     if b.dtype != a.dtype or (cz is not None and cz.dtype != a.dtype):
         fail(f"QLinearAdd's inputs and output must share one 8-bit type, got {a.dtype}, "
              f"{b.dtype} and {cz.dtype if cz is not None else a.dtype}")
     for t, value, what in ((as_, values[1], "A scale"), (bs, values[4], "B scale"),
                            (cs, values[6], "output scale")):
-        _scale(node, t, value, what)
-    _zero_point(node, az, a.dtype, "A zero point")
-    _zero_point(node, bz, b.dtype, "B zero point")
-    _requant_mode(node)
+        check_scale(node, t, value, what)
+    check_zero_point(node, az, a.dtype, "A zero point")
+    check_zero_point(node, bz, b.dtype, "B zero point")
+    requant_rule(node)
     shape = np.broadcast_shapes(a.shape, b.shape)
-    out = _output_type(shape, cz if cz is not None else TensorType((), a.dtype), values, 6, 7)
-    _check_range(node, out.dtype)
+    out = quantized_output_type(shape, cz if cz is not None else TensorType((), a.dtype),
+                                values, 6, 7)
+    check_range(node, out.dtype)
     return [out]
 
 
@@ -411,7 +417,7 @@ def _add_tflite(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
 def _qlinear_add(node, a, sa, za, b, sb, zb, sc, zc=None):
     dtype = a.dtype.name
     args = (_first(sa), _first(za), _first(sb), _first(zb), _first(sc), _first(zc))
-    rule = _add_tflite if _requant_mode(node) == "tflite" else _add_onnx
+    rule = _add_tflite if requant_rule(node) == "tflite" else _add_onnx
     a, b = np.broadcast_arrays(a, b) if a.size > 1 and b.size > 1 else (a, b)
     value = rule(a, b, args[0], args[1], args[2], args[3], args[4], args[5])
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))

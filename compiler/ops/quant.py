@@ -12,9 +12,9 @@ from compiler.ops._util import normalize_axis
 from compiler.ops.elementwise import FLOATS, require_dtype
 from compiler.ops.registry import Attr, OpDef, fail, register
 
-# Integer element types a quantized tensor may have, with their saturation range.
-_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
-           "uint16": (0, 65535)}
+# Integer element types a quantized tensor may have, with their saturation range. Kiln's
+# integer operators and kernels are 8-bit: 16-bit (and 4-bit, float8) quantization is refused.
+_RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
 
 
 def _granularity(node, x, scale, zero_point) -> tuple[int | None, int]:
@@ -43,6 +43,16 @@ def _granularity(node, x, scale, zero_point) -> tuple[int | None, int]:
     return axis, block
 
 
+def check_scale_values(node, scale) -> None:
+    """Refuse a known scale that is 0, negative, NaN or infinite, naming the first."""
+    if scale is None:
+        return
+    flat = np.asarray(scale, np.float64).reshape(-1)
+    bad = flat[~(np.isfinite(flat) & (flat > 0))]
+    if bad.size:
+        fail(f"{node.op}'s scale is {float(bad[0])}; a scale must be positive and finite")
+
+
 def _expand(param: np.ndarray, shape: tuple[int, ...], axis: int | None, block: int):
     """A scale or zero point reshaped (and, blocked, repeated) to broadcast to `shape`."""
     if axis is None:
@@ -69,12 +79,12 @@ def _quantized_dtype(node, zero_point: TensorType | None) -> str:
         wanted = DTYPE_OF_ONNX.get(code)
         if wanted not in _RANGES:
             fail(f"QuantizeLinear output_dtype={code} is not supported (Kiln quantizes to "
-                 f"{', '.join(_RANGES)})")
+                 f"{' or '.join(_RANGES)}: its integer operators are 8-bit)")
     if zero_point is None:
         return wanted or "uint8"
     if zero_point.dtype not in _RANGES:
         fail(f"QuantizeLinear's zero point is {zero_point.dtype}; Kiln quantizes to "
-             f"{', '.join(_RANGES)}")
+             f"{' or '.join(_RANGES)} (its integer operators are 8-bit)")
     if wanted and wanted != zero_point.dtype:
         fail(f"QuantizeLinear output_dtype={code} ({wanted}) differs from its zero point's type "
              f"{zero_point.dtype}")
@@ -89,6 +99,7 @@ def _infer_quantize(node, ins, values):
     if node.attrs["precision"]:
         _float_dtype(node.attrs["precision"], "QuantizeLinear precision")
     axis, block = _granularity(node, x, scale, zp)
+    check_scale_values(node, values[1])
     quant = None
     zp_value = values[2] if len(values) > 2 else None
     if values[1] is not None and (zp is None or zp_value is not None) and not block:
@@ -134,7 +145,7 @@ register(OpDef(
         "output_dtype": Attr("int", 0, "ONNX element type of the output when no zero point"),
         "precision": Attr("int", 0, "ONNX float type of the division (0: the scale's)"),
     },
-    doc="saturate(round_half_even(x / scale) + zero_point) to an 8- or 16-bit integer"))
+    doc="saturate(round_half_even(x / scale) + zero_point) to an 8-bit integer"))
 
 
 # -- DequantizeLinear -----------------------------------------------------------------------------
@@ -151,6 +162,7 @@ def _infer_dequantize(node, ins, values):
     if zp is not None and zp.dtype != x.dtype:
         fail(f"DequantizeLinear's zero point is {zp.dtype}, its input {x.dtype}; they must match")
     _granularity(node, x, scale, zp)
+    check_scale_values(node, values[1])
     return [TensorType(x.shape, _dequantized_dtype(node, scale))]
 
 
@@ -185,4 +197,4 @@ register(OpDef(
         "block_size": Attr("int", 0, "blocked quantization: elements per scale along axis"),
         "output_dtype": Attr("int", 0, "ONNX float type of the output (0: the scale's)"),
     },
-    doc="(x - zero_point) * scale, from an 8-, 16- or 32-bit integer to float"))
+    doc="(x - zero_point) * scale, from an 8-bit or int32 integer to float"))

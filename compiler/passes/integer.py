@@ -224,6 +224,36 @@ def _add(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
+def _covers_the_image(node: Node) -> bool:
+    """Whether a pooling node averages each channel's whole image into one value."""
+    if node.op == "GlobalAveragePool":
+        return True
+    x = node.inputs[0].type
+    kernel = tuple(node.attrs.get("kernel_shape") or ())
+    pads = node.attrs.get("pads") or ()
+    dilations = node.attrs.get("dilations") or ()
+    return (kernel == tuple(x.shape[2:]) and not any(pads) and all(d == 1 for d in dilations)
+            and node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"))
+
+
+def _global_pool(rw: Rewriter, node: Node, mode: str) -> bool:
+    x = _dequantized(rw, node.inputs[0])
+    if x is None or not x.per_tensor or x.integers.type.rank < 3 or not _covers_the_image(node):
+        return False
+    if node.attrs.get("layout", "NCHW") != "NCHW":
+        return False
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or quant.output.type.dtype != x.integers.type.dtype:
+        return False
+    ys, yz = _output_params(rw, quant)
+    inputs = [x.integers, x.scale, _zero_point_input(rw, x, x.integers), ys, yz]
+    new = rw.add("QLinearGlobalAveragePool", inputs,
+                 {"requant": mode, "output_range": _range(quant, bounds)},
+                 replaces=[node, quant, x.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
 def _same_params(d: Dequantized, quant: Node) -> bool:
     """Whether `quant` quantizes exactly as `d` dequantized (same type, scale, zero point)."""
     zp_in = 0 if d.zero_point is None else int(d.zero_point.data.reshape(-1)[0])
@@ -252,12 +282,13 @@ def _passthrough(rw: Rewriter, node: Node, mode: str) -> bool:
 
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _add,
+          "AveragePool": _global_pool, "GlobalAveragePool": _global_pool,
           **{op: _passthrough for op in _MOVES}}
 
 
 @register_pass("to_integer", "lower")
 def to_integer(graph: Graph) -> bool:
-    """Turn quantized Conv, MatMul (+ bias Add), Gemm and Add units into integer operators.
+    """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add and global pooling into integers.
 
     A unit is DequantizeLinear -> operator (-> Relu or Clip, which becomes the output's
     integer range) -> QuantizeLinear, with int8 weights and an int32 bias. The accumulator is

@@ -73,11 +73,19 @@ class PassConfig:
         return config
 
 
+REQUANT_MODES = ("onnx", "tflite")
+
+
 @dataclass
 class Pipeline:
-    """Ordered pass configurations."""
+    """Ordered pass configurations, and the options every pass of the run sees.
+
+    `requant` overrides the requantization rule the front end chose for integer operators
+    (onnx: as onnxruntime; tflite: as TFLite Micro); None keeps the model's.
+    """
 
     passes: list[PassConfig] = field(default_factory=list)
+    requant: str | None = None
 
     def __iter__(self):
         return iter(self.passes)
@@ -110,7 +118,10 @@ class Pipeline:
 
     def to_json(self) -> dict:
         """The document a pipeline file holds."""
-        return {"format": FORMAT, "version": VERSION, "passes": [p.to_json() for p in self]}
+        doc = {"format": FORMAT, "version": VERSION, "passes": [p.to_json() for p in self]}
+        if self.requant is not None:
+            doc["requant"] = self.requant
+        return doc
 
     @classmethod
     def from_json(cls, data, where: str = "pipeline") -> Pipeline:
@@ -124,8 +135,12 @@ class Pipeline:
         entries = data.get("passes")
         if not isinstance(entries, list):
             raise PipelineError(f"{where}: \"passes\" must be a list")
+        requant = data.get("requant")
+        if requant is not None and requant not in REQUANT_MODES:
+            raise PipelineError(f"{where}: \"requant\" must be one of "
+                                f"{', '.join(REQUANT_MODES)}, not {requant!r}")
         return cls([PassConfig.from_json(e, f"{where}: entry {i + 1}")
-                    for i, e in enumerate(entries)])
+                    for i, e in enumerate(entries)], requant)
 
 
 def save_pipeline(pipeline: Pipeline, path: str | os.PathLike) -> None:

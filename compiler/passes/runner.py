@@ -18,6 +18,7 @@ from compiler.inputs import random_inputs
 from compiler.interpreter import run
 from compiler.ir.graph import Graph, Node
 from compiler.passes.base import get_pass
+from compiler.passes.integer import REQUANT_KEY
 from compiler.passes.pipeline import Pipeline, default_pipeline
 from compiler.verify import verify as verify_graph
 
@@ -172,6 +173,8 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
     # The loaded graph is never modified, so without snapshots or checks it serves as itself.
     initial = graph.snapshot() if snapshots or verify else graph
     work = graph.snapshot()
+    if pipeline.requant is not None:  # the run's rule for integer operators
+        work.metadata[REQUANT_KEY] = pipeline.requant
     feeds = random_inputs(initial, seed) if verify else {}
     expected = run(initial, feeds) if verify else {}
     errors: tuple[float | None, float | None, bool | None] = (0.0, 0.0, True) if verify else (

@@ -65,10 +65,27 @@ def test_dequantize_per_tensor(opset, dtype, zp):
 
 
 @pytest.mark.parametrize("dtype", [np.int16, np.uint16])
-def test_sixteen_bit_quantization(dtype):
+def test_sixteen_bit_quantization_is_refused_in_one_line(dtype):
     inits = {"s": np.array(0.001, np.float32), "z": np.array(7, dtype)}
-    check("QuantizeLinear", {"x": _quant_data(scale=0.001) * 10}, 21, inits)
-    check("DequantizeLinear", {"q": ints(2, 3, dtype=dtype, low=0, high=30000)}, 21, inits)
+    load_error(one_node("QuantizeLinear", {"x": _quant_data(scale=0.001) * 10}, 21, inits),
+               r"node .*QuantizeLinear.*zero point is u?int16; Kiln quantizes to int8 or uint8")
+    load_error(one_node("DequantizeLinear", {"q": ints(2, 3, dtype=dtype, low=0, high=300)}, 21,
+                        inits), r"DequantizeLinear does not accept u?int16")
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5, float("nan"), float("inf")])
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_a_bad_scale_is_one_line_naming_the_node(op, scale):
+    inits = {"s": np.array(scale, np.float32), "z": np.array(3, np.int8)}
+    feeds = ({"x": rand(2, 3)} if op == "QuantizeLinear" else {"q": ints(2, 3, dtype=np.int8)})
+    load_error(one_node(op, feeds, 13, inits), rf"node .*{op}.*scale is {scale}; a scale "
+                                               r"must be positive and finite")
+
+
+def test_a_per_axis_scale_of_the_wrong_length_is_one_line():
+    inits = {"s": np.full(5, 0.1, np.float32), "z": np.zeros(5, np.int8)}
+    load_error(one_node("DequantizeLinear", {"q": ints(2, 3, dtype=np.int8)}, 13, inits,
+                        axis=1), r"per-axis scale must be 1-D of length 3 .* it has shape \[5\]")
 
 
 @pytest.mark.parametrize("block,axis,scale_shape", [(2, 1, (3, 2)), (3, 1, (3, 2)),

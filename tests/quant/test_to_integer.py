@@ -7,6 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from app import cli
 from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
@@ -87,13 +88,13 @@ def test_both_forms_compute_the_same_integers(quantized_digits):
 def _qdq_conv_relu(out_zero_point: int, weights_as_input: bool = False):
     rng = np.random.default_rng(5)
     w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    w_scale = rng.uniform(0.001, 0.01, 4).astype(np.float32)
     inits = [numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
              numpy_helper.from_array(np.array(-3, np.int8), "xz"),
-             numpy_helper.from_array(rng.uniform(0.001, 0.01, 4).astype(np.float32), "ws"),
+             numpy_helper.from_array(w_scale, "ws"),
              numpy_helper.from_array(np.zeros(4, np.int8), "wz"),
              numpy_helper.from_array(rng.integers(-500, 500, 4).astype(np.int32), "b"),
-             numpy_helper.from_array((0.02 * rng.uniform(0.001, 0.01, 4)).astype(np.float32),
-                                     "bs"),
+             numpy_helper.from_array(np.float32(0.02) * w_scale, "bs"),
              numpy_helper.from_array(np.array(0.05, np.float32), "ys"),
              numpy_helper.from_array(np.array(out_zero_point, np.int8), "yz")]
     inputs = [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 3, 6, 6])]
@@ -142,3 +143,16 @@ def test_a_unit_with_computed_weights_stays_float(tmp_path):
     x = np.random.default_rng(0).integers(-128, 128, (1, 3, 6, 6)).astype(np.int8)
     want = ort_run(model, {"x": x, "w": w})[0]
     assert differing(run(compiled.final, {"x": x, "w": w})["y"], want) == 0
+
+
+def test_an_inconsistent_bias_scale_is_one_line_naming_the_layer(tmp_path, capsys):
+    model, _ = _qdq_conv_relu(out_zero_point=-128)
+    for init in model.graph.initializer:
+        if init.name == "bs":  # the bias scale, no longer input scale x weight scale
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 1.5, "bs"))
+    path = tmp_path / "bad_bias.onnx"
+    onnx.save(model, path)
+    assert cli.main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "bad_bias.onnx" in err and "(Conv)" in err
+    assert "int32 bias has scale" in err and "must be equal" in err

@@ -24,6 +24,7 @@ from compiler.ir.graph import Graph, Value
 from compiler.ir.types import DTYPE_OF_ONNX, TensorType
 from compiler.limits import check_tensor_bytes
 from compiler.ops.infer import infer_node, known_constants
+from compiler.quant.check import check_quantization
 
 # Opsets of the default domain Kiln reads. The upper end follows the operators' conformance
 # tests (onnx.backend.test), which all pass for the operators Kiln claims.
@@ -171,6 +172,7 @@ class _Importer:
             self.graph.outputs.append(self.values[out.name])
         if not self.graph.outputs:
             raise ModelError("the graph has no outputs")
+        check_quantization(self.graph)
         m = self.model
         self.graph.metadata = {
             "ir_version": m.ir_version,

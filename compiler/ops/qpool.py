@@ -1,0 +1,99 @@
+"""Integer pooling: QLinearGlobalAveragePool (onnxruntime's com.microsoft operator).
+
+The `onnx` rule is onnxruntime's (MLAS): the int32 sum minus zero point x count, times the
+float32 scale in_scale / (out_scale x count), rounded half to even. The `tflite` rule is TFLite
+Micro's: with equal input and output parameters AVERAGE_POOL_2D's rounded integer division,
+otherwise MEAN's fixed-point multiplier with 1/count folded in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.ops._spatial import layout_of
+from compiler.ops.qlinear import (
+    REQUANT_ATTRS,
+    check_range,
+    check_scale,
+    check_zero_point,
+    quantized_output_type,
+    requant_rule,
+    require_integer,
+)
+from compiler.ops.registry import Attr, OpDef, fail, register
+from compiler.quant.requant import (
+    RANGES,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    requantize_onnx,
+)
+
+
+def _spatial_axes(node, rank: int) -> tuple[int, ...]:
+    return tuple(range(2, rank)) if layout_of(node) == "NCHW" else tuple(range(1, rank - 1))
+
+
+def _infer(node, ins, values):
+    x, xs, xz, ys, yz = ins
+    if node.attrs.get("channels_last"):
+        fail("channels_last=1 is not supported: Kiln reads NCHW and moves layouts itself")
+    require_integer(node, x, "input")
+    if x.rank < 3:
+        fail(f"{node.op} needs an input of rank 3 or more, got {list(x.shape)}")
+    check_scale(node, xs, values[1], "input scale")
+    check_scale(node, ys, values[3], "output scale")
+    check_zero_point(node, xz, x.dtype, "input zero point")
+    check_zero_point(node, yz, x.dtype, "output zero point")
+    requant_rule(node)
+    axes = _spatial_axes(node, x.rank)
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    out = quantized_output_type(shape, yz, values, 3, 4)
+    check_range(node, out.dtype)
+    return [out]
+
+
+def _first(array) -> float:
+    return np.asarray(array).reshape(-1)[0]
+
+
+def _mean_tflite(total, count: int, xs, xz, ys, yz, low: int, high: int) -> np.ndarray:
+    if np.float32(xs) == np.float32(ys) and int(xz) == int(yz):
+        # AVERAGE_POOL_2D: sums raw values, rounds half away from zero (C division).
+        raw = total + int(xz) * count  # the sum of the stored integers
+        half = count // 2
+        rounded = np.where(raw > 0, (raw + half) // count, -((-raw + half) // count))
+        return np.clip(rounded, low, high)
+    # MEAN: QuantizeMultiplier(in/out), then 1/count folded into the multiplier and shift.
+    multiplier, shift = (int(v) for v in quantize_multiplier(float(np.float32(xs))
+                                                              / float(np.float32(ys))))
+    fold = min(count.bit_length() - 1, 32, 31 + shift)
+    multiplier = (multiplier << fold) // count
+    shift -= fold
+    value = multiply_by_quantized_multiplier(total, multiplier, shift) + int(yz)
+    return np.clip(value, low, high)
+
+
+def _global_average_pool(node, x, xs, xz, ys, yz):
+    axes = _spatial_axes(node, x.ndim)
+    count = math.prod(x.shape[a] for a in axes)
+    total = x.astype(np.int64).sum(axis=axes, keepdims=True) - int(_first(xz)) * count
+    low, high = node.attrs.get("output_range") or RANGES[x.dtype.name]
+    if requant_rule(node) == "tflite":
+        out = _mean_tflite(total, count, _first(xs), _first(xz), _first(ys), _first(yz), low,
+                           high)
+    else:
+        scale = np.float32(_first(xs)) / (np.float32(_first(ys)) * np.float32(count))
+        out = np.clip(requantize_onnx(total, np.float32(scale), int(_first(yz)), low, high),
+                      low, high)
+    return out.astype(x.dtype)
+
+
+register(OpDef(
+    "QLinearGlobalAveragePool", "pool", _infer, _global_average_pool, inputs=(5, 5),
+    spatial=True, domain="com.microsoft",
+    attrs={**REQUANT_ATTRS, "channels_last": Attr("int", 0, "1: the input is NHWC (Kiln reads "
+                                                            "0 and tracks layout itself)")},
+    doc="mean over the spatial axes of an 8-bit tensor, requantized to 8 bits "
+        "(onnxruntime's com.microsoft QLinearGlobalAveragePool)"))
