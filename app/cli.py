@@ -101,12 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_inspect(args) -> int:
     """`kiln inspect`."""
+    from compiler.quant.summary import summary
     from compiler.stats import compute_stats
 
     graph = _load_graph(args)
     stats = compute_stats(graph)
+    quant = summary(graph)
     if args.json:
-        print(json.dumps(stats.to_json()))
+        print(json.dumps({**stats.to_json(), "dtypes": quant["dtypes"],
+                          "quantized": {**quant["quantized"], "values": quant["values"]}}))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -115,6 +118,9 @@ def cmd_inspect(args) -> int:
     console.print(f"[bold]{Path(args.model).name}[/bold]: graph {graph.name!r}, opset "
                   f"{graph.opset}, {stats.nodes} nodes, {stats.params:,} parameters "
                   f"({stats.param_bytes:,} bytes), {stats.macs:,} MACs")
+    types = ", ".join(f"{count} {dtype}" for dtype, count in quant["dtypes"].items())
+    console.print(f"tensors: {types}; quantized: {quant['quantized']['per_tensor']} per tensor,"
+                  f" {quant['quantized']['per_channel']} per channel", markup=False)
     table = Table("input/output", "name", "type", "shape")
     for kind, items in (("input", stats.inputs), ("output", stats.outputs)):
         for item in items:

@@ -560,6 +560,17 @@ def screenshots(window, save) -> None:
         controller.canvas.center_on(record.added[0])
     save(controller.dock, "passes.png")
     save(controller.view, "stage_diff.png")
+    integer = next((i for i, s in enumerate(controller.stages) if s.record is not None
+                    and s.record.name == "to_integer" and s.record.changed), None)
+    if integer is not None:  # a quantized model: the stage where QDQ became integer operators
+        controller.show_stage(integer)
+        graph = controller.stages[integer].graph
+        conv = next((n for n in graph.nodes if n.op == "QLinearConv"), None)
+        if conv is not None:
+            controller.canvas.center_on(conv.id)
+            controller.select_on_stage(conv.id)
+        save(controller.view, "stage_integer.png")
+        save(window.properties.page, "properties_integer.png")
     controller.editor_dock.show()
     controller.editor_dock.raise_()
     save(controller.editor_dock, "pipeline_editor.png")

@@ -37,6 +37,9 @@ def _expected_stats() -> dict:
         "macs": macs,
         "inputs": [{"name": "image", "dtype": "float32", "shape": [1, 1, 8, 8]}],
         "outputs": [{"name": "logits", "dtype": "float32", "shape": [1, 10]}],
+        # Every tensor: the input, the weights and each node's outputs, all float32 here.
+        "dtypes": {"float32": 1 + len(weights) + sum(len(n.output) for n in model.graph.node)},
+        "quantized": {"per_tensor": 0, "per_channel": 0, "values": {}},
     }
 
 
@@ -45,7 +48,7 @@ def test_inspect_json_is_exactly_the_documented_document(capsys):
     out, err = capsys.readouterr()
     document = json.loads(out)
     assert list(document) == ["nodes", "ops", "params", "param_bytes", "macs", "inputs",
-                              "outputs"]
+                              "outputs", "dtypes", "quantized"]
     assert document == _expected_stats()
     assert err == ""
 

@@ -103,7 +103,9 @@ class GraphCanvas(QGraphicsView):
             self.scene().addItem(item)
             self._boxes[key] = item
         for edge in layout.edges:
-            item = EdgeItem(edge.src, edge.dst, edge.value, edge.points)
+            value = values.get(edge.value)
+            item = EdgeItem(edge.src, edge.dst, edge.value, edge.points,
+                            integer=value is not None and value.type.dtype in ("int8", "uint8"))
             item.setToolTip(_edge_tip(values.get(edge.value), edge.value))
             self.scene().addItem(item)
             self._edges.append(item)

@@ -265,8 +265,10 @@ def smooth_path(points: list[tuple[float, float]]) -> QPainterPath:
 class EdgeItem(QGraphicsPathItem):
     """An edge: a smooth path with an arrow head into its consumer when zoomed in."""
 
-    def __init__(self, src: Key, dst: Key, value: str, points: list[tuple[float, float]]):
+    def __init__(self, src: Key, dst: Key, value: str, points: list[tuple[float, float]],
+                 integer: bool = False):
         super().__init__(smooth_path(points))
+        self.integer = integer  # carries 8-bit integers: drawn in its own colour, dashed
         self.src = src
         self.dst = dst
         self.value = value
@@ -316,10 +318,14 @@ class EdgeItem(QGraphicsPathItem):
         emphasis = self.selected or self.active or self.hovered
         if emphasis:
             color = style.color(style.SELECTED)
+        elif self.integer:
+            color = style.color(style.EDGE_INT)
         else:
             color = style.color(style.EDGE if lod >= style.LOD_TEXT else style.EDGE_LOW)
         width = 2.2 if self.selected or self.hovered else 1.6 if self.active else 1.2
         pen = QPen(color, width)
+        if self.integer and lod >= style.LOD_TEXT:
+            pen.setStyle(Qt.PenStyle.DashLine)
         if lod * width < 1.0:
             pen.setCosmetic(True)
             pen.setWidthF(1.0)

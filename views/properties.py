@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from compiler import ops
 from compiler.edit import format_attribute
 from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
+from compiler.quant.explain import real_value_formula, requant_channels, summary
 from compiler.stats import TensorStats, tensor_stats
 from views.labels import input_name, type_text
 
@@ -222,8 +223,16 @@ class PropertiesPanel(QWidget):
         self.outputs = _Table(["Output", "Tensor", "Type"])
         self.outputs.itemChanged.connect(self._tensor_renamed)
         self.outputs.itemDoubleClicked.connect(self._row_activated)
+        self.quant_heading = _heading("Quantization")
+        self.quant_text = QLabel()
+        self.quant_text.setWordWrap(True)
+        self.quant_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.requant_table = _Table(["Channel", "in×w/out", "onnx scale", "Q31 multiplier",
+                                     "Shift"])
+        self.requant_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         for widget in (self.attrs_heading, self.attributes, self.inputs_heading, self.inputs,
-                       self.outputs_heading, self.outputs):
+                       self.outputs_heading, self.outputs, self.quant_heading, self.quant_text,
+                       self.requant_table):
             layout.addWidget(widget)
 
         self.weights_box = QWidget()
@@ -268,6 +277,7 @@ class PropertiesPanel(QWidget):
         self.title.setText(f"<span style='color: gray'>{html.escape(message)}</span>")
         for widget in (self.problem, self.info, self.attrs_heading, self.attributes,
                        self.inputs_heading, self.inputs, self.outputs_heading, self.outputs,
+                       self.quant_heading, self.quant_text, self.requant_table,
                        self.weights_box):
             widget.hide()
 
@@ -308,6 +318,7 @@ class PropertiesPanel(QWidget):
         self._fill_attributes(node)
         self._fill_inputs(node)
         self._fill_outputs(node.outputs)
+        self._fill_quantization(node.outputs, node)
         weights = [v for v in node.inputs if isinstance(v, Constant)]
         self._set_weights(weights, [input_name(node.op, node.inputs.index(w)) for w in weights])
 
@@ -342,6 +353,7 @@ class PropertiesPanel(QWidget):
         self.inputs_heading.hide()
         self.inputs.hide()
         self._fill_outputs([value], heading="Tensor")
+        self._fill_quantization([value], None)
         self._set_weights([value] if isinstance(value, Constant) else [], [value.name])
         # The grid's row titles fit a node; a tensor reuses the rows for its own facts.
         for key, title in (("Op", "Type"), ("Id", "Producer"), ("MACs", "Users"),
@@ -422,6 +434,21 @@ class PropertiesPanel(QWidget):
         self.outputs_heading.setText(heading)
         self.outputs_heading.setVisible(bool(rows))
         self.outputs.setVisible(bool(rows))
+
+    def _fill_quantization(self, values: list[Value], node: Node | None) -> None:
+        """The real-value formula of quantized tensors; an integer node's requantization."""
+        lines = [f"{v.name}: {real_value_formula(v.type.quant)}" for v in values if v.type.quant]
+        channels = requant_channels(node) if node is not None else []
+        if channels:
+            rule = node.attrs.get("requant", "onnx")
+            lines.append(f"{summary(channels)}; requantized by the {rule} rule")
+        self.quant_text.setText("\n".join(lines))
+        self.requant_table.fill([[_item(str(c.channel)), _item(f"{c.real:.6g}"),
+                                  _item(f"{c.onnx_scale:.6g}"), _item(str(c.multiplier)),
+                                  _item(str(c.shift))] for c in channels])
+        for widget in (self.quant_heading, self.quant_text):
+            widget.setVisible(bool(lines))
+        self.requant_table.setVisible(bool(channels))
 
     def _key(self, value: Value):
         """The canvas key of the box that produces `value`."""

@@ -39,6 +39,7 @@ HIGHLIGHT = "#ffd54f"  # search matches
 BACKGROUND = "#fbfbfc"
 EDGE = "#7d8894"
 EDGE_LOW = "#b4bcc5"  # edges when zoomed far out: lighter, so boxes stay the figure
+EDGE_INT = "#c2185b"  # edges carrying 8-bit integers (quantized tensors)
 TEXT = "#1d232a"
 TEXT_MUTED = "#5f6b77"
 TITLE_TEXT = "#ffffff"

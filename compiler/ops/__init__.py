@@ -14,6 +14,7 @@ from compiler.ops import (  # noqa: F401
     pool,
     qlinear,
     qpool,
+    qsoftmax,
     quant,
     reduce,
     resize,

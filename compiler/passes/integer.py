@@ -254,6 +254,26 @@ def _global_pool(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
+def _softmax(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Softmax over one axis, by onnxruntime's table (TFLite Micro's rule is not here yet)."""
+    x = _dequantized(rw, node.inputs[0])
+    if mode != "onnx" or x is None or not x.per_tensor:
+        return False
+    rank = x.integers.type.rank
+    axis = node.attrs["axis"] % rank
+    if node.attrs.get("coerce_2d") and axis != rank - 1:
+        return False  # normalizes over several trailing axes
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or bounds is not None or quant.output.type.dtype != x.integers.type.dtype:
+        return False
+    ys, yz = _output_params(rw, quant)
+    inputs = [x.integers, x.scale, _zero_point_input(rw, x, x.integers), ys, yz]
+    new = rw.add("QLinearSoftmax", inputs, {"axis": axis, "opset": 13},
+                 replaces=[node, quant, x.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
 def _same_params(d: Dequantized, quant: Node) -> bool:
     """Whether `quant` quantizes exactly as `d` dequantized (same type, scale, zero point)."""
     zp_in = 0 if d.zero_point is None else int(d.zero_point.data.reshape(-1)[0])
@@ -282,13 +302,13 @@ def _passthrough(rw: Rewriter, node: Node, mode: str) -> bool:
 
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _add,
-          "AveragePool": _global_pool, "GlobalAveragePool": _global_pool,
+          "AveragePool": _global_pool, "GlobalAveragePool": _global_pool, "Softmax": _softmax,
           **{op: _passthrough for op in _MOVES}}
 
 
 @register_pass("to_integer", "lower")
 def to_integer(graph: Graph) -> bool:
-    """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add and global pooling into integers.
+    """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add, pooling, Softmax into integers.
 
     A unit is DequantizeLinear -> operator (-> Relu or Clip, which becomes the output's
     integer range) -> QuantizeLinear, with int8 weights and an int32 bias. The accumulator is

@@ -14,6 +14,7 @@ import numpy as np
 from compiler.driver import Compilation
 from compiler.frontends.onnx.export import to_onnx
 from compiler.ir.graph import Graph
+from tests.conftest import SAMPLE_MODEL
 
 
 def integer_stage(compiled: Compilation) -> Graph:
@@ -38,3 +39,31 @@ def differing(ours: np.ndarray, want: np.ndarray) -> int:
     """Elements that differ (integers compared exactly; dtype and shape must agree)."""
     assert ours.dtype == want.dtype and ours.shape == want.shape, (ours.dtype, want.dtype)
     return int(np.count_nonzero(ours.astype(np.int64) != want.astype(np.int64)))
+
+
+def quantize_digits(folder) -> dict:
+    """The bundled digits CNN quantized by onnxruntime's quantize_static, per-channel int8,
+    in both formats: {"QDQ": path, "QOperator": path} in `folder`."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Images(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.feeds = iter([{"image": rng.random((1, 1, 8, 8)).astype(np.float32)}
+                               for _ in range(16)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    paths = {}
+    for form in (QuantFormat.QDQ, QuantFormat.QOperator):
+        paths[form.name] = folder / f"digits_{form.name}.onnx"
+        quantize_static(str(SAMPLE_MODEL), str(paths[form.name]), Images(), quant_format=form,
+                        per_channel=True, activation_type=QuantType.QInt8,
+                        weight_type=QuantType.QInt8)
+    return paths

@@ -61,6 +61,8 @@ def test_int8_model_is_integer_and_bit_exact_with_onnxruntime(name):
     assert counts["FullyConnected"] == counts["AveragePool"] == counts["GlobalAveragePool"] == 0, \
         counts
     assert counts["QLinearConv"] + counts["QGemm"] >= 9, counts
+    floats = [n.name for n in final.nodes for v in n.outputs if v.type.dtype == "float32"]
+    assert not floats, f"{name}: still float: {floats}"
     session = ort_session(integer_stage(compiled))
     x_name = final.inputs[0].name
     feeds = [_sample(name, graph, folder)] + [

@@ -171,3 +171,36 @@ def test_qlinear_global_average_pool_equals_onnxruntime(dtype, shape, tmp_path):
         assert ours.dtype == want.dtype and ours.shape == want.shape
         differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
         assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("shape,axis", [([1, 10], -1), ([2, 12], 1), ([3, 7, 5], 1)],
+                         ids=["row10", "rows12", "axis1"])
+def test_qlinear_softmax_equals_onnxruntime(dtype, shape, axis, tmp_path):
+    info = np.iinfo(dtype)
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        names = ["xs", "xz", "ys", "yz"]
+        y_zp = -128 if dtype == np.int8 else 0
+        params = [np.array(np.float32(rng.uniform(0.02, 0.3))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
+                  np.array(np.float32(1 / 256)), np.array(y_zp, dtype)]
+        node = helper.make_node("QLinearSoftmax", ["x", *names], ["y"], domain="com.microsoft",
+                                axis=axis, opset=13)
+        graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", elem, shape)],
+                                  [helper.make_tensor_value_info("y", elem, None)],
+                                  [numpy_helper.from_array(p, n) for p, n in zip(params, names)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+        x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        if seed % 4 == 0:  # one dominant element: the result saturates at the top
+            x.reshape(-1)[0] = info.max
+        path = tmp_path / "m.onnx"
+        onnx.save(model, path)
+        ours = run(load_onnx(path), {"x": x})["y"]
+        want = ort_run(model, {"x": x})[0]
+        assert ours.dtype == want.dtype and ours.shape == want.shape
+        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
+        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"

@@ -11,9 +11,8 @@ from app import cli
 from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
-from tests.conftest import SAMPLE_MODEL
 from tests.helpers import ort_run
-from tests.quant.int8_oracle import differing, integer_stage, ort_session
+from tests.quant.int8_oracle import differing, integer_stage, ort_session, quantize_digits
 
 SEEDS = range(20)
 
@@ -21,30 +20,7 @@ SEEDS = range(20)
 @pytest.fixture(scope="module")
 def quantized_digits(tmp_path_factory):
     """The bundled digits CNN quantized by quantize_static: {format: path}."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Images(CalibrationDataReader):
-        def __init__(self):
-            rng = np.random.default_rng(0)
-            self.feeds = iter([{"image": rng.random((1, 1, 8, 8)).astype(np.float32)}
-                               for _ in range(16)])
-
-        def get_next(self):
-            return next(self.feeds, None)
-
-    folder = tmp_path_factory.mktemp("digits")
-    paths = {}
-    for form in (QuantFormat.QDQ, QuantFormat.QOperator):
-        paths[form.name] = folder / f"digits_{form.name}.onnx"
-        quantize_static(str(SAMPLE_MODEL), str(paths[form.name]), Images(), quant_format=form,
-                        per_channel=True, activation_type=QuantType.QInt8,
-                        weight_type=QuantType.QInt8)
-    return paths
+    return quantize_digits(tmp_path_factory.mktemp("digits"))
 
 
 def _images():

@@ -1,0 +1,80 @@
+"""Integer softmax: QLinearSoftmax (onnxruntime's com.microsoft operator), onnxruntime's rule.
+
+onnxruntime builds a 256-entry float32 table of exp((i - 255 + shift) * x_scale) (the shift
+keeps a row's sum finite), looks every element up after moving the row's maximum to the top
+entry, sums the row in float32 in order, and writes round_half_even(entry * floor(1 / y_scale)
+/ sum) + y_zero_point, saturated at the top. A row whose sum is 0 is left as it was.
+TFLite Micro's fixed-point softmax is not here yet.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.ops._util import normalize_axis
+from compiler.ops.qlinear import (
+    check_scale,
+    check_zero_point,
+    quantized_output_type,
+    require_integer,
+)
+from compiler.ops.registry import Attr, OpDef, fail, register
+
+_FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def _infer(node, ins, values):
+    x, xs, xz, ys, yz = ins
+    require_integer(node, x, "input")
+    check_scale(node, xs, values[1], "input scale")
+    check_scale(node, ys, values[3], "output scale")
+    check_zero_point(node, xz, x.dtype, "input zero point")
+    check_zero_point(node, yz, x.dtype, "output zero point")
+    if node.attrs.get("requant", "onnx") != "onnx":
+        fail("QLinearSoftmax follows onnxruntime's rule only; TFLite Micro's is not supported")
+    if node.attrs["opset"] < 13:
+        fail("QLinearSoftmax of opset < 13 (softmax over all trailing axes) is not supported")
+    normalize_axis(node.attrs["axis"], x.rank)
+    return [quantized_output_type(x.shape, yz, values, 3, 4)]
+
+
+def _table(x_scale: float, length: int, signed: bool) -> np.ndarray:
+    """The lookup table onnxruntime builds, indexed by the uint8 pattern of the shifted input."""
+    shift = max(0.0, math.log(_FLOAT_MAX / length) - 5.0) / x_scale
+    i = np.arange(256, dtype=np.float64)
+    values = np.exp((i - 255 + shift) * x_scale).astype(np.float32)
+    table = np.empty(256, np.float32)
+    index = ((i.astype(np.int64) - 128) & 0xFF) if signed else i.astype(np.int64)
+    table[index] = values
+    return table
+
+
+def _softmax(node, x, xs, xz, ys, yz):
+    axis = normalize_axis(node.attrs["axis"], x.ndim)
+    moved = np.moveaxis(x, axis, -1)
+    signed = x.dtype == np.int8
+    length = moved.shape[-1]
+    table = _table(float(np.float32(np.asarray(xs).reshape(-1)[0])), length, signed)
+    top = 127 if signed else 255
+    shifted = (moved.astype(np.int64) + (top - moved.max(axis=-1, keepdims=True))) & 0xFF
+    entries = table[shifted]
+    sums = np.cumsum(entries, axis=-1, dtype=np.float32)[..., -1:]  # in order, in float32
+    y_scale = np.float32(math.floor(np.float32(1.0) / np.float32(np.asarray(ys).reshape(-1)[0])))
+    zp = int(np.asarray(yz).reshape(-1)[0]) if yz is not None else 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.rint((entries * y_scale) / sums).astype(np.int64) + zp
+    out = np.minimum(q, 127 if signed else 255)  # the quotient is never negative
+    out = np.where(sums == 0, moved, out).astype(x.dtype)
+    return np.moveaxis(out, -1, axis)
+
+
+register(OpDef(
+    "QLinearSoftmax", "activation", _infer, _softmax, inputs=(5, 5), domain="com.microsoft",
+    attrs={"axis": Attr("int", -1, "the axis the softmax normalizes"),
+           "opset": Attr("int", 13, "the Softmax opset it replaces (13 or later: one axis)"),
+           "requant": Attr("string", "onnx", "Kiln only: the rule (onnxruntime's only)",
+                           onnx=False)},
+    doc="softmax of an 8-bit tensor by onnxruntime's lookup table, requantized to 8 bits "
+        "(onnxruntime's com.microsoft QLinearSoftmax)"))
