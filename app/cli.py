@@ -17,69 +17,34 @@ from pathlib import Path
 
 import numpy as np
 
+from app.cli_args import (
+    Parser,
+    UsageError,
+    add_model_args,
+    add_pipeline_arg,
+    compilation_of,
+    load_graph,
+    parse_input,
+    parse_shape,
+)
 from compiler.errors import KilnError, one_line
 
 EXIT_USAGE = 2
 
 
-class UsageError(KilnError):
-    """A command-line argument that cannot be used as given."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line and exit code 2, like every other error."""
-
-    def error(self, message: str):
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    name, sep, dims = text.rpartition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        shape = tuple(int(d) for d in dims.split(",") if d.strip() != "")
-        if any(d < 0 for d in shape):
-            raise ValueError
-    except ValueError:
-        raise UsageError(f"--shape {text!r} should look like NAME=d0,d1,... with non-negative "
-                         "integers") from None
-    return name, shape
-
-
-def _parse_input(text: str) -> tuple[str, Path]:
-    name, sep, path = text.rpartition("=")
-    if not sep or not name or not path:
-        raise UsageError(f"--input {text!r} should look like NAME=FILE.npy")
-    return name, Path(path)
-
-
-def _load_graph(args):
-    from compiler.frontends.onnx import load_onnx
-
-    shapes = dict(_parse_shape(s) for s in args.shape or [])
-    return load_onnx(args.model, shapes)
-
-
-def _add_model_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="the model file (.onnx)")
-    parser.add_argument("--shape", action="append", metavar="NAME=d0,d1,...",
-                        help="static shape of an input whose dimensions are symbolic or unknown")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (sub-commands)."""
-    parser = _Parser(prog="kiln", description="Kiln: a workbench and ahead-of-time compiler "
+    parser = Parser(prog="kiln", description="Kiln: a workbench and ahead-of-time compiler "
                      "for neural networks on microcontrollers.")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     inspect = sub.add_parser("inspect", help="operators, parameters, MACs, inputs and outputs")
-    _add_model_args(inspect)
+    add_model_args(inspect)
     inspect.add_argument("--json", action="store_true", help="print one JSON document")
     inspect.add_argument("--dump", action="store_true", help="also print the graph, a line a node")
 
     run = sub.add_parser("run", help="run a model with the reference interpreter or compiled")
-    _add_model_args(run)
+    add_model_args(run)
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                      help="an input tensor (inputs not given get a seeded random tensor)")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
@@ -91,7 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run the graph as loaded (default), after the whole default pipeline "
                           "('final'), after the named pass (NAME, or NAME#K for its K-th run), "
                           "or after the first N passes (to bisect a miscompile)")
-    _add_pipeline_arg(run)
+    run.add_argument("--dequantize", action="store_true",
+                     help="also print quantized (int8/uint8) outputs as real values, "
+                          "scale x (q - zero_point)")
+    add_pipeline_arg(run)
     _add_passes_parser(sub)
     _add_memory_parser(sub)
     _add_compile_parser(sub)
@@ -104,7 +72,7 @@ def cmd_inspect(args) -> int:
     from compiler.quant.summary import summary
     from compiler.stats import compute_stats
 
-    graph = _load_graph(args)
+    graph = load_graph(args)
     stats = compute_stats(graph)
     quant = summary(graph)
     if args.json:
@@ -143,7 +111,7 @@ def _read_inputs(graph, specs: Sequence[str], seed: int) -> dict[str, np.ndarray
     feeds = random_inputs(graph, seed)
     by_name = {v.name: v for v in graph.inputs}
     for spec in specs:
-        name, path = _parse_input(spec)
+        name, path = parse_input(spec)
         if name not in by_name:
             raise UsageError(f"--input {name}: the model has no input of that name (inputs are: "
                              f"{', '.join(by_name)})")
@@ -174,18 +142,20 @@ def cmd_run(args) -> int:
     """`kiln run`."""
     from compiler.fileio import atomic_write_bytes
     from compiler.interpreter import run
+    from compiler.quant.explain import real_value_formula
 
-    graph = _load_graph(args)
+    graph = load_graph(args)
     feeds = _read_inputs(graph, args.input or [], args.seed)
     if args.engine == "compiled":
         if args.stage != "loaded":
             raise UsageError("--stage applies to the reference engine only; the compiled engine "
                              "always runs the final graph")
-        outputs = _run_compiled(_compilation(args, graph), feeds)
+        outputs = _run_compiled(compilation_of(args, graph), feeds)
     else:
         if args.stage != "loaded":
-            graph = _compilation(args, graph).stage(args.stage)
+            graph = compilation_of(args, graph).stage(args.stage)
         outputs = run(graph, feeds)
+    quant = {v.name: v.type.quant for v in graph.outputs}
     for name, array in outputs.items():
         flat = array.reshape(-1)
         preview = np.array2string(flat[:8], precision=5, separator=", ")
@@ -194,6 +164,11 @@ def cmd_run(args) -> int:
         if array.ndim >= 1 and array.size > 1 and array.shape[0] == 1:
             line += f"  argmax={int(np.argmax(flat))}"
         print(line)
+        q = quant.get(name)
+        if args.dequantize and q is not None and len(q.scale) == 1:
+            real = np.float32(q.scale[0]) * (flat[:8].astype(np.float32) - q.zero_point[0])
+            print(f"  {real_value_formula(q)}: "
+                  f"{np.array2string(real, precision=5, separator=', ')}{more}")
     if args.output:
         buffer = io.BytesIO()
         np.savez(buffer, **outputs)
@@ -224,43 +199,15 @@ def _run_compiled(compiled, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {v.name: outputs[v.name] for v in compiled.graph.outputs}
 
 
-def _compilation(args, graph=None):
-    """The driver's Compilation of the model with `--pipeline` (or the default pipeline)."""
-    from compiler.driver import compilation
-    from compiler.passes import load_pipeline
-
-    pipeline = load_pipeline(args.pipeline) if getattr(args, "pipeline", None) else None
-    if getattr(args, "requant", None):
-        pipeline = _with_requant(pipeline, args.requant)
-    return compilation(graph if graph is not None else _load_graph(args), pipeline)
-
-
-def _with_requant(pipeline, mode: str):
-    """`pipeline` (or the default one) with its requantization rule set to `mode`."""
-    from compiler.passes import Pipeline, default_pipeline
-
-    base = pipeline or default_pipeline()
-    return Pipeline(base.passes, mode)
-
-
-def _add_pipeline_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pipeline", metavar="FILE", help="a pipeline file (JSON) to run "
-                        "instead of the default pipeline")
-    parser.add_argument("--requant", choices=("onnx", "tflite"),
-                        help="how integer operators requantize: onnx (float scale, ties to "
-                             "even, as onnxruntime) or tflite (fixed point, as TFLite Micro); "
-                             "default: the model's format decides (onnx for ONNX)")
-
-
 def _add_passes_parser(sub) -> None:
     passes = sub.add_parser("passes", help="run the pass pipeline and show what each pass did")
-    _add_model_args(passes)
+    add_model_args(passes)
     passes.add_argument("--json", action="store_true", help="print one JSON document")
     passes.add_argument("--verify", action="store_true",
                         help="after every pass, check the graph and compare its outputs with "
                              "the loaded model's on a seeded random input")
     passes.add_argument("--seed", type=int, default=0, help="seed of that input (default 0)")
-    _add_pipeline_arg(passes)
+    add_pipeline_arg(passes)
     passes.add_argument("--dump-after", metavar="PASS",
                         help="print the graph after PASS (every run of it, or NAME#K for the "
                              "K-th)")
@@ -313,7 +260,7 @@ def cmd_passes(args) -> int:
             raise UsageError("--dump-after prints text, so it cannot be combined with --json")
         # An unknown pass is an error before any work.
         Pipeline(pipeline.enabled() + prepare_stage().passes).stage_index(args.dump_after)
-    compiled = _compilation(args)
+    compiled = compilation_of(args)
     result = compiled.passes(verify=args.verify, seed=args.seed,
                              snapshots=bool(args.dump_after))
     if args.json:
@@ -339,13 +286,13 @@ def cmd_passes(args) -> int:
 def _add_memory_parser(sub) -> None:
     memory = sub.add_parser("memory", help="schedule, lifetimes, arena plan per strategy, lower "
                                            "bound")
-    _add_model_args(memory)
+    add_model_args(memory)
     memory.add_argument("--json", action="store_true", help="print one JSON document")
     memory.add_argument("--io-in-arena", action="store_true",
                         help="place inputs and outputs inside the activation arena so their "
                              "space is reused once dead")
     _add_target_args(memory)
-    _add_pipeline_arg(memory)
+    add_pipeline_arg(memory)
     memory.add_argument("--dump", action="store_true", help="also print the low-level IR")
 
 
@@ -369,7 +316,7 @@ def cmd_memory(args) -> int:
     if args.dump and args.json:
         raise UsageError("--dump prints text, so it cannot be combined with --json")
     options, _ = _options(args)
-    plan = _compilation(args).plan(options)
+    plan = compilation_of(args).plan(options)
     doc = plan.to_json()
     if args.json:
         print(json.dumps(doc))
@@ -402,9 +349,9 @@ def cmd_memory(args) -> int:
 def _add_compile_parser(sub) -> None:
     compile_ = sub.add_parser("compile", help="compile a model into a bundle (object, header, "
                                               "weights, report, example program)")
-    _add_model_args(compile_)
+    add_model_args(compile_)
     _add_target_args(compile_)
-    _add_pipeline_arg(compile_)
+    add_pipeline_arg(compile_)
     compile_.add_argument("-o", "--output", required=True, metavar="DIR",
                           help="folder for the bundle")
     compile_.add_argument("--name", default="net", metavar="NET",
@@ -486,7 +433,7 @@ def cmd_compile(args) -> int:
     meant for a bigger part); the warning goes to stderr and `--json` carries `board.fits`.
     """
     options, board = _options(args)  # errors before any work
-    compiled = _compilation(args)
+    compiled = compilation_of(args)
     try:
         paths, doc = compiled.bundle(args.output, options, board)
     except OSError as exc:
@@ -513,7 +460,7 @@ def cmd_compile(args) -> int:
 def _add_bench_parser(sub) -> None:
     bench = sub.add_parser("bench", help="the model compiled for this host against onnxruntime "
                                          "and LiteRT")
-    _add_model_args(bench)
+    add_model_args(bench)
     bench.add_argument("--json", action="store_true", help="print one JSON document")
     bench.add_argument("--runs", type=int, metavar="N",
                        help="inferences per block (default: about 0.2 s worth)")
@@ -532,7 +479,7 @@ def cmd_bench(args) -> int:
 
     if args.repeats < 1 or (args.runs is not None and args.runs < 1):
         raise UsageError("--runs and --repeats must be at least 1")
-    shapes = dict(_parse_shape(s) for s in args.shape or [])
+    shapes = dict(parse_shape(s) for s in args.shape or [])
     result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite)
     if args.json:
         print(json.dumps(result.to_json()))

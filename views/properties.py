@@ -227,8 +227,7 @@ class PropertiesPanel(QWidget):
         self.quant_text = QLabel()
         self.quant_text.setWordWrap(True)
         self.quant_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.requant_table = _Table(["Channel", "in×w/out", "onnx scale", "Q31 multiplier",
-                                     "Shift"])
+        self.requant_table = _Table(["Ch", "in×w/out", "Q31 multiplier", "Shift"])
         self.requant_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         for widget in (self.attrs_heading, self.attributes, self.inputs_heading, self.inputs,
                        self.outputs_heading, self.outputs, self.quant_heading, self.quant_text,
@@ -443,9 +442,11 @@ class PropertiesPanel(QWidget):
             rule = node.attrs.get("requant", "onnx")
             lines.append(f"{summary(channels)}; requantized by the {rule} rule")
         self.quant_text.setText("\n".join(lines))
-        self.requant_table.fill([[_item(str(c.channel)), _item(f"{c.real:.6g}"),
-                                  _item(f"{c.onnx_scale:.6g}"), _item(str(c.multiplier)),
-                                  _item(str(c.shift))] for c in channels])
+        self.requant_table.fill([[_item(str(c.channel)),
+                                  _item(f"{c.real:.6g}", tip=f"onnx rule: float32 scale "
+                                                             f"{c.onnx_scale:.9g}"),
+                                  _item(str(c.multiplier)), _item(str(c.shift))]
+                                 for c in channels])
         for widget in (self.quant_heading, self.quant_text):
             widget.setVisible(bool(lines))
         self.requant_table.setVisible(bool(channels))

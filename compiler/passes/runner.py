@@ -118,8 +118,19 @@ def _signature(node: Node) -> tuple:
             [out.type for out in node.outputs])
 
 
-def _compare(got: dict, want: dict, graph: Graph, initial: Graph) -> tuple[float, float, bool]:
-    """(max abs error, max relative error, within tolerance) of outputs matched by position."""
+# Passes that change the arithmetic on purpose: to_integer computes in integers what the loaded
+# QDQ model computes in float. Its outputs may differ from the loaded model's by rounding (up to
+# REQUANT_STEPS steps of an 8-bit output); every later stage must then equal its outputs exactly.
+REBASING = frozenset({"to_integer"})
+REQUANT_STEPS = 2
+
+
+def _compare(got: dict, want: dict, graph: Graph, initial: Graph, steps: int = 0
+             ) -> tuple[float, float, bool]:
+    """(max abs error, max relative error, within tolerance) of outputs matched by position.
+
+    Integer outputs must be equal, or within `steps` of each other when the pass rebases.
+    """
     worst_abs = worst_rel = 0.0
     matches = True
     for new, old in zip(graph.outputs, initial.outputs):
@@ -135,7 +146,7 @@ def _compare(got: dict, want: dict, graph: Graph, initial: Graph) -> tuple[float
         if np.issubdtype(b.dtype, np.floating):
             matches &= bool(np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True))
         else:
-            matches &= bool(np.array_equal(a, b))
+            matches &= bool(diff.max() <= steps)
     return worst_abs, worst_rel, matches
 
 
@@ -223,9 +234,15 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
                 except VerifyError as exc:
                     raise VerifyError(f"after pass {p.name}: {exc}") from None
                 try:
-                    errors = _compare(run(work, feeds), expected, work, initial)
+                    got = run(work, feeds)
                 except KilnError as exc:
                     raise KilnError(f"after pass {p.name}, the interpreter fails: {exc}") from None
+                rebases = p.name in REBASING
+                errors = _compare(got, expected, work, initial,
+                                  REQUANT_STEPS if rebases else 0)
+                if rebases:  # later stages must give exactly these integers
+                    expected = {old.name: got[new.name]
+                                for new, old in zip(work.outputs, initial.outputs)}
             record.verified = changed
             record.max_abs_err, record.max_rel_err, record.matches = errors
         records.append(record)

@@ -11,6 +11,7 @@ from app import cli
 from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
+from compiler.passes import run_pipeline
 from tests.helpers import ort_run
 from tests.quant.int8_oracle import differing, integer_stage, ort_session, quantize_digits
 
@@ -132,3 +133,12 @@ def test_an_inconsistent_bias_scale_is_one_line_naming_the_layer(tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "bad_bias.onnx" in err and "(Conv)" in err
     assert "int32 bias has scale" in err and "must be equal" in err
+
+
+def test_verify_holds_every_stage_after_to_integer_to_its_integers(quantized_digits):
+    result = run_pipeline(load_onnx(quantized_digits["QDQ"]), verify=True, snapshots=False)
+    names = [r.name for r in result.records]
+    start = names.index("to_integer")
+    assert result.records[start].changed and result.records[start].matches
+    later = [r for r in result.records[start + 1:] if r.verified]
+    assert later and all(r.matches and r.max_abs_err == 0 for r in later)

@@ -1,0 +1,90 @@
+"""What every `kiln` command shares: its usage error, reading the model, the pipeline options.
+
+Kept apart from the commands so that command modules can share it without importing each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from compiler.errors import KilnError
+
+
+class UsageError(KilnError):
+    """A command-line argument that cannot be used as given."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit code 2, like every other error."""
+
+    def error(self, message: str):  # noqa: D102 - argparse override
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """`NAME=d0,d1,...` of `--shape` as (name, shape)."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        shape = tuple(int(d) for d in dims.split(",") if d.strip() != "")
+        if any(d < 0 for d in shape):
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--shape {text!r} should look like NAME=d0,d1,... with non-negative "
+                         "integers") from None
+    return name, shape
+
+
+def parse_input(text: str) -> tuple[str, Path]:
+    """`NAME=FILE.npy` of `--input` as (name, path)."""
+    name, sep, path = text.rpartition("=")
+    if not sep or not name or not path:
+        raise UsageError(f"--input {text!r} should look like NAME=FILE.npy")
+    return name, Path(path)
+
+
+def load_graph(args):
+    """The model named on the command line, loaded with its `--shape` overrides."""
+    from compiler.frontends.onnx import load_onnx
+
+    shapes = dict(parse_shape(s) for s in args.shape or [])
+    return load_onnx(args.model, shapes)
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """The model file and `--shape`, which every command takes."""
+    parser.add_argument("model", help="the model file (.onnx)")
+    parser.add_argument("--shape", action="append", metavar="NAME=d0,d1,...",
+                        help="static shape of an input whose dimensions are symbolic or unknown")
+
+
+
+def compilation_of(args, graph=None):
+    """The driver's Compilation of the model with `--pipeline` (or the default pipeline)."""
+    from compiler.driver import compilation
+    from compiler.passes import load_pipeline
+
+    pipeline = load_pipeline(args.pipeline) if getattr(args, "pipeline", None) else None
+    if getattr(args, "requant", None):
+        pipeline = with_requant(pipeline, args.requant)
+    return compilation(graph if graph is not None else load_graph(args), pipeline)
+
+
+def with_requant(pipeline, mode: str):
+    """`pipeline` (or the default one) with its requantization rule set to `mode`."""
+    from compiler.passes import Pipeline, default_pipeline
+
+    base = pipeline or default_pipeline()
+    return Pipeline(base.passes, mode)
+
+
+def add_pipeline_arg(parser: argparse.ArgumentParser) -> None:
+    """`--pipeline` and `--requant`, for the commands that run the passes."""
+    parser.add_argument("--pipeline", metavar="FILE", help="a pipeline file (JSON) to run "
+                        "instead of the default pipeline")
+    parser.add_argument("--requant", choices=("onnx", "tflite"),
+                        help="how integer operators requantize: onnx (float scale, ties to "
+                             "even, as onnxruntime) or tflite (fixed point, as TFLite Micro); "
+                             "default: the model's format decides (onnx for ONNX)")
