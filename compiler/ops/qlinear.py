@@ -357,7 +357,7 @@ def _infer_qlinear_add(node, ins, values):
     require_integer(node, a, "input A")
     require_integer(node, b, "input B")
     if b.dtype != a.dtype or (cz is not None and cz.dtype != a.dtype):
-        fail(f"QLinearAdd's inputs and output must share one 8-bit type, got {a.dtype}, "
+        fail(f"{node.op}'s inputs and output must share one 8-bit type, got {a.dtype}, "
              f"{b.dtype} and {cz.dtype if cz is not None else a.dtype}")
     for t, value, what in ((as_, values[1], "A scale"), (bs, values[4], "B scale"),
                            (cs, values[6], "output scale")):
@@ -430,3 +430,38 @@ register(OpDef(
     domain="com.microsoft", attrs=dict(REQUANT_ATTRS),
     doc="sum of two 8-bit tensors requantized to 8 bits (onnxruntime's com.microsoft "
         "QLinearAdd)"))
+
+
+# -- QLinearMul (onnxruntime's com.microsoft operator) --------------------------------------------
+
+def _mul_onnx(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
+    """As onnxruntime's QLinearMul (SSE2): the integer product times a float32 ratio, + zp."""
+    ratio = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sc))
+    product = (a.astype(np.int64) - int(za)) * (b.astype(np.int64) - int(zb))
+    value = (product.astype(np.float32) * ratio).astype(np.float32) + np.float32(zc)
+    return np.rint(value.astype(np.float32)).astype(np.int64)
+
+
+def _mul_tflite(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
+    """TFLite Micro's int8 MUL: MultiplyByQuantizedMultiplier of the integer product."""
+    real = float(np.float32(sa)) * float(np.float32(sb)) / float(np.float32(sc))
+    multiplier, shift = quantize_multiplier(real)
+    product = (a.astype(np.int64) - int(za)) * (b.astype(np.int64) - int(zb))
+    return multiply_by_quantized_multiplier(product, multiplier, shift) + int(zc)
+
+
+def _qlinear_mul(node, a, sa, za, b, sb, zb, sc, zc=None):
+    dtype = a.dtype.name
+    rule = _mul_tflite if requant_rule(node) == "tflite" else _mul_onnx
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    value = rule(a, b, _first(sa), _first(za), _first(sb), _first(zb), _first(sc), _first(zc))
+    low, high = node.attrs.get("output_range") or RANGES[dtype]
+    return np.clip(value, low, high).astype(dtype)
+
+
+register(OpDef(
+    "QLinearMul", "elementwise", _infer_qlinear_add, _qlinear_mul, inputs=(7, 8),
+    domain="com.microsoft", attrs=dict(REQUANT_ATTRS),
+    doc="product of two 8-bit tensors requantized to 8 bits (onnxruntime's com.microsoft "
+        "QLinearMul)"))

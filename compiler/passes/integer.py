@@ -205,7 +205,8 @@ def _gemm(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
-def _add(rw: Rewriter, node: Node, mode: str) -> bool:
+def _binary(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Add or Mul of two per-tensor quantized inputs: QLinearAdd or QLinearMul."""
     a = _dequantized(rw, node.inputs[0])
     b = _dequantized(rw, node.inputs[1])
     if a is None or b is None or not a.per_tensor or not b.per_tensor:
@@ -218,7 +219,8 @@ def _add(rw: Rewriter, node: Node, mode: str) -> bool:
     ys, yz = _output_params(rw, quant)
     inputs = [a.integers, a.scale, _zero_point_input(rw, a, a.integers), b.integers, b.scale,
               _zero_point_input(rw, b, b.integers), ys, yz]
-    new = rw.add("QLinearAdd", inputs, {"requant": mode, "output_range": _range(quant, bounds)},
+    new = rw.add(f"QLinear{node.op}", inputs,
+                 {"requant": mode, "output_range": _range(quant, bounds)},
                  replaces=[node, quant, a.node, b.node])
     _finish(rw, node, quant, new)
     return True
@@ -300,15 +302,28 @@ def _passthrough(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
+def _concat(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Concat of integers that all share the output's parameters: joined as they are."""
+    parts = [_dequantized(rw, v) for v in node.inputs]
+    if any(d is None or not d.per_tensor for d in parts):
+        return False
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or bounds is not None or not all(_same_params(d, quant) for d in parts):
+        return False
+    new = rw.copy(node, [d.integers for d in parts], replaces=[quant, *(d.node for d in parts)])
+    _finish(rw, node, quant, new)
+    return True
+
+
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
-_UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _add,
+_UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
           "AveragePool": _global_pool, "GlobalAveragePool": _global_pool, "Softmax": _softmax,
-          **{op: _passthrough for op in _MOVES}}
+          "Concat": _concat, **{op: _passthrough for op in _MOVES}}
 
 
 @register_pass("to_integer", "lower")
 def to_integer(graph: Graph) -> bool:
-    """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add, pooling, Softmax into integers.
+    """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add, Mul, pooling, Softmax into integers.
 
     A unit is DequantizeLinear -> operator (-> Relu or Clip, which becomes the output's
     integer range) -> QuantizeLinear, with int8 weights and an int32 bias. The accumulator is

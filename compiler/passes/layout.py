@@ -218,7 +218,8 @@ def _sink_through_all(rw: Rewriter, node: Node, axis_attr: str | None = None) ->
     return True
 
 
-_DATA_INPUTS = {"QLinearAdd": (0, 3)}  # integer operators: the rest are scalar parameters
+# Integer element-wise operators: their data inputs (the rest are scalar parameters).
+_DATA_INPUTS = {"QLinearAdd": (0, 3), "QLinearMul": (0, 3)}
 
 
 def _sink_data_inputs(rw: Rewriter, node: Node) -> bool:

@@ -109,7 +109,8 @@ def test_the_tflite_rule_is_selectable_and_differs_only_by_rounding(tmp_path):
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 @pytest.mark.parametrize("shapes", [([1, 8, 6, 6], [1, 8, 6, 6]), ([1, 8, 6, 6], [1]),
                                     ([1], [2, 37])], ids=["same", "scalar_b", "scalar_a"])
-def test_qlinear_add_equals_onnxruntime(dtype, shapes, tmp_path):
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_add_and_mul_equal_onnxruntime(op, dtype, shapes, tmp_path):
     info = np.iinfo(dtype)
     elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
     for seed in range(20):
@@ -122,7 +123,7 @@ def test_qlinear_add_equals_onnxruntime(dtype, shapes, tmp_path):
                   np.array(np.float32(rng.uniform(0.02, 0.3))),
                   np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
         inits = [numpy_helper.from_array(p, n) for p, n in zip(params, names)]
-        node = helper.make_node("QLinearAdd", ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
+        node = helper.make_node(op, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
                                 ["y"], domain="com.microsoft")
         graph = helper.make_graph([node], "q", [
             helper.make_tensor_value_info("a", elem, shapes[0]),

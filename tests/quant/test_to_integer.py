@@ -142,3 +142,52 @@ def test_verify_holds_every_stage_after_to_integer_to_its_integers(quantized_dig
     assert result.records[start].changed and result.records[start].matches
     later = [r for r in result.records[start + 1:] if r.verified]
     assert later and all(r.matches and r.max_abs_err == 0 for r in later)
+
+
+def test_a_concat_of_equal_parameters_joins_the_integers(tmp_path):
+    params = [numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+              numpy_helper.from_array(np.array(5, np.int8), "z")]
+    nodes = [helper.make_node("DequantizeLinear", ["a", "s", "z"], ["af"]),
+             helper.make_node("DequantizeLinear", ["b", "s", "z"], ["bf"]),
+             helper.make_node("Concat", ["af", "bf"], ["c"], axis=1),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "cat", [
+        helper.make_tensor_value_info("a", TensorProto.INT8, [1, 2, 3]),
+        helper.make_tensor_value_info("b", TensorProto.INT8, [1, 4, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 6, 3])], params)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "cat.onnx"
+    onnx.save(model, path)
+    final = compilation(load_onnx(path)).final
+    assert [n.op for n in final.nodes] == ["Concat"]
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.integers(-128, 128, (1, 2, 3)).astype(np.int8),
+             "b": rng.integers(-128, 128, (1, 4, 3)).astype(np.int8)}
+    assert differing(run(final, feeds)["y"], ort_run(model, feeds)[0]) == 0
+
+
+def test_a_quantized_mul_becomes_qlinear_mul(tmp_path):
+    names = ["as", "az", "bs", "bz", "ys", "yz"]
+    values = [0.05, 3, 0.02, -7, 0.04, 1]
+    params = [numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float)
+                                                else np.int8), n) for v, n in zip(values, names)]
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["af"]),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bf"]),
+             helper.make_node("Mul", ["af", "bf"], ["m"]),
+             helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "mul", [
+        helper.make_tensor_value_info(n, TensorProto.INT8, [2, 16]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [2, 16])], params)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "mul.onnx"
+    onnx.save(model, path)
+    compiled = compilation(load_onnx(path))
+    assert [n.op for n in compiled.final.nodes] == ["QLinearMul"]
+    session = ort_session(integer_stage(compiled))
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        feeds = {n: rng.integers(-128, 128, (2, 16)).astype(np.int8) for n in ("a", "b")}
+        ours = run(compiled.final, feeds)["y"]
+        assert differing(ours, session.run(None, feeds)[0]) == 0
