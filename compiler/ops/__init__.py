@@ -14,7 +14,7 @@ from compiler.ops import (  # noqa: F401
     pool,
     qlinear,
     qpool,
-    qsoftmax,
+    qtables,
     quant,
     reduce,
     resize,

@@ -276,6 +276,22 @@ def _softmax(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
+def _leaky_relu(rw: Rewriter, node: Node, mode: str) -> bool:
+    """A Relu or LeakyRelu between a DequantizeLinear and a QuantizeLinear: a 256-entry table."""
+    x = _dequantized(rw, node.inputs[0])
+    if x is None or not x.per_tensor:
+        return False
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or bounds is not None or quant.output.type.dtype != x.integers.type.dtype:
+        return False
+    ys, yz = _output_params(rw, quant)
+    alpha = node.attrs["alpha"] if node.op == "LeakyRelu" else 0.0
+    new = rw.add("QLinearLeakyRelu", [x.integers, x.scale, _zero_point_input(rw, x, x.integers),
+                                      ys, yz], {"alpha": alpha}, replaces=[node, quant, x.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
 def _same_params(d: Dequantized, quant: Node) -> bool:
     """Whether `quant` quantizes exactly as `d` dequantized (same type, scale, zero point)."""
     zp_in = 0 if d.zero_point is None else int(d.zero_point.data.reshape(-1)[0])
@@ -318,6 +334,7 @@ def _concat(rw: Rewriter, node: Node, mode: str) -> bool:
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
           "AveragePool": _global_pool, "GlobalAveragePool": _global_pool, "Softmax": _softmax,
+          "Relu": _leaky_relu, "LeakyRelu": _leaky_relu,
           "Concat": _concat, **{op: _passthrough for op in _MOVES}}
 
 

@@ -191,3 +191,26 @@ def test_a_quantized_mul_becomes_qlinear_mul(tmp_path):
         feeds = {n: rng.integers(-128, 128, (2, 16)).astype(np.int8) for n in ("a", "b")}
         ours = run(compiled.final, feeds)["y"]
         assert differing(ours, session.run(None, feeds)[0]) == 0
+
+
+@pytest.mark.parametrize("op,attrs", [("Relu", {}), ("LeakyRelu", {"alpha": 0.2})])
+def test_a_lone_activation_becomes_a_table(op, attrs, tmp_path):
+    params = [numpy_helper.from_array(np.array(0.03, np.float32), "xs"),
+              numpy_helper.from_array(np.array(10, np.int8), "xz"),
+              numpy_helper.from_array(np.array(0.02, np.float32), "ys"),
+              numpy_helper.from_array(np.array(-20, np.int8), "yz")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node(op, ["xf"], ["r"], **attrs),
+             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "act", [
+        helper.make_tensor_value_info("x", TensorProto.INT8, [256])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [256])], params)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "act.onnx"
+    onnx.save(model, path)
+    final = compilation(load_onnx(path)).final
+    assert [n.op for n in final.nodes] == ["QLinearLeakyRelu"]
+    x = np.arange(-128, 128).astype(np.int8)
+    # The table is the QDQ model's own float arithmetic: onnxruntime without fusion agrees.
+    assert differing(run(final, {"x": x})["y"], ort_run(model, {"x": x})[0]) == 0

@@ -1,9 +1,10 @@
-"""Integer softmax: QLinearSoftmax (onnxruntime's com.microsoft operator), onnxruntime's rule.
+"""Integer operators computed through 256-entry tables, as onnxruntime computes them.
 
-onnxruntime builds a 256-entry float32 table of exp((i - 255 + shift) * x_scale) (the shift
-keeps a row's sum finite), looks every element up after moving the row's maximum to the top
-entry, sums the row in float32 in order, and writes round_half_even(entry * floor(1 / y_scale)
-/ sum) + y_zero_point, saturated at the top. A row whose sum is 0 is left as it was.
+QLinearSoftmax: onnxruntime builds a float32 table of exp((i - 255 + shift) * x_scale) (the
+shift keeps a row's sum finite), looks every element up after moving the row's maximum to the
+top entry, sums the row in float32 in order, and writes round_half_even(entry * floor(1 /
+y_scale) / sum) + y_zero_point, saturated at the top; a row whose sum is 0 is left as it was.
+QLinearLeakyRelu: every input value dequantized, LeakyRelu in float32, quantized back.
 TFLite Micro's fixed-point softmax is not here yet.
 """
 
@@ -78,3 +79,37 @@ register(OpDef(
                            onnx=False)},
     doc="softmax of an 8-bit tensor by onnxruntime's lookup table, requantized to 8 bits "
         "(onnxruntime's com.microsoft QLinearSoftmax)"))
+
+
+# -- QLinearLeakyRelu: a 256-entry table, as onnxruntime builds it ------------------------------
+
+def _infer_lut(node, ins, values):
+    x, xs, xz, ys, yz = ins
+    require_integer(node, x, "input")
+    check_scale(node, xs, values[1], "input scale")
+    check_scale(node, ys, values[3], "output scale")
+    check_zero_point(node, xz, x.dtype, "input zero point")
+    check_zero_point(node, yz, x.dtype, "output zero point")
+    return [quantized_output_type(x.shape, yz, values, 3, 4)]
+
+
+def _leaky_relu(node, x, xs, xz, ys, yz):
+    """Every input value dequantized in float32, LeakyRelu, quantized back (ties to even)."""
+    codes = np.arange(256, dtype=np.int64)
+    integers = codes - 256 * (codes > 127) if x.dtype == np.int8 else codes
+    zp_in = int(np.asarray(xz).reshape(-1)[0]) if xz is not None else 0
+    zp_out = int(np.asarray(yz).reshape(-1)[0]) if yz is not None else 0
+    real = np.float32(np.asarray(xs).reshape(-1)[0]) * (integers - zp_in).astype(np.float32)
+    alpha = np.float32(node.attrs["alpha"])
+    real = np.where(real >= 0, real, (alpha * real).astype(np.float32)).astype(np.float32)
+    low, high = (-128, 127) if x.dtype == np.int8 else (0, 255)
+    q = np.rint(real / np.float32(np.asarray(ys).reshape(-1)[0])) + zp_out
+    table = np.clip(q, low, high).astype(x.dtype)
+    return table[x.astype(np.int64) & 0xFF]
+
+
+register(OpDef(
+    "QLinearLeakyRelu", "activation", _infer_lut, _leaky_relu, inputs=(5, 5),
+    domain="com.microsoft", attrs={"alpha": Attr("float", 0.01, "slope below zero")},
+    doc="LeakyRelu of an 8-bit tensor by a 256-entry table (onnxruntime's com.microsoft "
+        "QLinearLeakyRelu)"))
