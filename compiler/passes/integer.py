@@ -331,11 +331,37 @@ def _concat(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
+def _pad(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Pad between equal parameters: the pad value becomes the integer that stands for it."""
+    x = _dequantized(rw, node.inputs[0])
+    if x is None or not x.per_tensor:
+        return False
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or bounds is not None or not _same_params(x, quant):
+        return False
+    value = node.inputs[2] if len(node.inputs) > 2 else None
+    real = 0.0 if value is None else const(value)
+    if real is None:
+        return False  # a pad value computed at run time
+    scale = np.float32(x.scale.data.reshape(-1)[0])
+    zp = 0 if x.zero_point is None else int(x.zero_point.data.reshape(-1)[0])
+    q = int(np.rint(np.float32(np.asarray(real).reshape(-1)[0]) / scale)) + zp
+    low, high = RANGES[x.integers.type.dtype]
+    if not low <= q <= high or np.float32(scale * np.float32(q - zp)) != np.float32(
+            np.asarray(real).reshape(-1)[0]):
+        return False  # the pad value has no exact integer
+    fill = rw.constant(f"{node.name}_pad_value", np.array(q, x.integers.type.dtype))
+    inputs = [x.integers, node.inputs[1], fill, *node.inputs[3:]]
+    new = rw.copy(node, inputs, replaces=[quant, x.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
           "AveragePool": _global_pool, "GlobalAveragePool": _global_pool, "Softmax": _softmax,
           "Relu": _leaky_relu, "LeakyRelu": _leaky_relu,
-          "Concat": _concat, **{op: _passthrough for op in _MOVES}}
+          "Concat": _concat, "Pad": _pad, **{op: _passthrough for op in _MOVES}}
 
 
 @register_pass("to_integer", "lower")

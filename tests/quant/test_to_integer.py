@@ -214,3 +214,29 @@ def test_a_lone_activation_becomes_a_table(op, attrs, tmp_path):
     x = np.arange(-128, 128).astype(np.int8)
     # The table is the QDQ model's own float arithmetic: onnxruntime without fusion agrees.
     assert differing(run(final, {"x": x})["y"], ort_run(model, {"x": x})[0]) == 0
+
+
+@pytest.mark.parametrize("value", [None, 0.0, 0.5, 0.37])
+def test_a_pad_runs_on_the_integers_when_its_value_has_one(value, tmp_path):
+    inits = [numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+             numpy_helper.from_array(np.array(-5, np.int8), "z"),
+             numpy_helper.from_array(np.array([0, 1, 2, 0, 1, 0], np.int64), "pads")]
+    pad_inputs = ["xf", "pads"]
+    if value is not None:
+        inits.append(numpy_helper.from_array(np.array(value, np.float32), "c"))
+        pad_inputs.append("c")
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+             helper.make_node("Pad", pad_inputs, ["p"]),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "pad", [
+        helper.make_tensor_value_info("x", TensorProto.INT8, [1, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 5, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "pad.onnx"
+    onnx.save(model, path)
+    final = compilation(load_onnx(path)).final
+    integer = value != 0.37  # 0.37 is not a multiple of the scale: the Pad stays float
+    assert ([n.op for n in final.nodes] == ["Pad"]) == integer
+    x = np.random.default_rng(0).integers(-128, 128, (1, 3, 4)).astype(np.int8)
+    assert differing(run(final, {"x": x})["y"], ort_run(model, {"x": x})[0]) == 0
