@@ -244,6 +244,9 @@ def _print_passes(result, verify: bool) -> None:
     console = Console()
     console.print(table)
     ops = ", ".join(f"{op} {count}" for op, count in result.op_counts().items())
+    for r in result.records:
+        for note in r.notes:
+            console.print(f"{r.name}: {note}", markup=False, highlight=False)
     console.print(f"final: {len(result.graph.nodes)} nodes ({ops})", markup=False,
                   highlight=False)
 

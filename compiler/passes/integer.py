@@ -379,6 +379,35 @@ def to_integer(graph: Graph) -> bool:
     for node in rw.nodes(*_UNITS):
         if node.output.type.dtype != "float32" or not rw.live(node):
             continue
-        changed |= _UNITS[node.op](rw, node, mode)
+        if _UNITS[node.op](rw, node, mode):
+            changed = True
+        elif _touches_quantization(rw, node):
+            rw.note(f"{node.name} ({node.op}) stays float: {_why_float(rw, node, mode)}")
     rw.finish()
     return changed
+
+
+def _touches_quantization(rw: Rewriter, node: Node) -> bool:
+    """Whether a DequantizeLinear feeds `node` (a float model's nodes are not worth a note)."""
+    return any(rw.producer(v, "DequantizeLinear") is not None for v in node.inputs)
+
+
+def _why_float(rw: Rewriter, node: Node, mode: str) -> str:
+    """The first reason found why `node` did not become an integer operator."""
+    for i, value in enumerate(node.inputs):
+        if value is None:
+            continue
+        d = _dequantized(rw, value)
+        if d is None and not isinstance(value, Constant):
+            return f"input {i} ({value.name}) is not read through a DequantizeLinear"
+        if d is not None and i == 0 and not d.per_tensor:
+            return f"input {i} ({value.name}) is quantized per channel"
+        if d is not None and i > 0 and not isinstance(d.integers, Constant) and \
+                node.op in ("Conv", "Gemm", "MatMul"):
+            return f"its weights ({value.name}) are computed at run time"
+    quant, _ = _quantizer(rw, node.output)
+    if quant is None:
+        return "its result is not quantized by one per-tensor QuantizeLinear"
+    if node.op == "Softmax" and mode != "onnx":
+        return "an integer Softmax exists only for the onnx rule"
+    return "its quantization parameters do not allow an exact integer operator"

@@ -14,6 +14,7 @@ from compiler.ops.infer import infer_node
 from compiler.ops.registry import REQUIRED
 
 _PENDING = TensorType((), "float32")  # an output's type until inference has run
+PASS_NOTES = "pass_notes"  # graph.metadata key where a running pass leaves notes for its record
 
 
 def live_nodes(graph: Graph) -> set[int]:
@@ -315,6 +316,10 @@ class Rewriter:
     def constant(self, hint: str, data: np.ndarray, type: TensorType | None = None) -> Constant:
         """A new constant (named after `hint`)."""
         return self.graph.add_constant(hint, data, type)
+
+    def note(self, text: str) -> None:
+        """Tell the user something about this run of the pass (its record keeps it)."""
+        self.graph.metadata.setdefault(PASS_NOTES, []).append(text)
 
     def finish(self) -> None:
         """Restore topological order if the pass inserted nodes."""

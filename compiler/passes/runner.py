@@ -20,6 +20,7 @@ from compiler.ir.graph import Graph, Node
 from compiler.passes.base import get_pass
 from compiler.passes.integer import REQUANT_KEY
 from compiler.passes.pipeline import Pipeline, default_pipeline
+from compiler.passes.rewrite import PASS_NOTES
 from compiler.verify import verify as verify_graph
 
 # Tolerance of the per-pass numerical check against the loaded model (float outputs; integer
@@ -54,6 +55,7 @@ class PassRecord:
         max_abs_err: Largest absolute difference from the loaded model's outputs (verify mode).
         max_rel_err: max_abs_err relative to the largest output magnitude (verify mode).
         matches: Whether every output is within RTOL/ATOL of the loaded model's (verify mode).
+        notes: What the pass said about this run (e.g. which units stayed float and why).
     """
 
     name: str
@@ -73,6 +75,7 @@ class PassRecord:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     matches: bool | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """Everything but the snapshot, as JSON-ready values."""
@@ -83,7 +86,7 @@ class PassRecord:
                 "provenance": {str(k): list(v) for k, v in self.provenance.items()},
                 "ms": round(self.ms, 3), "settled": self.settled, "verified": self.verified,
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
-                "matches": self.matches}
+                "matches": self.matches, "notes": self.notes}
 
 
 @dataclass
@@ -212,6 +215,7 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
             raise KilnError(f"pass {p.name} failed ({type(exc).__name__}: {exc}); passes run "
                             f"before it: {done}") from exc
         ms = (time.perf_counter() - start) * 1e3
+        notes = work.metadata.pop(PASS_NOTES, [])
         after = {n.id: _signature(n) for n in work.nodes} if diffs else {}
         added = [i for i in after if i not in before]
         removed = [i for i in before if i not in after]
@@ -223,7 +227,7 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
                             len(work.nodes), added, removed, modified,
                             {n.id: n.provenance for n in work.nodes if n.id not in before}
                             if diffs else {}, ms,
-                            settled)
+                            settled, notes=notes)
         if snapshots:
             previous = work.snapshot() if changed else previous
             record.snapshot = previous

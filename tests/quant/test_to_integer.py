@@ -240,3 +240,15 @@ def test_a_pad_runs_on_the_integers_when_its_value_has_one(value, tmp_path):
     assert ([n.op for n in final.nodes] == ["Pad"]) == integer
     x = np.random.default_rng(0).integers(-128, 128, (1, 3, 4)).astype(np.int8)
     assert differing(run(final, {"x": x})["y"], ort_run(model, {"x": x})[0]) == 0
+
+
+def test_the_pass_says_which_unit_stays_float_and_why(tmp_path):
+    model, w = _qdq_conv_relu(out_zero_point=-128, weights_as_input=True)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    result = run_pipeline(load_onnx(path), snapshots=False)
+    record = next(r for r in result.records if r.name == "to_integer")
+    assert not record.changed and len(record.notes) == 1
+    assert record.notes[0].endswith("(Conv) stays float: its weights (wf) are computed at run "
+                                    "time")
+    assert record.to_json()["notes"] == record.notes
