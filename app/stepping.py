@@ -476,8 +476,9 @@ class SteppingController(QObject):
                 + (f", {r.iterations} iterations" if r.iterations > 1 else "")
                 if r.changed else "changed nothing")
         why = f"<p><i>Here because: {escape(note)}</i></p>" if note else ""
+        said = "".join(f"<li>{escape(n)}</li>" for n in r.notes)
         return f"<h3>{escape(r.name)} <small>({r.category})</small></h3><p>{what}</p>" \
-               f"{paragraphs}{why}"
+               f"{f'<ul>{said}</ul>' if said else ''}{paragraphs}{why}"
 
     # -- provenance ---------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """A quantized model in the window: the to_integer stage and an integer node's Properties."""
 
+import onnx
 from PySide6.QtCore import Qt
 
 from tests.gui.helpers import make_window
 from tests.quant.int8_oracle import quantize_digits
+from tests.quant.test_to_integer import _qdq_conv_relu
 from views.graph_items import EdgeItem
 
 TIMEOUT = 60000
@@ -40,4 +42,19 @@ def test_int8_edges_are_distinct_and_an_integer_conv_shows_its_requantization(qt
     table = properties.requant_table
     assert table.isVisibleTo(properties) and table.rowCount() == channels
     assert all((1 << 30) <= int(table.item(r, 2).text()) < (1 << 31) for r in range(channels))
+    stepping.leave_stage()
+
+
+def test_the_passes_panel_says_which_unit_stays_float(qtbot, tmp_path):
+    model, _ = _qdq_conv_relu(out_zero_point=-128, weights_as_input=True)
+    path = tmp_path / "computed_weights.onnx"
+    onnx.save(model, path)
+    window = make_window(qtbot, path)
+    stepping = window.stepping
+    qtbot.waitUntil(lambda: stepping.result is not None, timeout=TIMEOUT)
+    index = next(i for i, s in enumerate(stepping.stages)
+                 if s.record is not None and s.record.name == "to_integer")
+    stepping.show_stage(index)
+    text = stepping.panel.doc.toPlainText()
+    assert "(Conv) stays float: its weights (wf) are computed at run time" in text
     stepping.leave_stage()
