@@ -20,7 +20,7 @@ from compiler.ops._spatial import (
 )
 from compiler.ops.registry import Attr, OpDef, fail, register
 
-_POOL_ATTRS = {
+POOL_ATTRS = {
     **WINDOW_ATTRS,
     "ceil_mode": Attr("int", 0, "1: output sizes round up (the last window may be partial)"),
     "kernel_shape": Attr("ints", doc="spatial window size"),
@@ -29,7 +29,8 @@ _POOL_ATTRS = {
 _MAX_TYPES = ("float16", "float32", "float64", "int8", "uint8")
 
 
-def _pool_window(node, shape) -> Window:
+def pool_window(node, shape) -> Window:
+    """The window of a pooling node over an NCHW input shape, its attributes checked."""
     kernel = tuple(node.attrs["kernel_shape"])
     if len(kernel) != len(shape) - 2 or any(k < 1 for k in kernel):
         fail(f"kernel_shape {list(kernel)} must give a positive size for each of the "
@@ -41,7 +42,7 @@ def _pool_window(node, shape) -> Window:
 
 def _pool_infer(node, ins, values):
     shape = activation_shape(node, ins[0])
-    win = _pool_window(node, shape)
+    win = pool_window(node, shape)
     # Pooling keeps values on the input's grid, hence its quantization.
     return TensorType(layout_shape((*shape[:2], *win.out), layout_of(node)), ins[0].dtype,
                       ins[0].quant)
@@ -77,7 +78,7 @@ def _spatial_strides(shape, column_major: bool) -> list[int]:
 def _max_pool(node, x):
     layout = layout_of(node)
     x = to_nchw(x, layout)
-    win = _pool_window(node, x.shape)
+    win = pool_window(node, x.shape)
     want_indices = len(node.outputs) > 1
     padded = padded_input(x, win, _lowest(x.dtype))
     best = index = None
@@ -112,7 +113,7 @@ def _tap_offsets(win: Window, tap, strides) -> np.ndarray:
 
 
 register(OpDef("MaxPool", "pool", _max_infer, _max_pool,
-               attrs={**_POOL_ATTRS,
+               attrs={**POOL_ATTRS,
                       "storage_order": Attr("int", 0, "order of the flattened Indices output")},
                outputs=(1, 2), spatial=True,
                doc="maximum over sliding windows, optionally with the flat index of each maximum"))
@@ -128,7 +129,7 @@ def _avg_infer(node, ins, values):
     return [_pool_infer(node, ins, values)]
 
 
-def _window_counts(win: Window, in_spatial, include_pad: bool) -> np.ndarray:
+def window_counts(win: Window, in_spatial, include_pad: bool) -> np.ndarray:
     """Elements averaged per output position: taps inside the input (or its explicit pads)."""
     count = np.ones((), np.int64)
     for axis, n in enumerate(in_spatial):
@@ -142,17 +143,17 @@ def _window_counts(win: Window, in_spatial, include_pad: bool) -> np.ndarray:
 def _average_pool(node, x):
     layout = layout_of(node)
     x = to_nchw(x, layout)
-    win = _pool_window(node, x.shape)
+    win = pool_window(node, x.shape)
     work = np.float32 if x.dtype == np.float16 else x.dtype
     total = np.zeros((*x.shape[:2], *win.out), work)
     for _, view in taps(padded_input(x.astype(work, copy=False), win, 0), win):
         total += view
-    count = _window_counts(win, x.shape[2:], node.attrs["count_include_pad"] == 1)
+    count = window_counts(win, x.shape[2:], node.attrs["count_include_pad"] == 1)
     return from_nchw((total / np.maximum(count, 1).astype(work)).astype(x.dtype), layout)
 
 
 register(OpDef("AveragePool", "pool", _avg_infer, _average_pool,
-               attrs={**_POOL_ATTRS,
+               attrs={**POOL_ATTRS,
                       "count_include_pad": Attr("int", 0, "1: pads count in the divisor")},
                spatial=True, doc="mean over sliding windows"))
 

@@ -12,7 +12,16 @@ import math
 
 import numpy as np
 
-from compiler.ops._spatial import layout_of
+from compiler.ops._spatial import (
+    activation_shape,
+    from_nchw,
+    layout_of,
+    layout_shape,
+    padded_input,
+    taps,
+    to_nchw,
+)
+from compiler.ops.pool import POOL_ATTRS, pool_window, window_counts
 from compiler.ops.qlinear import (
     REQUANT_ATTRS,
     check_range,
@@ -97,3 +106,63 @@ register(OpDef(
                                                             "0 and tracks layout itself)")},
     doc="mean over the spatial axes of an 8-bit tensor, requantized to 8 bits "
         "(onnxruntime's com.microsoft QLinearGlobalAveragePool)"))
+
+
+# -- QLinearAveragePool ---------------------------------------------------------------------------
+
+def _infer_average(node, ins, values):
+    x, xs, xz, ys, yz = ins
+    if node.attrs.get("channels_last"):
+        fail("channels_last=1 is not supported: Kiln reads NCHW and moves layouts itself")
+    if any(d != 1 for d in node.attrs.get("dilations") or ()):
+        fail("QLinearAveragePool has no dilations")
+    require_integer(node, x, "input")
+    check_scale(node, xs, values[1], "input scale")
+    check_scale(node, ys, values[3], "output scale")
+    check_zero_point(node, xz, x.dtype, "input zero point")
+    check_zero_point(node, yz, x.dtype, "output zero point")
+    if requant_rule(node) == "tflite" and values[1] is not None and values[3] is not None and (
+            np.float32(_first(values[1])) != np.float32(_first(values[3]))):
+        fail("TFLite Micro's AVERAGE_POOL_2D needs equal input and output scales")
+    shape = activation_shape(node, x)
+    win = pool_window(node, shape)
+    out = quantized_output_type(layout_shape((*shape[:2], *win.out), layout_of(node)), yz,
+                                values, 3, 4)
+    check_range(node, out.dtype)
+    return [out]
+
+
+def _average_pool(node, x, xs, xz, ys, yz):
+    layout = layout_of(node)
+    x = to_nchw(x, layout)
+    win = pool_window(node, x.shape)
+    zp_in, zp_out = int(_first(xz)) if xz is not None else 0, int(_first(yz))
+    low, high = node.attrs.get("output_range") or RANGES[x.dtype.name]
+    valid = np.maximum(window_counts(win, x.shape[2:], False), 1)
+    if requant_rule(node) == "tflite":  # AVERAGE_POOL_2D: raw integers, valid taps only
+        total = np.zeros((*x.shape[:2], *win.out), np.int64)
+        for _, view in taps(padded_input(x.astype(np.int64), win, 0), win):
+            total += view
+        half = valid // 2
+        out = np.where(total > 0, (total + half) // valid, -((-total + half) // valid))
+    else:  # onnxruntime: dequantize, float32 sums tap by tap, divide, quantize
+        real = (np.float32(_first(xs)) * (x.astype(np.int64) - zp_in).astype(np.float32))
+        total = np.zeros((*x.shape[:2], *win.out), np.float32)
+        for _, view in taps(padded_input(real.astype(np.float32), win, 0), win):
+            total = (total + view).astype(np.float32)
+        count = (np.float32(math.prod(win.kernel)) if node.attrs["count_include_pad"]
+                 else valid.astype(np.float32))
+        mean = (total / count).astype(np.float32)
+        scaled = ((mean / np.float32(_first(ys))).astype(np.float32) + np.float32(zp_out))
+        out = np.rint(scaled.astype(np.float32)).astype(np.int64)
+    return from_nchw(np.clip(out, low, high).astype(x.dtype), layout)
+
+
+register(OpDef(
+    "QLinearAveragePool", "pool", _infer_average, _average_pool, inputs=(5, 5), spatial=True,
+    domain="com.microsoft",
+    attrs={**POOL_ATTRS, **REQUANT_ATTRS,
+           "count_include_pad": Attr("int", 0, "1: pads count in the divisor"),
+           "channels_last": Attr("int", 0, "1: the input is NHWC (Kiln reads 0)")},
+    doc="mean over sliding windows of an 8-bit tensor, requantized to 8 bits (onnxruntime's "
+        "com.microsoft QLinearAveragePool)"))

@@ -238,9 +238,10 @@ def _covers_the_image(node: Node) -> bool:
             and node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"))
 
 
-def _global_pool(rw: Rewriter, node: Node, mode: str) -> bool:
+def _average_pool(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Pooling by mean: QLinearGlobalAveragePool over whole images, else QLinearAveragePool."""
     x = _dequantized(rw, node.inputs[0])
-    if x is None or not x.per_tensor or x.integers.type.rank < 3 or not _covers_the_image(node):
+    if x is None or not x.per_tensor or x.integers.type.rank < 3:
         return False
     if node.attrs.get("layout", "NCHW") != "NCHW":
         return False
@@ -249,9 +250,18 @@ def _global_pool(rw: Rewriter, node: Node, mode: str) -> bool:
         return False
     ys, yz = _output_params(rw, quant)
     inputs = [x.integers, x.scale, _zero_point_input(rw, x, x.integers), ys, yz]
-    new = rw.add("QLinearGlobalAveragePool", inputs,
-                 {"requant": mode, "output_range": _range(quant, bounds)},
-                 replaces=[node, quant, x.node])
+    attrs = {"requant": mode, "output_range": _range(quant, bounds)}
+    if _covers_the_image(node):
+        op = "QLinearGlobalAveragePool"
+    elif any(d != 1 for d in node.attrs.get("dilations") or ()):
+        return False  # QLinearAveragePool has no dilations
+    elif mode == "tflite" and not _same_params(x, quant):
+        return False  # TFLite Micro averages only between equal parameters
+    else:
+        op = "QLinearAveragePool"
+        attrs.update({k: node.attrs[k] for k in ("kernel_shape", "pads", "strides", "auto_pad",
+                                                 "ceil_mode", "count_include_pad")})
+    new = rw.add(op, inputs, attrs, replaces=[node, quant, x.node])
     _finish(rw, node, quant, new)
     return True
 
@@ -359,7 +369,7 @@ def _pad(rw: Rewriter, node: Node, mode: str) -> bool:
 
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
-          "AveragePool": _global_pool, "GlobalAveragePool": _global_pool, "Softmax": _softmax,
+          "AveragePool": _average_pool, "GlobalAveragePool": _average_pool, "Softmax": _softmax,
           "Relu": _leaky_relu, "LeakyRelu": _leaky_relu,
           "Concat": _concat, "Pad": _pad, **{op: _passthrough for op in _MOVES}}
 

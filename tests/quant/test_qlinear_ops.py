@@ -234,3 +234,35 @@ def test_qlinear_leaky_relu_equals_onnxruntime(dtype, alpha, tmp_path):
         want = ort_run(model, {"x": x})[0]
         differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
         assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_qlinear_average_pool_equals_onnxruntime(dtype, include_pad, tmp_path):
+    info = np.iinfo(dtype)
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        names = ["xs", "xz", "ys", "yz"]
+        params = [np.array(np.float32(rng.uniform(0.01, 0.2))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
+                  np.array(np.float32(rng.uniform(0.01, 0.2))),
+                  np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
+        node = helper.make_node("QLinearAveragePool", ["x", *names], ["y"],
+                                domain="com.microsoft", kernel_shape=[3, 3], strides=[2, 2],
+                                pads=[1, 1, 1, 1], count_include_pad=include_pad)
+        graph = helper.make_graph([node], "q", [
+            helper.make_tensor_value_info("x", elem, [1, 4, 9, 7])],
+            [helper.make_tensor_value_info("y", elem, None)],
+            [numpy_helper.from_array(p, n) for p, n in zip(params, names)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+        x = rng.integers(info.min, info.max + 1, (1, 4, 9, 7)).astype(dtype)
+        path = tmp_path / "m.onnx"
+        onnx.save(model, path)
+        ours = run(load_onnx(path), {"x": x})["y"]
+        want = ort_run(model, {"x": x})[0]
+        assert ours.shape == want.shape
+        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
+        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"

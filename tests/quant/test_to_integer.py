@@ -252,3 +252,27 @@ def test_the_pass_says_which_unit_stays_float_and_why(tmp_path):
     assert record.notes[0].endswith("(Conv) stays float: its weights (wf) are computed at run "
                                     "time")
     assert record.to_json()["notes"] == record.notes
+
+
+def test_a_sliding_average_pool_becomes_qlinear_average_pool(tmp_path):
+    params = [numpy_helper.from_array(np.array(0.05, np.float32), "xs"),
+              numpy_helper.from_array(np.array(3, np.int8), "xz"),
+              numpy_helper.from_array(np.array(0.04, np.float32), "ys"),
+              numpy_helper.from_array(np.array(-2, np.int8), "yz")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node("AveragePool", ["xf"], ["p"], kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(nodes, "avg", [
+        helper.make_tensor_value_info("x", TensorProto.INT8, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 3, 4, 4])], params)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "avg.onnx"
+    onnx.save(model, path)
+    compiled = compilation(load_onnx(path))
+    assert [n.op for n in compiled.final.nodes if n.op.startswith("Q")] == ["QLinearAveragePool"]
+    session = ort_session(integer_stage(compiled))
+    for seed in SEEDS:
+        x = np.random.default_rng(seed).integers(-128, 128, (1, 3, 8, 8)).astype(np.int8)
+        assert differing(run(compiled.final, {"x": x})["y"], session.run(None, {"x": x})[0]) == 0
