@@ -78,6 +78,21 @@ def check_zero_point(node, t: TensorType | None, data_type: str, what: str,
              + (f" or {length}" if length > 1 else ""))
 
 
+def check_unary_params(node, ins, values) -> None:
+    """The (x, x_scale, x_zero_point, y_scale, y_zero_point) inputs of a one-input operator."""
+    x, xs, xz, ys, yz = ins
+    require_integer(node, x, "input")
+    check_scale(node, xs, values[1], "input scale")
+    check_scale(node, ys, values[3], "output scale")
+    check_zero_point(node, xz, x.dtype, "input zero point")
+    check_zero_point(node, yz, x.dtype, "output zero point")
+
+
+def first(array, default=0):
+    """The single value of a scale or zero point (`default` when the input is omitted)."""
+    return default if array is None else np.asarray(array).reshape(-1)[0]
+
+
 def check_range(node, dtype: str) -> None:
     """The `output_range` attribute, when set, lies within the output type."""
     bounds = node.attrs.get("output_range")
@@ -115,21 +130,19 @@ def requantize(node, acc: np.ndarray, in_scale, w_scale, y_scale, y_zp, y_dtype:
                channel_axis: int) -> np.ndarray:
     """The int64 accumulator `acc` to `y_dtype` by the node's rule, per channel on an axis."""
     low, high = RANGES[y_dtype]
-    zp = int(np.asarray(y_zp).reshape(-1)[0]) if y_zp is not None else 0
+    zp = int(first(y_zp))
     w_scale = np.asarray(w_scale, np.float32).reshape(-1)
     shape = [1] * acc.ndim
     if w_scale.size > 1:
         shape[channel_axis] = w_scale.size
+    x_scale, y_scale = np.float32(first(in_scale)), np.float32(first(y_scale))
     if requant_rule(node) == "tflite":
-        multiplier, shift = tflite_multiplier(np.float32(np.asarray(in_scale).reshape(-1)[0]),
-                                              w_scale, np.float32(np.asarray(y_scale)
-                                                                  .reshape(-1)[0]))
+        multiplier, shift = tflite_multiplier(x_scale, w_scale, y_scale)
         out = requantize_tflite(acc, multiplier.reshape(shape), shift.reshape(shape), zp, low,
                                 high)
     else:
-        scale = onnx_scale(np.asarray(in_scale).reshape(-1)[0], w_scale,
-                           np.asarray(y_scale).reshape(-1)[0])
-        out = requantize_onnx(acc, scale.reshape(shape), zp, low, high)
+        out = requantize_onnx(acc, onnx_scale(x_scale, w_scale, y_scale).reshape(shape), zp,
+                              low, high)
     bounds = node.attrs.get("output_range")
     if bounds is not None:
         out = np.clip(out, bounds[0], bounds[1])
@@ -372,10 +385,6 @@ def _infer_qlinear_add(node, ins, values):
     return [out]
 
 
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
-
-
 def _fma32(x, y, z) -> np.ndarray:
     """float32 x * y + z rounded once (exact in float64 for 8-bit x and float32 y and z)."""
     exact = np.asarray(x, np.float64) * np.float64(y) + np.asarray(z, np.float64)
@@ -416,7 +425,7 @@ def _add_tflite(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
 
 def _qlinear_add(node, a, sa, za, b, sb, zb, sc, zc=None):
     dtype = a.dtype.name
-    args = (_first(sa), _first(za), _first(sb), _first(zb), _first(sc), _first(zc))
+    args = (first(sa), first(za), first(sb), first(zb), first(sc), first(zc))
     rule = _add_tflite if requant_rule(node) == "tflite" else _add_onnx
     a, b = np.broadcast_arrays(a, b) if a.size > 1 and b.size > 1 else (a, b)
     value = rule(a, b, args[0], args[1], args[2], args[3], args[4], args[5])
@@ -455,7 +464,7 @@ def _qlinear_mul(node, a, sa, za, b, sb, zb, sc, zc=None):
     rule = _mul_tflite if requant_rule(node) == "tflite" else _mul_onnx
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
     a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    value = rule(a, b, _first(sa), _first(za), _first(sb), _first(zb), _first(sc), _first(zc))
+    value = rule(a, b, first(sa), first(za), first(sb), first(zb), first(sc), first(zc))
     low, high = node.attrs.get("output_range") or RANGES[dtype]
     return np.clip(value, low, high).astype(dtype)
 

@@ -25,11 +25,10 @@ from compiler.ops.pool import POOL_ATTRS, pool_window, window_counts
 from compiler.ops.qlinear import (
     REQUANT_ATTRS,
     check_range,
-    check_scale,
-    check_zero_point,
+    check_unary_params,
+    first,
     quantized_output_type,
     requant_rule,
-    require_integer,
 )
 from compiler.ops.registry import Attr, OpDef, fail, register
 from compiler.quant.requant import (
@@ -44,27 +43,24 @@ def _spatial_axes(node, rank: int) -> tuple[int, ...]:
     return tuple(range(2, rank)) if layout_of(node) == "NCHW" else tuple(range(1, rank - 1))
 
 
-def _infer(node, ins, values):
-    x, xs, xz, ys, yz = ins
+def _check_operands(node, ins, values) -> None:
+    """What both pooling operators require of their inputs and attributes."""
     if node.attrs.get("channels_last"):
         fail("channels_last=1 is not supported: Kiln reads NCHW and moves layouts itself")
-    require_integer(node, x, "input")
-    if x.rank < 3:
-        fail(f"{node.op} needs an input of rank 3 or more, got {list(x.shape)}")
-    check_scale(node, xs, values[1], "input scale")
-    check_scale(node, ys, values[3], "output scale")
-    check_zero_point(node, xz, x.dtype, "input zero point")
-    check_zero_point(node, yz, x.dtype, "output zero point")
+    check_unary_params(node, ins, values)
+    if ins[0].rank < 3:
+        fail(f"{node.op} needs an input of rank 3 or more, got {list(ins[0].shape)}")
     requant_rule(node)
+
+
+def _infer(node, ins, values):
+    x, yz = ins[0], ins[4]
+    _check_operands(node, ins, values)
     axes = _spatial_axes(node, x.rank)
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     out = quantized_output_type(shape, yz, values, 3, 4)
     check_range(node, out.dtype)
     return [out]
-
-
-def _first(array) -> float:
-    return np.asarray(array).reshape(-1)[0]
 
 
 def _mean_tflite(total, count: int, xs, xz, ys, yz, low: int, high: int) -> np.ndarray:
@@ -87,14 +83,14 @@ def _mean_tflite(total, count: int, xs, xz, ys, yz, low: int, high: int) -> np.n
 def _global_average_pool(node, x, xs, xz, ys, yz):
     axes = _spatial_axes(node, x.ndim)
     count = math.prod(x.shape[a] for a in axes)
-    total = x.astype(np.int64).sum(axis=axes, keepdims=True) - int(_first(xz)) * count
+    total = x.astype(np.int64).sum(axis=axes, keepdims=True) - int(first(xz)) * count
     low, high = node.attrs.get("output_range") or RANGES[x.dtype.name]
     if requant_rule(node) == "tflite":
-        out = _mean_tflite(total, count, _first(xs), _first(xz), _first(ys), _first(yz), low,
+        out = _mean_tflite(total, count, first(xs), first(xz), first(ys), first(yz), low,
                            high)
     else:
-        scale = np.float32(_first(xs)) / (np.float32(_first(ys)) * np.float32(count))
-        out = np.clip(requantize_onnx(total, np.float32(scale), int(_first(yz)), low, high),
+        scale = np.float32(first(xs)) / (np.float32(first(ys)) * np.float32(count))
+        out = np.clip(requantize_onnx(total, np.float32(scale), int(first(yz)), low, high),
                       low, high)
     return out.astype(x.dtype)
 
@@ -111,18 +107,12 @@ register(OpDef(
 # -- QLinearAveragePool ---------------------------------------------------------------------------
 
 def _infer_average(node, ins, values):
-    x, xs, xz, ys, yz = ins
-    if node.attrs.get("channels_last"):
-        fail("channels_last=1 is not supported: Kiln reads NCHW and moves layouts itself")
+    x, yz = ins[0], ins[4]
+    _check_operands(node, ins, values)
     if any(d != 1 for d in node.attrs.get("dilations") or ()):
         fail("QLinearAveragePool has no dilations")
-    require_integer(node, x, "input")
-    check_scale(node, xs, values[1], "input scale")
-    check_scale(node, ys, values[3], "output scale")
-    check_zero_point(node, xz, x.dtype, "input zero point")
-    check_zero_point(node, yz, x.dtype, "output zero point")
     if requant_rule(node) == "tflite" and values[1] is not None and values[3] is not None and (
-            np.float32(_first(values[1])) != np.float32(_first(values[3]))):
+            np.float32(first(values[1])) != np.float32(first(values[3]))):
         fail("TFLite Micro's AVERAGE_POOL_2D needs equal input and output scales")
     shape = activation_shape(node, x)
     win = pool_window(node, shape)
@@ -136,7 +126,7 @@ def _average_pool(node, x, xs, xz, ys, yz):
     layout = layout_of(node)
     x = to_nchw(x, layout)
     win = pool_window(node, x.shape)
-    zp_in, zp_out = int(_first(xz)) if xz is not None else 0, int(_first(yz))
+    zp_in, zp_out = int(first(xz)) if xz is not None else 0, int(first(yz))
     low, high = node.attrs.get("output_range") or RANGES[x.dtype.name]
     valid = np.maximum(window_counts(win, x.shape[2:], False), 1)
     if requant_rule(node) == "tflite":  # AVERAGE_POOL_2D: raw integers, valid taps only
@@ -146,14 +136,14 @@ def _average_pool(node, x, xs, xz, ys, yz):
         half = valid // 2
         out = np.where(total > 0, (total + half) // valid, -((-total + half) // valid))
     else:  # onnxruntime: dequantize, float32 sums tap by tap, divide, quantize
-        real = (np.float32(_first(xs)) * (x.astype(np.int64) - zp_in).astype(np.float32))
+        real = (np.float32(first(xs)) * (x.astype(np.int64) - zp_in).astype(np.float32))
         total = np.zeros((*x.shape[:2], *win.out), np.float32)
         for _, view in taps(padded_input(real.astype(np.float32), win, 0), win):
             total = (total + view).astype(np.float32)
         count = (np.float32(math.prod(win.kernel)) if node.attrs["count_include_pad"]
                  else valid.astype(np.float32))
         mean = (total / count).astype(np.float32)
-        scaled = ((mean / np.float32(_first(ys))).astype(np.float32) + np.float32(zp_out))
+        scaled = ((mean / np.float32(first(ys))).astype(np.float32) + np.float32(zp_out))
         out = np.rint(scaled.astype(np.float32)).astype(np.int64)
     return from_nchw(np.clip(out, low, high).astype(x.dtype), layout)
 

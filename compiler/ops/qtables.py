@@ -15,24 +15,15 @@ import math
 import numpy as np
 
 from compiler.ops._util import normalize_axis
-from compiler.ops.qlinear import (
-    check_scale,
-    check_zero_point,
-    quantized_output_type,
-    require_integer,
-)
+from compiler.ops.qlinear import check_unary_params, first, quantized_output_type
 from compiler.ops.registry import Attr, OpDef, fail, register
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
 def _infer(node, ins, values):
-    x, xs, xz, ys, yz = ins
-    require_integer(node, x, "input")
-    check_scale(node, xs, values[1], "input scale")
-    check_scale(node, ys, values[3], "output scale")
-    check_zero_point(node, xz, x.dtype, "input zero point")
-    check_zero_point(node, yz, x.dtype, "output zero point")
+    x, yz = ins[0], ins[4]
+    check_unary_params(node, ins, values)
     if node.attrs.get("requant", "onnx") != "onnx":
         fail("QLinearSoftmax follows onnxruntime's rule only; TFLite Micro's is not supported")
     if node.attrs["opset"] < 13:
@@ -57,13 +48,13 @@ def _softmax(node, x, xs, xz, ys, yz):
     moved = np.moveaxis(x, axis, -1)
     signed = x.dtype == np.int8
     length = moved.shape[-1]
-    table = _table(float(np.float32(np.asarray(xs).reshape(-1)[0])), length, signed)
+    table = _table(float(np.float32(first(xs))), length, signed)
     top = 127 if signed else 255
     shifted = (moved.astype(np.int64) + (top - moved.max(axis=-1, keepdims=True))) & 0xFF
     entries = table[shifted]
     sums = np.cumsum(entries, axis=-1, dtype=np.float32)[..., -1:]  # in order, in float32
-    y_scale = np.float32(math.floor(np.float32(1.0) / np.float32(np.asarray(ys).reshape(-1)[0])))
-    zp = int(np.asarray(yz).reshape(-1)[0]) if yz is not None else 0
+    y_scale = np.float32(math.floor(np.float32(1.0) / np.float32(first(ys))))
+    zp = int(first(yz))
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.rint((entries * y_scale) / sums).astype(np.int64) + zp
     out = np.minimum(q, 127 if signed else 255)  # the quotient is never negative
@@ -84,12 +75,8 @@ register(OpDef(
 # -- QLinearLeakyRelu: a 256-entry table, as onnxruntime builds it ------------------------------
 
 def _infer_lut(node, ins, values):
-    x, xs, xz, ys, yz = ins
-    require_integer(node, x, "input")
-    check_scale(node, xs, values[1], "input scale")
-    check_scale(node, ys, values[3], "output scale")
-    check_zero_point(node, xz, x.dtype, "input zero point")
-    check_zero_point(node, yz, x.dtype, "output zero point")
+    x, yz = ins[0], ins[4]
+    check_unary_params(node, ins, values)
     return [quantized_output_type(x.shape, yz, values, 3, 4)]
 
 
@@ -97,13 +84,13 @@ def _leaky_relu(node, x, xs, xz, ys, yz):
     """Every input value dequantized in float32, LeakyRelu, quantized back (ties to even)."""
     codes = np.arange(256, dtype=np.int64)
     integers = codes - 256 * (codes > 127) if x.dtype == np.int8 else codes
-    zp_in = int(np.asarray(xz).reshape(-1)[0]) if xz is not None else 0
-    zp_out = int(np.asarray(yz).reshape(-1)[0]) if yz is not None else 0
-    real = np.float32(np.asarray(xs).reshape(-1)[0]) * (integers - zp_in).astype(np.float32)
+    zp_in = int(first(xz))
+    zp_out = int(first(yz))
+    real = np.float32(first(xs)) * (integers - zp_in).astype(np.float32)
     alpha = np.float32(node.attrs["alpha"])
     real = np.where(real >= 0, real, (alpha * real).astype(np.float32)).astype(np.float32)
     low, high = (-128, 127) if x.dtype == np.int8 else (0, 255)
-    q = np.rint(real / np.float32(np.asarray(ys).reshape(-1)[0])) + zp_out
+    q = np.rint(real / np.float32(first(ys))) + zp_out
     table = np.clip(q, low, high).astype(x.dtype)
     return table[x.astype(np.int64) & 0xFF]
 

@@ -119,6 +119,29 @@ def _finish(rw: Rewriter, node: Node, quant: Node, new: Node) -> None:
     rw.replace(quant.output, new.output)
 
 
+def _one_input_unit(rw: Rewriter, node: Node, *, clamp: bool = False, same: bool = False
+                    ) -> tuple[Dequantized, Node, tuple[float, float] | None] | None:
+    """(input, QuantizeLinear, folded bounds) of DequantizeLinear -> `node` -> QuantizeLinear.
+
+    Both sides are per tensor and of one 8-bit type; a Relu or Clip in between only when
+    `clamp`, and with `same` the two sides' parameters must be equal.
+    """
+    x = _dequantized(rw, node.inputs[0])
+    if x is None or not x.per_tensor or len(node.outputs) != 1:
+        return None
+    quant, bounds = _quantizer(rw, node.output)
+    if quant is None or quant.output.type.dtype != x.integers.type.dtype:
+        return None
+    if (bounds is not None and not clamp) or (same and not _same_params(x, quant)):
+        return None
+    return x, quant, bounds
+
+
+def _table_inputs(rw: Rewriter, x: Dequantized, quant: Node) -> list[Value]:
+    """x, x_scale, x_zero_point, y_scale, y_zero_point: a one-input integer operator's inputs."""
+    return [x.integers, x.scale, _zero_point_input(rw, x, x.integers), *_output_params(rw, quant)]
+
+
 def _conv(rw: Rewriter, node: Node, mode: str) -> bool:
     x = _dequantized(rw, node.inputs[0])
     w = _dequantized(rw, node.inputs[1])
@@ -240,16 +263,13 @@ def _covers_the_image(node: Node) -> bool:
 
 def _average_pool(rw: Rewriter, node: Node, mode: str) -> bool:
     """Pooling by mean: QLinearGlobalAveragePool over whole images, else QLinearAveragePool."""
-    x = _dequantized(rw, node.inputs[0])
-    if x is None or not x.per_tensor or x.integers.type.rank < 3:
+    unit = _one_input_unit(rw, node, clamp=True)
+    if unit is None or node.attrs.get("layout", "NCHW") != "NCHW":
         return False
-    if node.attrs.get("layout", "NCHW") != "NCHW":
+    x, quant, bounds = unit
+    if x.integers.type.rank < 3:
         return False
-    quant, bounds = _quantizer(rw, node.output)
-    if quant is None or quant.output.type.dtype != x.integers.type.dtype:
-        return False
-    ys, yz = _output_params(rw, quant)
-    inputs = [x.integers, x.scale, _zero_point_input(rw, x, x.integers), ys, yz]
+    inputs = _table_inputs(rw, x, quant)
     attrs = {"requant": mode, "output_range": _range(quant, bounds)}
     if _covers_the_image(node):
         op = "QLinearGlobalAveragePool"
@@ -268,19 +288,15 @@ def _average_pool(rw: Rewriter, node: Node, mode: str) -> bool:
 
 def _softmax(rw: Rewriter, node: Node, mode: str) -> bool:
     """Softmax over one axis, by onnxruntime's table (TFLite Micro's rule is not here yet)."""
-    x = _dequantized(rw, node.inputs[0])
-    if mode != "onnx" or x is None or not x.per_tensor:
+    unit = _one_input_unit(rw, node)
+    if mode != "onnx" or unit is None:
         return False
+    x, quant, _ = unit
     rank = x.integers.type.rank
     axis = node.attrs["axis"] % rank
     if node.attrs.get("coerce_2d") and axis != rank - 1:
         return False  # normalizes over several trailing axes
-    quant, bounds = _quantizer(rw, node.output)
-    if quant is None or bounds is not None or quant.output.type.dtype != x.integers.type.dtype:
-        return False
-    ys, yz = _output_params(rw, quant)
-    inputs = [x.integers, x.scale, _zero_point_input(rw, x, x.integers), ys, yz]
-    new = rw.add("QLinearSoftmax", inputs, {"axis": axis, "opset": 13},
+    new = rw.add("QLinearSoftmax", _table_inputs(rw, x, quant), {"axis": axis, "opset": 13},
                  replaces=[node, quant, x.node])
     _finish(rw, node, quant, new)
     return True
@@ -288,16 +304,13 @@ def _softmax(rw: Rewriter, node: Node, mode: str) -> bool:
 
 def _leaky_relu(rw: Rewriter, node: Node, mode: str) -> bool:
     """A Relu or LeakyRelu between a DequantizeLinear and a QuantizeLinear: a 256-entry table."""
-    x = _dequantized(rw, node.inputs[0])
-    if x is None or not x.per_tensor:
+    unit = _one_input_unit(rw, node)
+    if unit is None:
         return False
-    quant, bounds = _quantizer(rw, node.output)
-    if quant is None or bounds is not None or quant.output.type.dtype != x.integers.type.dtype:
-        return False
-    ys, yz = _output_params(rw, quant)
+    x, quant, _ = unit
     alpha = node.attrs["alpha"] if node.op == "LeakyRelu" else 0.0
-    new = rw.add("QLinearLeakyRelu", [x.integers, x.scale, _zero_point_input(rw, x, x.integers),
-                                      ys, yz], {"alpha": alpha}, replaces=[node, quant, x.node])
+    new = rw.add("QLinearLeakyRelu", _table_inputs(rw, x, quant), {"alpha": alpha},
+                 replaces=[node, quant, x.node])
     _finish(rw, node, quant, new)
     return True
 
@@ -317,12 +330,10 @@ def _passthrough(rw: Rewriter, node: Node, mode: str) -> bool:
 
     Max and data movement commute with quantization, so equal parameters change nothing.
     """
-    x = _dequantized(rw, node.inputs[0])
-    if x is None or not x.per_tensor or len(node.outputs) != 1:
+    unit = _one_input_unit(rw, node, same=True)
+    if unit is None:
         return False
-    quant, bounds = _quantizer(rw, node.output)
-    if quant is None or bounds is not None or not _same_params(x, quant):
-        return False
+    x, quant, _ = unit
     new = rw.copy(node, [x.integers, *node.inputs[1:]], replaces=[quant, x.node])
     _finish(rw, node, quant, new)
     return True
@@ -343,12 +354,10 @@ def _concat(rw: Rewriter, node: Node, mode: str) -> bool:
 
 def _pad(rw: Rewriter, node: Node, mode: str) -> bool:
     """Pad between equal parameters: the pad value becomes the integer that stands for it."""
-    x = _dequantized(rw, node.inputs[0])
-    if x is None or not x.per_tensor:
+    unit = _one_input_unit(rw, node, same=True)
+    if unit is None:
         return False
-    quant, bounds = _quantizer(rw, node.output)
-    if quant is None or bounds is not None or not _same_params(x, quant):
-        return False
+    x, quant, _ = unit
     value = node.inputs[2] if len(node.inputs) > 2 else None
     real = 0.0 if value is None else const(value)
     if real is None:
@@ -383,6 +392,8 @@ def to_integer(graph: Graph) -> bool:
     requantized by the graph's rule (onnx or tflite), and MaxPool or data movement between
     equal parameters runs on the integers as it is; any other unit stays float.
     """
+    if not any(node.op == "DequantizeLinear" for node in graph.nodes):
+        return False  # a float model: nothing is quantized
     rw = Rewriter(graph)
     mode = requant_mode(graph)
     changed = False

@@ -14,23 +14,53 @@ from compiler.interpreter import run
 from tests.helpers import ort_run
 
 SEEDS = range(6)
+UNARY = ["xs", "xz", "ys", "yz"]  # the parameters of a one-input operator
 
 
 def _model(node, inputs, output, inits, opset=13):
+    """A one-node model; onnxruntime's com.microsoft domain is imported for its operators."""
     graph = helper.make_graph([node], "q", inputs, [output], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     return model
 
 
-def _run_both(model, feeds, tmp_path):
+def _run_both(model, feeds, tmp_path, what=""):
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     ours = run(load_onnx(path), feeds)["y"]
     want = ort_run(model, feeds)[0]
     assert ours.dtype == want.dtype and ours.shape == want.shape
     differ = int(np.count_nonzero(ours.astype(np.int64) != want.astype(np.int64)))
-    assert differ == 0, f"{differ} of {want.size} elements differ"
+    assert differ == 0, f"{what}{differ} of {want.size} elements differ"
+
+
+def _elem(dtype):
+    return TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+
+
+def _scale_and_zero_point(rng, dtype, low=0.01, high=0.2) -> list[np.ndarray]:
+    """A random float32 scale and a zero point in the middle half of `dtype`'s range."""
+    info = np.iinfo(dtype)
+    return [np.array(np.float32(rng.uniform(low, high))),
+            np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
+
+
+def _contrib_case(op, dtype, shapes, params, names, **attrs):
+    """A one-node model of com.microsoft `op` reading "x" (or "a", "b") and its parameters."""
+    data = ["a", "b"] if len(shapes) == 2 else ["x"]
+    order = (["a", *names[:2], "b", *names[2:]] if len(data) == 2 else ["x", *names])
+    node = helper.make_node(op, order, ["y"], domain="com.microsoft", **attrs)
+    inputs = [helper.make_tensor_value_info(n, _elem(dtype), shape)
+              for n, shape in zip(data, shapes)]
+    return _model(node, inputs, helper.make_tensor_value_info("y", _elem(dtype), None),
+                  [numpy_helper.from_array(p, n) for p, n in zip(params, names)])
+
+
+def _ints(rng, dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
 def _qlinear_conv(rng, dtype, channels, out_channels, group, per_channel, kernel, stride, pad):
@@ -111,158 +141,61 @@ def test_the_tflite_rule_is_selectable_and_differs_only_by_rounding(tmp_path):
                                     ([1], [2, 37])], ids=["same", "scalar_b", "scalar_a"])
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 def test_qlinear_add_and_mul_equal_onnxruntime(op, dtype, shapes, tmp_path):
-    info = np.iinfo(dtype)
-    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        names = ["as", "az", "bs", "bz", "cs", "cz"]
-        params = [np.array(np.float32(rng.uniform(0.01, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
-                  np.array(np.float32(rng.uniform(0.01, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
-                  np.array(np.float32(rng.uniform(0.02, 0.3))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
-        inits = [numpy_helper.from_array(p, n) for p, n in zip(params, names)]
-        node = helper.make_node(op, ["a", "as", "az", "b", "bs", "bz", "cs", "cz"],
-                                ["y"], domain="com.microsoft")
-        graph = helper.make_graph([node], "q", [
-            helper.make_tensor_value_info("a", elem, shapes[0]),
-            helper.make_tensor_value_info("b", elem, shapes[1])],
-            [helper.make_tensor_value_info("y", elem, None)], inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                        helper.make_opsetid("com.microsoft", 1)])
-        model.ir_version = 8
-        feeds = {"a": rng.integers(info.min, info.max + 1, shapes[0]).astype(dtype),
-                 "b": rng.integers(info.min, info.max + 1, shapes[1]).astype(dtype)}
-        path = tmp_path / "m.onnx"
-        onnx.save(model, path)
-        ours = run(load_onnx(path), feeds)["y"]
-        want = ort_run(model, feeds)[0]
-        assert ours.dtype == want.dtype and ours.shape == want.shape
-        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
-        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"
+        params = (_scale_and_zero_point(rng, dtype) + _scale_and_zero_point(rng, dtype)
+                  + _scale_and_zero_point(rng, dtype, 0.02, 0.3))
+        model = _contrib_case(op, dtype, shapes, params, ["as", "az", "bs", "bz", "cs", "cz"])
+        feeds = {"a": _ints(rng, dtype, shapes[0]), "b": _ints(rng, dtype, shapes[1])}
+        _run_both(model, feeds, tmp_path, f"seed {seed}: ")
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 @pytest.mark.parametrize("shape", [[1, 8, 5, 5], [2, 3, 25, 5], [1, 16, 1, 1]],
                          ids=["5x5", "25x5", "1x1"])
 def test_qlinear_global_average_pool_equals_onnxruntime(dtype, shape, tmp_path):
-    info = np.iinfo(dtype)
-    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        names = ["xs", "xz", "ys", "yz"]
-        params = [np.array(np.float32(rng.uniform(0.01, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
-                  np.array(np.float32(rng.uniform(0.005, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
-        node = helper.make_node("QLinearGlobalAveragePool", ["x", *names], ["y"],
-                                domain="com.microsoft")
-        graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", elem, shape)],
-                                  [helper.make_tensor_value_info("y", elem, None)],
-                                  [numpy_helper.from_array(p, n) for p, n in zip(params, names)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                        helper.make_opsetid("com.microsoft", 1)])
-        model.ir_version = 8
-        x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
-        path = tmp_path / "m.onnx"
-        onnx.save(model, path)
-        ours = run(load_onnx(path), {"x": x})["y"]
-        want = ort_run(model, {"x": x})[0]
-        assert ours.dtype == want.dtype and ours.shape == want.shape
-        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
-        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"
+        params = _scale_and_zero_point(rng, dtype) + _scale_and_zero_point(rng, dtype, 0.005)
+        model = _contrib_case("QLinearGlobalAveragePool", dtype, [shape], params, UNARY)
+        _run_both(model, {"x": _ints(rng, dtype, shape)}, tmp_path, f"seed {seed}: ")
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 @pytest.mark.parametrize("shape,axis", [([1, 10], -1), ([2, 12], 1), ([3, 7, 5], 1)],
                          ids=["row10", "rows12", "axis1"])
 def test_qlinear_softmax_equals_onnxruntime(dtype, shape, axis, tmp_path):
-    info = np.iinfo(dtype)
-    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        names = ["xs", "xz", "ys", "yz"]
         y_zp = -128 if dtype == np.int8 else 0
-        params = [np.array(np.float32(rng.uniform(0.02, 0.3))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
-                  np.array(np.float32(1 / 256)), np.array(y_zp, dtype)]
-        node = helper.make_node("QLinearSoftmax", ["x", *names], ["y"], domain="com.microsoft",
-                                axis=axis, opset=13)
-        graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", elem, shape)],
-                                  [helper.make_tensor_value_info("y", elem, None)],
-                                  [numpy_helper.from_array(p, n) for p, n in zip(params, names)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                        helper.make_opsetid("com.microsoft", 1)])
-        model.ir_version = 8
-        x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+        params = [*_scale_and_zero_point(rng, dtype, 0.02, 0.3), np.array(np.float32(1 / 256)),
+                  np.array(y_zp, dtype)]
+        model = _contrib_case("QLinearSoftmax", dtype, [shape], params, UNARY, axis=axis,
+                              opset=13)
+        x = _ints(rng, dtype, shape)
         if seed % 4 == 0:  # one dominant element: the result saturates at the top
-            x.reshape(-1)[0] = info.max
-        path = tmp_path / "m.onnx"
-        onnx.save(model, path)
-        ours = run(load_onnx(path), {"x": x})["y"]
-        want = ort_run(model, {"x": x})[0]
-        assert ours.dtype == want.dtype and ours.shape == want.shape
-        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
-        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"
+            x.reshape(-1)[0] = np.iinfo(dtype).max
+        _run_both(model, {"x": x}, tmp_path, f"seed {seed}: ")
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 @pytest.mark.parametrize("alpha", [0.1, 0.0])
 def test_qlinear_leaky_relu_equals_onnxruntime(dtype, alpha, tmp_path):
-    info = np.iinfo(dtype)
-    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    every_value = np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1).astype(dtype)
     for seed in range(10):
         rng = np.random.default_rng(seed)
-        names = ["xs", "xz", "ys", "yz"]
-        params = [np.array(np.float32(rng.uniform(0.01, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
-                  np.array(np.float32(rng.uniform(0.01, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
-        node = helper.make_node("QLinearLeakyRelu", ["x", *names], ["y"],
-                                domain="com.microsoft", alpha=alpha)
-        graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", elem, [256])],
-                                  [helper.make_tensor_value_info("y", elem, None)],
-                                  [numpy_helper.from_array(p, n) for p, n in zip(params, names)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                        helper.make_opsetid("com.microsoft", 1)])
-        model.ir_version = 8
-        x = np.arange(info.min, info.max + 1).astype(dtype)  # every input value once
-        path = tmp_path / "m.onnx"
-        onnx.save(model, path)
-        ours = run(load_onnx(path), {"x": x})["y"]
-        want = ort_run(model, {"x": x})[0]
-        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
-        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"
+        params = _scale_and_zero_point(rng, dtype) + _scale_and_zero_point(rng, dtype)
+        model = _contrib_case("QLinearLeakyRelu", dtype, [[256]], params, UNARY, alpha=alpha)
+        _run_both(model, {"x": every_value}, tmp_path, f"seed {seed}: ")
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 @pytest.mark.parametrize("include_pad", [0, 1])
 def test_qlinear_average_pool_equals_onnxruntime(dtype, include_pad, tmp_path):
-    info = np.iinfo(dtype)
-    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
     for seed in range(10):
         rng = np.random.default_rng(seed)
-        names = ["xs", "xz", "ys", "yz"]
-        params = [np.array(np.float32(rng.uniform(0.01, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype),
-                  np.array(np.float32(rng.uniform(0.01, 0.2))),
-                  np.array(rng.integers(info.min // 2, info.max // 2), dtype)]
-        node = helper.make_node("QLinearAveragePool", ["x", *names], ["y"],
-                                domain="com.microsoft", kernel_shape=[3, 3], strides=[2, 2],
-                                pads=[1, 1, 1, 1], count_include_pad=include_pad)
-        graph = helper.make_graph([node], "q", [
-            helper.make_tensor_value_info("x", elem, [1, 4, 9, 7])],
-            [helper.make_tensor_value_info("y", elem, None)],
-            [numpy_helper.from_array(p, n) for p, n in zip(params, names)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                        helper.make_opsetid("com.microsoft", 1)])
-        model.ir_version = 8
-        x = rng.integers(info.min, info.max + 1, (1, 4, 9, 7)).astype(dtype)
-        path = tmp_path / "m.onnx"
-        onnx.save(model, path)
-        ours = run(load_onnx(path), {"x": x})["y"]
-        want = ort_run(model, {"x": x})[0]
-        assert ours.shape == want.shape
-        differ = int(np.count_nonzero(ours.astype(int) != want.astype(int)))
-        assert differ == 0, f"seed {seed}: {differ} of {want.size} differ"
+        params = _scale_and_zero_point(rng, dtype) + _scale_and_zero_point(rng, dtype)
+        model = _contrib_case("QLinearAveragePool", dtype, [[1, 4, 9, 7]], params, UNARY,
+                              kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                              count_include_pad=include_pad)
+        _run_both(model, {"x": _ints(rng, dtype, (1, 4, 9, 7))}, tmp_path, f"seed {seed}: ")

@@ -62,6 +62,14 @@ def test_both_forms_compute_the_same_integers(quantized_digits):
         assert np.array_equal(outs[0], outs[1])
 
 
+def _qdq_model(nodes, inputs, outputs, inits) -> onnx.ModelProto:
+    """An opset-13 model of `nodes` (value infos and initializer protos as given)."""
+    model = helper.make_model(helper.make_graph(nodes, "qdq", inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
 def _qdq_conv_relu(out_zero_point: int, weights_as_input: bool = False):
     rng = np.random.default_rng(5)
     w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
@@ -85,10 +93,8 @@ def _qdq_conv_relu(out_zero_point: int, weights_as_input: bool = False):
              helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"]),
              helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(nodes, "qdq", inputs, [helper.make_tensor_value_info(
+    model = _qdq_model(nodes, inputs, [helper.make_tensor_value_info(
         "y", TensorProto.INT8, [1, 4, 6, 6])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
     return model, w
 
 
@@ -151,12 +157,10 @@ def test_a_concat_of_equal_parameters_joins_the_integers(tmp_path):
              helper.make_node("DequantizeLinear", ["b", "s", "z"], ["bf"]),
              helper.make_node("Concat", ["af", "bf"], ["c"], axis=1),
              helper.make_node("QuantizeLinear", ["c", "s", "z"], ["y"])]
-    graph = helper.make_graph(nodes, "cat", [
+    model = _qdq_model(nodes, [
         helper.make_tensor_value_info("a", TensorProto.INT8, [1, 2, 3]),
         helper.make_tensor_value_info("b", TensorProto.INT8, [1, 4, 3])],
         [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 6, 3])], params)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
     path = tmp_path / "cat.onnx"
     onnx.save(model, path)
     final = compilation(load_onnx(path)).final
@@ -176,11 +180,9 @@ def test_a_quantized_mul_becomes_qlinear_mul(tmp_path):
              helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bf"]),
              helper.make_node("Mul", ["af", "bf"], ["m"]),
              helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(nodes, "mul", [
+    model = _qdq_model(nodes, [
         helper.make_tensor_value_info(n, TensorProto.INT8, [2, 16]) for n in ("a", "b")],
         [helper.make_tensor_value_info("y", TensorProto.INT8, [2, 16])], params)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
     path = tmp_path / "mul.onnx"
     onnx.save(model, path)
     compiled = compilation(load_onnx(path))
@@ -202,11 +204,9 @@ def test_a_lone_activation_becomes_a_table(op, attrs, tmp_path):
     nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
              helper.make_node(op, ["xf"], ["r"], **attrs),
              helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(nodes, "act", [
+    model = _qdq_model(nodes, [
         helper.make_tensor_value_info("x", TensorProto.INT8, [256])],
         [helper.make_tensor_value_info("y", TensorProto.INT8, [256])], params)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
     path = tmp_path / "act.onnx"
     onnx.save(model, path)
     final = compilation(load_onnx(path)).final
@@ -228,11 +228,9 @@ def test_a_pad_runs_on_the_integers_when_its_value_has_one(value, tmp_path):
     nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
              helper.make_node("Pad", pad_inputs, ["p"]),
              helper.make_node("QuantizeLinear", ["p", "s", "z"], ["y"])]
-    graph = helper.make_graph(nodes, "pad", [
+    model = _qdq_model(nodes, [
         helper.make_tensor_value_info("x", TensorProto.INT8, [1, 3, 4])],
         [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 5, 5])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
     path = tmp_path / "pad.onnx"
     onnx.save(model, path)
     final = compilation(load_onnx(path)).final
@@ -263,11 +261,9 @@ def test_a_sliding_average_pool_becomes_qlinear_average_pool(tmp_path):
              helper.make_node("AveragePool", ["xf"], ["p"], kernel_shape=[3, 3],
                               strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(nodes, "avg", [
+    model = _qdq_model(nodes, [
         helper.make_tensor_value_info("x", TensorProto.INT8, [1, 3, 8, 8])],
         [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 3, 4, 4])], params)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
     path = tmp_path / "avg.onnx"
     onnx.save(model, path)
     compiled = compilation(load_onnx(path))
