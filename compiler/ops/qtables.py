@@ -4,8 +4,10 @@ QLinearSoftmax: onnxruntime builds a float32 table of exp((i - 255 + shift) * x_
 shift keeps a row's sum finite), looks every element up after moving the row's maximum to the
 top entry, sums the row in float32 in order, and writes round_half_even(entry * floor(1 /
 y_scale) / sum) + y_zero_point, saturated at the top; a row whose sum is 0 is left as it was.
-QLinearLeakyRelu: every input value dequantized, LeakyRelu in float32, quantized back.
-TFLite Micro's fixed-point softmax is not here yet.
+QLinearLeakyRelu, QLinearSigmoid and Kiln's IntLookupTable (Tanh, HardSwish): every input value
+dequantized, the float32 function (onnxruntime's own, compiler/quant/ort_float.py), quantized
+back (compiler/quant/tables.py). QLinearConcat requantizes an input whose parameters differ from
+the output's by the same kind of table. TFLite Micro's fixed-point softmax is not here yet.
 """
 
 from __future__ import annotations
@@ -15,8 +17,18 @@ import math
 import numpy as np
 
 from compiler.ops._util import normalize_axis
-from compiler.ops.qlinear import check_unary_params, first, quantized_output_type
-from compiler.ops.registry import Attr, OpDef, fail, register
+from compiler.ops.qlinear import (
+    INTEGERS,
+    check_scale,
+    check_unary_params,
+    check_zero_point,
+    first,
+    quantized_output_type,
+    require_integer,
+)
+from compiler.ops.registry import REQUIRED, Attr, OpDef, fail, register
+from compiler.quant import ort_float
+from compiler.quant.tables import TABLE_SIZE, look_up, onnx_table
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
@@ -72,7 +84,7 @@ register(OpDef(
         "(onnxruntime's com.microsoft QLinearSoftmax)"))
 
 
-# -- QLinearLeakyRelu: a 256-entry table, as onnxruntime builds it ------------------------------
+# -- one-input tables: LeakyRelu, Sigmoid, and Kiln's IntLookupTable -----------------------------
 
 def _infer_lut(node, ins, values):
     x, yz = ins[0], ins[4]
@@ -80,23 +92,101 @@ def _infer_lut(node, ins, values):
     return [quantized_output_type(x.shape, yz, values, 3, 4)]
 
 
-def _leaky_relu(node, x, xs, xz, ys, yz):
-    """Every input value dequantized in float32, LeakyRelu, quantized back (ties to even)."""
-    codes = np.arange(256, dtype=np.int64)
-    integers = codes - 256 * (codes > 127) if x.dtype == np.int8 else codes
-    zp_in = int(first(xz))
-    zp_out = int(first(yz))
-    real = np.float32(first(xs)) * (integers - zp_in).astype(np.float32)
-    alpha = np.float32(node.attrs["alpha"])
-    real = np.where(real >= 0, real, (alpha * real).astype(np.float32)).astype(np.float32)
-    low, high = (-128, 127) if x.dtype == np.int8 else (0, 255)
-    q = np.rint(real / np.float32(first(ys))) + zp_out
-    table = np.clip(q, low, high).astype(x.dtype)
-    return table[x.astype(np.int64) & 0xFF]
+def _leaky_relu(x: np.ndarray, alpha: float) -> np.ndarray:
+    """Onnxruntime's float32 LeakyRelu."""
+    return np.where(x >= 0, x, (np.float32(alpha) * x).astype(np.float32)).astype(np.float32)
+
+
+def _unary_table(fn):
+    """A reference that builds onnxruntime's table of `fn(x, node)` and looks `x` up in it."""
+    def reference(node, x, xs, xz, ys, yz):
+        table = onnx_table(lambda v: fn(v, node), str(x.dtype), first(xs), int(first(xz)),
+                           first(ys), int(first(yz)))
+        return look_up(table, x)
+    return reference
 
 
 register(OpDef(
-    "QLinearLeakyRelu", "activation", _infer_lut, _leaky_relu, inputs=(5, 5),
+    "QLinearLeakyRelu", "activation", _infer_lut,
+    _unary_table(lambda v, node: _leaky_relu(v, node.attrs["alpha"])), inputs=(5, 5),
     domain="com.microsoft", attrs={"alpha": Attr("float", 0.01, "slope below zero")},
     doc="LeakyRelu of an 8-bit tensor by a 256-entry table (onnxruntime's com.microsoft "
         "QLinearLeakyRelu)"))
+
+register(OpDef(
+    "QLinearSigmoid", "activation", _infer_lut,
+    _unary_table(lambda v, node: ort_float.sigmoid(v)), inputs=(5, 5), domain="com.microsoft",
+    doc="Sigmoid of an 8-bit tensor by a 256-entry table of onnxruntime's float32 Sigmoid "
+        "(onnxruntime's com.microsoft QLinearSigmoid)"))
+
+
+def _infer_table(node, ins, values):
+    x, table, ys, yz = ins
+    require_integer(node, x, "input")
+    if table.numel != TABLE_SIZE or table.dtype not in INTEGERS:
+        fail(f"the table is {table.dtype} {list(table.shape)}; it must hold {TABLE_SIZE} 8-bit "
+             "values")
+    check_scale(node, ys, values[2], "output scale")
+    check_zero_point(node, yz, table.dtype, "output zero point")
+    return [quantized_output_type(x.shape, yz, values, 2, 3)]
+
+
+register(OpDef(
+    "IntLookupTable", "activation", _infer_table,
+    lambda node, x, table, ys, yz: look_up(table.reshape(-1), x), inputs=(4, 4), onnx=False,
+    attrs={"function": Attr("string", "", "Kiln only: the float function the table holds "
+                                          "(Tanh, HardSwish, ...)")},
+    doc="Kiln only: each 8-bit input replaced by its entry in a 256-entry table (built by "
+        "to_integer from the float function between the two quantizations)"))
+
+
+# -- QLinearConcat: inputs with other parameters requantized by a table -------------------------
+
+def _concat_triples(node, items):
+    """[(x, scale, zero_point), ...] of (y_scale, y_zero_point, x0, s0, z0, x1, ...)."""
+    if len(items) < 5 or (len(items) - 2) % 3:
+        fail(f"QLinearConcat takes y_scale, y_zero_point and (x, scale, zero_point) triples; "
+             f"it has {len(items)} inputs")
+    return [tuple(items[i:i + 3]) for i in range(2, len(items), 3)]
+
+
+def _infer_concat(node, ins, values):
+    triples = _concat_triples(node, ins)
+    value_triples = _concat_triples(node, values)
+    ys, yz = ins[0], ins[1]
+    check_scale(node, ys, values[0], "output scale")
+    for k, ((x, xs, xz), (_, xsv, _)) in enumerate(zip(triples, value_triples)):
+        require_integer(node, x, f"input {k}")
+        check_scale(node, xs, xsv, f"input {k}'s scale")
+        check_zero_point(node, xz, yz.dtype, f"input {k}'s zero point")
+    rank = triples[0][0].rank
+    axis = normalize_axis(node.attrs["axis"], rank)
+    shapes = [x.shape for x, _, _ in triples]
+    for k, shape in enumerate(shapes):
+        if len(shape) != rank or any(a != b for i, (a, b) in enumerate(zip(shape, shapes[0]))
+                                     if i != axis):
+            fail(f"input {k} has shape {list(shape)}; all must match {list(shapes[0])} "
+                 f"except on axis {axis}")
+    shape = list(shapes[0])
+    shape[axis] = sum(s[axis] for s in shapes)
+    return [quantized_output_type(tuple(shape), yz, values, 0, 1)]
+
+
+def _concat(node, *items):
+    ys, yz = np.float32(first(items[0])), int(first(items[1]))
+    parts = []
+    for x, xs, xz in _concat_triples(node, items):
+        xs, xz = np.float32(first(xs)), int(first(xz))
+        if xs == ys and xz == yz:
+            parts.append(x)
+        else:
+            dtype = str(x.dtype)
+            parts.append(look_up(onnx_table(lambda v: v, dtype, xs, xz, ys, yz), x))
+    return np.concatenate(parts, axis=normalize_axis(node.attrs["axis"], items[2].ndim))
+
+
+register(OpDef(
+    "QLinearConcat", "shape", _infer_concat, _concat, inputs=(5, -1), domain="com.microsoft",
+    attrs={"axis": Attr("int", REQUIRED, "the axis the inputs are joined on")},
+    doc="Concat of 8-bit tensors, each requantized to the output's parameters by a 256-entry "
+        "table unless they are equal (onnxruntime's com.microsoft QLinearConcat)"))

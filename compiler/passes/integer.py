@@ -14,7 +14,9 @@ import numpy as np
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.passes.base import register_pass
 from compiler.passes.rewrite import Rewriter, const
+from compiler.quant import ort_float
 from compiler.quant.requant import MODES, RANGES
+from compiler.quant.tables import onnx_table
 
 REQUANT_KEY = "requant"  # graph.metadata key: the rule integer operators follow
 
@@ -315,6 +317,50 @@ def _leaky_relu(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
+def _sigmoid(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Sigmoid by onnxruntime's table of its float32 Sigmoid (its QLinearSigmoid)."""
+    unit = _one_input_unit(rw, node)
+    if mode != "onnx" or unit is None:
+        return False
+    x, quant, _ = unit
+    new = rw.add("QLinearSigmoid", _table_inputs(rw, x, quant), replaces=[node, quant, x.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
+def _clip_function(node: Node):
+    """Clip's float32 function when its bounds are constants, else None."""
+    bounds = [None if i >= len(node.inputs) or node.inputs[i] is None else const(node.inputs[i])
+              for i in (1, 2)]
+    if any(b is None for b, i in zip(bounds, (1, 2)) if i < len(node.inputs) and node.inputs[i]):
+        return None
+    low, high = (np.float32(-np.inf if b is None else b.reshape(-1)[0]) for b in bounds)
+    return lambda v: np.minimum(np.maximum(v, low), high)
+
+
+def _lookup_table(rw: Rewriter, node: Node, mode: str) -> bool:
+    """Tanh, HardSwish or a lone Clip: a table of onnxruntime's float32 function (IntLookupTable).
+
+    Any function of one 8-bit value is a 256-entry table; with the onnx rule the table holds
+    what onnxruntime computes for DequantizeLinear -> function -> QuantizeLinear, bit for bit.
+    """
+    unit = _one_input_unit(rw, node)
+    fn = _clip_function(node) if node.op == "Clip" else ort_float.FUNCTIONS.get(node.op)
+    if mode != "onnx" or unit is None or fn is None:
+        return False
+    x, quant, _ = unit
+    dtype = x.integers.type.dtype
+    zp_in = 0 if x.zero_point is None else int(x.zero_point.data.reshape(-1)[0])
+    scale, zp = _output_params(rw, quant)
+    table = onnx_table(fn, dtype, x.scale.data.reshape(-1)[0], zp_in, scale.data.reshape(-1)[0],
+                       int(zp.data.reshape(-1)[0]))
+    table_value = rw.constant(f"{node.name}_table", table)
+    new = rw.add("IntLookupTable", [x.integers, table_value, scale, zp], {"function": node.op},
+                 replaces=[node, quant, x.node])
+    _finish(rw, node, quant, new)
+    return True
+
+
 def _same_params(d: Dequantized, quant: Node) -> bool:
     """Whether `quant` quantizes exactly as `d` dequantized (same type, scale, zero point)."""
     zp_in = 0 if d.zero_point is None else int(d.zero_point.data.reshape(-1)[0])
@@ -340,14 +386,28 @@ def _passthrough(rw: Rewriter, node: Node, mode: str) -> bool:
 
 
 def _concat(rw: Rewriter, node: Node, mode: str) -> bool:
-    """Concat of integers that all share the output's parameters: joined as they are."""
+    """Concat of integers: joined as they are, or through QLinearConcat's tables.
+
+    Inputs that all share the output's parameters are joined as they are; otherwise (onnx rule
+    only) QLinearConcat requantizes each input that differs by a 256-entry table.
+    """
     parts = [_dequantized(rw, v) for v in node.inputs]
     if any(d is None or not d.per_tensor for d in parts):
         return False
     quant, bounds = _quantizer(rw, node.output)
-    if quant is None or bounds is not None or not all(_same_params(d, quant) for d in parts):
+    if quant is None or bounds is not None or any(
+            d.integers.type.dtype != quant.output.type.dtype for d in parts):
         return False
-    new = rw.copy(node, [d.integers for d in parts], replaces=[quant, *(d.node for d in parts)])
+    replaced = [quant, *(d.node for d in parts)]
+    if all(_same_params(d, quant) for d in parts):
+        new = rw.copy(node, [d.integers for d in parts], replaces=replaced)
+    elif mode == "onnx":  # each input requantized by a table, as onnxruntime's QLinearConcat
+        triples = [v for d in parts for v in (d.integers, d.scale, _zero_point_input(rw, d,
+                                                                                      d.integers))]
+        new = rw.add("QLinearConcat", [*_output_params(rw, quant), *triples],
+                     {"axis": node.attrs["axis"]}, replaces=[node, *replaced])
+    else:
+        return False  # TFLite Micro joins only inputs of the output's parameters
     _finish(rw, node, quant, new)
     return True
 
@@ -379,7 +439,8 @@ def _pad(rw: Rewriter, node: Node, mode: str) -> bool:
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
           "AveragePool": _average_pool, "GlobalAveragePool": _average_pool, "Softmax": _softmax,
-          "Relu": _leaky_relu, "LeakyRelu": _leaky_relu,
+          "Relu": _leaky_relu, "LeakyRelu": _leaky_relu, "Sigmoid": _sigmoid,
+          "Tanh": _lookup_table, "HardSwish": _lookup_table, "Clip": _lookup_table,
           "Concat": _concat, "Pad": _pad, **{op: _passthrough for op in _MOVES}}
 
 
@@ -390,7 +451,9 @@ def to_integer(graph: Graph) -> bool:
     A unit is DequantizeLinear -> operator (-> Relu or Clip, which becomes the output's
     integer range) -> QuantizeLinear, with int8 weights and an int32 bias. The accumulator is
     requantized by the graph's rule (onnx or tflite), and MaxPool or data movement between
-    equal parameters runs on the integers as it is; any other unit stays float.
+    equal parameters runs on the integers as it is. A one-input function (Sigmoid, Tanh,
+    HardSwish, LeakyRelu, a lone Relu or Clip) becomes a 256-entry table; any other unit stays
+    float.
     """
     if not any(node.op == "DequantizeLinear" for node in graph.nodes):
         return False  # a float model: nothing is quantized
@@ -429,6 +492,7 @@ def _why_float(rw: Rewriter, node: Node, mode: str) -> str:
     quant, _ = _quantizer(rw, node.output)
     if quant is None:
         return "its result is not quantized by one per-tensor QuantizeLinear"
-    if node.op == "Softmax" and mode != "onnx":
-        return "an integer Softmax exists only for the onnx rule"
+    if node.op in ("Softmax", "Sigmoid", "Tanh", "HardSwish", "Clip", "Concat") and \
+            mode != "onnx":
+        return f"the integer {node.op} of the tflite rule comes with the TFLite front end"
     return "its quantization parameters do not allow an exact integer operator"

@@ -76,7 +76,8 @@ def to_nhwc(graph: Graph) -> bool:
 
 # One-input operators that act on each element alone; their other inputs are scalars.
 _UNARY = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Neg", "Abs",
-          "Sqrt", "Exp", "Log", "Erf", "Clip", "Cast", "QuantizeLinear", "DequantizeLinear")
+          "Sqrt", "Exp", "Log", "Erf", "Clip", "Cast", "QuantizeLinear", "DequantizeLinear",
+          "QLinearLeakyRelu", "QLinearSigmoid", "IntLookupTable")
 # Operators combining inputs element by element, with broadcasting.
 _BROADCASTING = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu",
                  "FusedElementwise")
@@ -116,7 +117,7 @@ def _accepts(rw: Rewriter, node: Node, t: Node) -> bool:
         if node.op == "Reshape":
             return sink_through_reshape(t.inputs[0].type.shape, perm,
                                         node.output.type.shape) is not None
-        return all(v is None or v.type.numel == 1 for v in node.inputs[1:])
+        return all(v is None or v.type.numel == 1 for v in _parameters(node))
     if node.op in _DATA_INPUTS:
         data = [node.inputs[i] for i in _DATA_INPUTS[node.op]]
         return value in data and all(
@@ -168,9 +169,14 @@ def _elementwise_type(node: Node, source: Value) -> list[TensorType] | None:
     return [TensorType(source.type.shape, out.dtype, out.quant)]
 
 
+def _parameters(node: Node) -> list[Value | None]:
+    """A one-input operator's per-tensor parameters (an IntLookupTable's table is not one)."""
+    return node.inputs[2:] if node.op == "IntLookupTable" else node.inputs[1:]
+
+
 def _sink_unary(rw: Rewriter, node: Node) -> bool:
     t = _movable(rw, node.inputs[0], node)
-    if t is None or any(v is not None and v.type.numel != 1 for v in node.inputs[1:]):
+    if t is None or any(v is not None and v.type.numel != 1 for v in _parameters(node)):
         return False  # per-axis quantization parameters would need their axis renamed
     new = rw.copy(node, [t.inputs[0], *node.inputs[1:]], replaces=[t],
                   types=_elementwise_type(node, t.inputs[0]))

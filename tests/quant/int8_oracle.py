@@ -9,6 +9,8 @@ onnxruntime executes it with its graph optimizations off, one kernel per node.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 
 from compiler.driver import Compilation
@@ -60,10 +62,14 @@ def quantize_digits(folder) -> dict:
         def get_next(self):
             return next(self.feeds, None)
 
+    # quantize_static writes a shape-inferred copy beside its input: work on a private copy,
+    # so parallel test workers never share (or delete) each other's file.
+    source = folder / "digits_float.onnx"
+    shutil.copyfile(SAMPLE_MODEL, source)
     paths = {}
     for form in (QuantFormat.QDQ, QuantFormat.QOperator):
         paths[form.name] = folder / f"digits_{form.name}.onnx"
-        quantize_static(str(SAMPLE_MODEL), str(paths[form.name]), Images(), quant_format=form,
+        quantize_static(str(source), str(paths[form.name]), Images(), quant_format=form,
                         per_channel=True, activation_type=QuantType.QInt8,
                         weight_type=QuantType.QInt8)
     return paths

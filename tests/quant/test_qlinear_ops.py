@@ -199,3 +199,36 @@ def test_qlinear_average_pool_equals_onnxruntime(dtype, include_pad, tmp_path):
                               kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                               count_include_pad=include_pad)
         _run_both(model, {"x": _ints(rng, dtype, (1, 4, 9, 7))}, tmp_path, f"seed {seed}: ")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+def test_qlinear_sigmoid_equals_onnxruntime(dtype, tmp_path):
+    every_value = np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1).astype(dtype)
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        params = _scale_and_zero_point(rng, dtype, 0.01, 0.1) + _scale_and_zero_point(
+            rng, dtype, 0.002, 0.006)
+        model = _contrib_case("QLinearSigmoid", dtype, [[256]], params, UNARY)
+        _run_both(model, {"x": every_value}, tmp_path, f"seed {seed}: ")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+def test_qlinear_concat_equals_onnxruntime(dtype, tmp_path):
+    shapes = [(1, 2, 5), (1, 3, 5), (1, 1, 5)]
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        y_params = _scale_and_zero_point(rng, dtype)
+        triples = [_scale_and_zero_point(rng, dtype) for _ in shapes]
+        triples[1] = y_params  # one input already has the output's parameters: copied
+        names = ["ys", "yz"]
+        inits = [numpy_helper.from_array(p, n) for p, n in zip(y_params, names)]
+        for k, (s, z) in enumerate(triples):
+            names += [f"x{k}", f"s{k}", f"z{k}"]
+            inits += [numpy_helper.from_array(s, f"s{k}"), numpy_helper.from_array(z, f"z{k}")]
+        node = helper.make_node("QLinearConcat", names, ["y"], domain="com.microsoft", axis=1)
+        inputs = [helper.make_tensor_value_info(f"x{k}", _elem(dtype), s)
+                  for k, s in enumerate(shapes)]
+        model = _model(node, inputs, helper.make_tensor_value_info("y", _elem(dtype), None),
+                       inits)
+        feeds = {f"x{k}": _ints(rng, dtype, s) for k, s in enumerate(shapes)}
+        _run_both(model, feeds, tmp_path, f"seed {seed}: ")
