@@ -288,6 +288,31 @@ def _average_pool(rw: Rewriter, node: Node, mode: str) -> bool:
     return True
 
 
+def _mean(rw: Rewriter, node: Node, mode: str) -> bool:
+    """ReduceMean over the spatial axes of an NCHW image is a global average pool.
+
+    With keepdims 0 a Reshape drops the two unit axes after the integer pool.
+    """
+    unit = _one_input_unit(rw, node, clamp=True)
+    if unit is None:
+        return False
+    x, quant, bounds = unit
+    rank = x.integers.type.rank
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = const(node.inputs[1])
+    if axes is None or rank != 4 or sorted(int(a) % rank for a in np.ravel(axes)) != [2, 3]:
+        return False
+    new = rw.add("QLinearGlobalAveragePool", _table_inputs(rw, x, quant),
+                 {"requant": mode, "output_range": _range(quant, bounds)},
+                 replaces=[node, quant, x.node])
+    if not node.attrs["keepdims"]:
+        shape = rw.constant(f"{node.name}_shape", np.array(x.integers.type.shape[:2], np.int64))
+        new = rw.add("Reshape", [new.output, shape], replaces=[node])
+    _finish(rw, node, quant, new)
+    return True
+
+
 def _softmax(rw: Rewriter, node: Node, mode: str) -> bool:
     """Softmax over one axis, by onnxruntime's table (TFLite Micro's rule is not here yet)."""
     unit = _one_input_unit(rw, node)
@@ -438,7 +463,8 @@ def _pad(rw: Rewriter, node: Node, mode: str) -> bool:
 
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
-          "AveragePool": _average_pool, "GlobalAveragePool": _average_pool, "Softmax": _softmax,
+          "AveragePool": _average_pool, "GlobalAveragePool": _average_pool, "ReduceMean": _mean,
+          "Softmax": _softmax,
           "Relu": _leaky_relu, "LeakyRelu": _leaky_relu, "Sigmoid": _sigmoid,
           "Tanh": _lookup_table, "HardSwish": _lookup_table, "Clip": _lookup_table,
           "Concat": _concat, "Pad": _pad, **{op: _passthrough for op in _MOVES}}

@@ -272,3 +272,27 @@ def test_a_sliding_average_pool_becomes_qlinear_average_pool(tmp_path):
     for seed in SEEDS:
         x = np.random.default_rng(seed).integers(-128, 128, (1, 3, 8, 8)).astype(np.int8)
         assert differing(run(compiled.final, {"x": x})["y"], session.run(None, {"x": x})[0]) == 0
+
+
+@pytest.mark.parametrize("keepdims", [1, 0])
+def test_a_spatial_mean_becomes_a_global_average_pool(keepdims, tmp_path):
+    params = [numpy_helper.from_array(np.array(v, np.float32 if isinstance(v, float) else np.int8),
+                                      n) for v, n in ((0.04, "xs"), (3, "xz"), (0.02, "ys"),
+                                                      (-5, "yz"))]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node("ReduceMean", ["xf"], ["m"], axes=[2, 3], keepdims=keepdims),
+             helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["y"])]
+    out_shape = [1, 8, 1, 1] if keepdims else [1, 8]
+    model = _qdq_model(nodes, [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 8, 5, 6])],
+                       [helper.make_tensor_value_info("y", TensorProto.INT8, out_shape)], params)
+    path = tmp_path / "mean.onnx"
+    onnx.save(model, path)
+    compiled = compilation(load_onnx(path))
+    ops = [n.op for n in compiled.final.nodes]
+    assert "QLinearGlobalAveragePool" in ops and "ReduceMean" not in ops, ops
+    session = ort_session(integer_stage(compiled))
+    for seed in SEEDS:
+        x = np.random.default_rng(seed).integers(-128, 128, (1, 8, 5, 6)).astype(np.int8)
+        ours = run(compiled.final, {"x": x})["y"]
+        assert ours.shape == tuple(out_shape)
+        assert differing(ours, session.run(None, {"x": x})[0]) == 0
