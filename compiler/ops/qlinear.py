@@ -127,8 +127,12 @@ def _zp(array, dtype_hint=np.int64):
 
 
 def requantize(node, acc: np.ndarray, in_scale, w_scale, y_scale, y_zp, y_dtype: str,
-               channel_axis: int) -> np.ndarray:
-    """The int64 accumulator `acc` to `y_dtype` by the node's rule, per channel on an axis."""
+               channel_axis: int, fully_connected: bool = False) -> np.ndarray:
+    """The int64 accumulator `acc` to `y_dtype` by the node's rule, per channel on an axis.
+
+    TFLite Micro forms a per-tensor fully connected layer's multiplier from in * w in float
+    first (`fully_connected`); every other multiplier is formed in double.
+    """
     low, high = RANGES[y_dtype]
     zp = int(first(y_zp))
     w_scale = np.asarray(w_scale, np.float32).reshape(-1)
@@ -137,7 +141,8 @@ def requantize(node, acc: np.ndarray, in_scale, w_scale, y_scale, y_zp, y_dtype:
         shape[channel_axis] = w_scale.size
     x_scale, y_scale = np.float32(first(in_scale)), np.float32(first(y_scale))
     if requant_rule(node) == "tflite":
-        multiplier, shift = tflite_multiplier(x_scale, w_scale, y_scale)
+        multiplier, shift = tflite_multiplier(
+            x_scale, w_scale, y_scale, product_in_float=fully_connected and w_scale.size == 1)
         out = requantize_tflite(acc, multiplier.reshape(shape), shift.reshape(shape), zp, low,
                                 high)
     else:
@@ -270,7 +275,8 @@ def _infer_qlinear_matmul(node, ins, values):
 
 def _qlinear_matmul(node, a, as_, az, b, bs, bz, ys, yz):
     acc = _integer_matmul(a, az, b, bz)
-    return requantize(node, acc, as_, bs, ys, yz, yz.dtype.name, acc.ndim - 1)
+    return requantize(node, acc, as_, bs, ys, yz, yz.dtype.name, acc.ndim - 1,
+                      fully_connected=True)
 
 
 def _matmul_macs(node) -> int:
@@ -349,7 +355,7 @@ def _qgemm(node, a, as_, az, b, bs, bz, bias=None, ys=None, yz=None):
     acc = _integer_matmul(a, az, b, bz)
     if bias is not None:
         acc = acc + bias.astype(np.int64).reshape(1, -1)
-    return requantize(node, acc, as_, bs, ys, yz, yz.dtype.name, 1)
+    return requantize(node, acc, as_, bs, ys, yz, yz.dtype.name, 1, fully_connected=True)
 
 
 register(OpDef(

@@ -7,7 +7,8 @@ y_scale) / sum) + y_zero_point, saturated at the top; a row whose sum is 0 is le
 QLinearLeakyRelu, QLinearSigmoid and Kiln's IntLookupTable (Tanh, HardSwish): every input value
 dequantized, the float32 function (onnxruntime's own, compiler/quant/ort_float.py), quantized
 back (compiler/quant/tables.py). QLinearConcat requantizes an input whose parameters differ from
-the output's by the same kind of table. TFLite Micro's fixed-point softmax is not here yet.
+the output's by the same kind of table. With the tflite rule QLinearSoftmax is TFLite Micro's
+fixed-point softmax (compiler/quant/tflite_softmax.py).
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from compiler.ops.qlinear import (
     check_zero_point,
     first,
     quantized_output_type,
+    requant_rule,
     require_integer,
 )
 from compiler.ops.registry import REQUIRED, Attr, OpDef, fail, register
 from compiler.quant import ort_float
+from compiler.quant.requant import RANGES
 from compiler.quant.tables import TABLE_SIZE, look_up, onnx_table
+from compiler.quant.tflite_softmax import softmax_int8
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
@@ -36,11 +40,20 @@ _FLOAT_MAX = float(np.finfo(np.float32).max)
 def _infer(node, ins, values):
     x, yz = ins[0], ins[4]
     check_unary_params(node, ins, values)
-    if node.attrs.get("requant", "onnx") != "onnx":
-        fail("QLinearSoftmax follows onnxruntime's rule only; TFLite Micro's is not supported")
     if node.attrs["opset"] < 13:
         fail("QLinearSoftmax of opset < 13 (softmax over all trailing axes) is not supported")
-    normalize_axis(node.attrs["axis"], x.rank)
+    axis = normalize_axis(node.attrs["axis"], x.rank)
+    if requant_rule(node) == "tflite":
+        if axis != x.rank - 1:
+            fail("TFLite Micro's softmax normalizes the last axis only")
+        scale, zp = values[3], values[4]
+        low = RANGES[x.dtype][0]
+        if scale is not None and (np.float32(first(scale)) != np.float32(1 / 256)
+                                  or (zp is not None and int(first(zp)) != low)):
+            fail(f"TFLite Micro's softmax writes scale 1/256 and zero point {low}; the output "
+                 f"has scale {float(first(scale))} and zero point {int(first(zp, 0))}")
+    elif node.attrs["beta"] != 1.0:
+        fail("onnxruntime's QLinearSoftmax has no beta; only the tflite rule takes one")
     return [quantized_output_type(x.shape, yz, values, 3, 4)]
 
 
@@ -56,6 +69,9 @@ def _table(x_scale: float, length: int, signed: bool) -> np.ndarray:
 
 
 def _softmax(node, x, xs, xz, ys, yz):
+    if requant_rule(node) == "tflite":
+        low, high = RANGES[str(x.dtype)]
+        return softmax_int8(x, first(xs), node.attrs["beta"], low, high)
     axis = normalize_axis(node.attrs["axis"], x.ndim)
     moved = np.moveaxis(x, axis, -1)
     signed = x.dtype == np.int8
@@ -78,8 +94,10 @@ register(OpDef(
     "QLinearSoftmax", "activation", _infer, _softmax, inputs=(5, 5), domain="com.microsoft",
     attrs={"axis": Attr("int", -1, "the axis the softmax normalizes"),
            "opset": Attr("int", 13, "the Softmax opset it replaces (13 or later: one axis)"),
-           "requant": Attr("string", "onnx", "Kiln only: the rule (onnxruntime's only)",
-                           onnx=False)},
+           "requant": Attr("string", "onnx", "Kiln only: onnx (onnxruntime's table) or tflite "
+                                             "(TFLite Micro's fixed point)", onnx=False),
+           "beta": Attr("float", 1.0, "Kiln only: TFLite's input scaling (tflite rule)",
+                        onnx=False)},
     doc="softmax of an 8-bit tensor by onnxruntime's lookup table, requantized to 8 bits "
         "(onnxruntime's com.microsoft QLinearSoftmax)"))
 
