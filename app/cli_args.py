@@ -47,15 +47,15 @@ def parse_input(text: str) -> tuple[str, Path]:
 
 def load_graph(args):
     """The model named on the command line, loaded with its `--shape` overrides."""
-    from compiler.frontends.onnx import load_onnx
+    from compiler.frontends.load import load_model
 
     shapes = dict(parse_shape(s) for s in args.shape or [])
-    return load_onnx(args.model, shapes)
+    return load_model(args.model, shapes)
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """The model file and `--shape`, which every command takes."""
-    parser.add_argument("model", help="the model file (.onnx)")
+    parser.add_argument("model", help="the model file (.onnx or .tflite)")
     parser.add_argument("--shape", action="append", metavar="NAME=d0,d1,...",
                         help="static shape of an input whose dimensions are symbolic or unknown")
 

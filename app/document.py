@@ -203,6 +203,9 @@ class Document(QObject):
         target = Path(path) if path is not None else self.path
         if target is None:
             raise SaveError("the model has no file yet; use Save As")
+        if target.suffix.lower() == ".tflite":
+            raise SaveError(f"cannot save {target.name}: Kiln writes ONNX, never into a .tflite "
+                            "file; use Save As with an .onnx name")
         if self.problems:
             node_id, reason = next(iter(self.problems.items()))
             name = next((n.name for n in self.graph.nodes if n.id == node_id), str(node_id))

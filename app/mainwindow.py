@@ -26,6 +26,7 @@ from app.panels import install_all
 from app.workers import Job, Loaded, lay_out, load_model
 from compiler import edit
 from compiler.errors import KilnError
+from compiler.frontends.load import MODEL_SUFFIXES
 from compiler.ir.graph import Graph
 from compiler.search import find_nodes
 from compiler.stats import compute_stats, node_macs
@@ -42,7 +43,9 @@ from views.search import SearchBar
 # bigger ones go to a worker so the window never stalls.
 SYNC_LAYOUT_NODES = 400
 
-MODEL_FILTER = "ONNX models (*.onnx);;All files (*)"
+MODEL_FILTER = ("Models (*.onnx *.tflite);;ONNX models (*.onnx);;TFLite models (*.tflite);;"
+                "All files (*)")
+SAVE_FILTER = "ONNX models (*.onnx)"
 
 
 def _human(n: int) -> str:
@@ -53,11 +56,11 @@ def _human(n: int) -> str:
 
 
 def dropped_models(mime) -> list[Path]:
-    """Local .onnx files among the URLs of a drag (in the order given)."""
+    """Local .onnx and .tflite files among the URLs of a drag (in the order given)."""
     if not mime.hasUrls():
         return []
     return [Path(url.toLocalFile()) for url in mime.urls()
-            if url.isLocalFile() and url.toLocalFile().lower().endswith(".onnx")]
+            if url.isLocalFile() and url.toLocalFile().lower().endswith(MODEL_SUFFIXES)]
 
 
 class MainWindow(QMainWindow):
@@ -301,21 +304,25 @@ class MainWindow(QMainWindow):
 
     def save(self) -> bool:
         """File > Save: to the model's file (Save As when it has none). False when not saved."""
-        if self.document.path is None:
-            return self.save_as()
+        if self.document.path is None or self.document.path.suffix.lower() != ".onnx":
+            return self.save_as()  # a .tflite is never overwritten with ONNX
         return self._save_to(self.document.path)
 
     def save_as(self, path: str | Path | None = None) -> bool:
         """File > Save As…; with `path` no dialog is shown. False when not saved."""
         if path is None:
-            start = str(self.document.path) if self.document.path else "model.onnx"
-            chosen, _ = QFileDialog.getSaveFileName(self, "Save Model As", start, MODEL_FILTER)
+            start = str(self.document.path.with_suffix(".onnx")) if self.document.path \
+                else "model.onnx"
+            chosen, _ = QFileDialog.getSaveFileName(self, "Save Model As (Kiln writes ONNX)",
+                                                    start, SAVE_FILTER)
             if not chosen:
                 return False
             path = chosen
         path = Path(path)
-        if not path.suffix:
-            path = path.with_suffix(".onnx")
+        if path.suffix.lower() in ("", ".tflite"):
+            path = path.with_suffix(".onnx")  # never ONNX bytes under a .tflite name
+        elif path.suffix.lower() != ".onnx":
+            path = path.with_name(path.name + ".onnx")
         return self._save_to(path)
 
     def _save_to(self, path: Path) -> bool:

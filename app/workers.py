@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from compiler import edit
 from compiler.errors import KilnError, one_line
-from compiler.frontends.onnx import load_onnx
+from compiler.frontends.load import load_model as load_graph
 from compiler.ir.graph import Graph
 from views.layout import GraphLayout, compute_layout
 
@@ -200,7 +200,7 @@ def load_model(path: str | Path, show_constants: bool) -> Callable[[Progress], L
     def work(progress: Progress) -> Loaded:
         start = time.perf_counter()
         progress.report(0.0, f"Reading {path.name}")
-        graph = load_onnx(path)
+        graph = load_graph(path)
         progress.report(0.3, f"Checking {path.name}")
         problems = edit.problems(graph)
         progress.report(0.4, f"Laying out {len(graph.nodes):,} nodes")

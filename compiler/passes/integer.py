@@ -314,19 +314,32 @@ def _mean(rw: Rewriter, node: Node, mode: str) -> bool:
 
 
 def _softmax(rw: Rewriter, node: Node, mode: str) -> bool:
-    """Softmax over one axis, by onnxruntime's table (TFLite Micro's rule is not here yet)."""
+    """Softmax over one axis: onnxruntime's table, or TFLite Micro's fixed point.
+
+    TFLite Micro's normalizes the last axis into int8 of scale 1/256 and zero point -128 only.
+    """
     unit = _one_input_unit(rw, node)
-    if mode != "onnx" or unit is None:
+    if unit is None:
         return False
     x, quant, _ = unit
     rank = x.integers.type.rank
     axis = node.attrs["axis"] % rank
     if node.attrs.get("coerce_2d") and axis != rank - 1:
         return False  # normalizes over several trailing axes
-    new = rw.add("QLinearSoftmax", _table_inputs(rw, x, quant), {"axis": axis, "opset": 13},
-                 replaces=[node, quant, x.node])
+    if mode == "tflite" and not (axis == rank - 1 and _tflite_softmax_output(quant)):
+        return False
+    new = rw.add("QLinearSoftmax", _table_inputs(rw, x, quant),
+                 {"axis": axis, "opset": 13, "requant": mode}, replaces=[node, quant, x.node])
     _finish(rw, node, quant, new)
     return True
+
+
+def _tflite_softmax_output(quant: Node) -> bool:
+    """Whether `quant` writes what TFLite Micro's softmax writes: int8, 1/256, zero point -128."""
+    scale, zp = quant.inputs[1], quant.inputs[2] if len(quant.inputs) > 2 else None
+    return (quant.output.type.dtype == "int8" and zp is not None
+            and np.float32(scale.data.reshape(-1)[0]) == np.float32(1 / 256)
+            and int(zp.data.reshape(-1)[0]) == -128)
 
 
 def _leaky_relu(rw: Rewriter, node: Node, mode: str) -> bool:
@@ -518,7 +531,9 @@ def _why_float(rw: Rewriter, node: Node, mode: str) -> str:
     quant, _ = _quantizer(rw, node.output)
     if quant is None:
         return "its result is not quantized by one per-tensor QuantizeLinear"
-    if node.op in ("Softmax", "Sigmoid", "Tanh", "HardSwish", "Clip", "Concat") and \
-            mode != "onnx":
+    if node.op == "Softmax" and mode == "tflite":
+        return ("TFLite Micro's softmax normalizes the last axis into int8 of scale 1/256 and "
+                "zero point -128")
+    if node.op in ("Sigmoid", "Tanh", "HardSwish", "Clip", "Concat") and mode != "onnx":
         return f"the integer {node.op} of the tflite rule comes with the TFLite front end"
     return "its quantization parameters do not allow an exact integer operator"

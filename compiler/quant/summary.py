@@ -1,8 +1,9 @@
 """Which tensors of a graph are quantized, and how: what `kiln inspect` reports.
 
 A tensor is quantized when its type says so (the output of a QuantizeLinear or of an integer
-operator), or when a DequantizeLinear with constant parameters reads it (a QDQ model's int8
-weights and activations): then those parameters are its quantization.
+operator), when a DequantizeLinear with constant parameters reads it (a QDQ model's int8
+weights and activations), or when it is the constant weights of an integer operator (a
+TFLite model's): then those parameters are its quantization.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ def quantization_of(graph: Graph) -> dict[str, QuantParams]:
         if value.type.quant is not None:
             found[value.name] = value.type.quant
     for node in graph.nodes:
+        if node.op in _WEIGHTS:
+            _weights(node, found)
         if node.op != "DequantizeLinear" or node.inputs[0] is None:
             continue
         scale = node.inputs[1]
@@ -32,6 +35,23 @@ def quantization_of(graph: Graph) -> dict[str, QuantParams]:
         found.setdefault(node.inputs[0].name, QuantParams.from_arrays(
             scale.data, None if zp is None else zp.data, axis))
     return found
+
+
+# Integer operators whose weights, scale and zero point are inputs 3, 4 and 5.
+_WEIGHTS = ("QLinearConv", "QLinearMatMul", "QGemm")
+
+
+def _weights(node, found: dict[str, QuantParams]) -> None:
+    """The quantization of an integer operator's constant weights, from its inputs."""
+    w, scale, zp = node.inputs[3:6]
+    if not all(isinstance(v, Constant) for v in (w, scale)) or w.type.rank == 0:
+        return
+    if node.op == "QLinearConv" or (node.op == "QGemm" and node.attrs.get("transB")):
+        axis = 0
+    else:
+        axis = w.type.rank - 1
+    zero = None if not isinstance(zp, Constant) else zp.data
+    found.setdefault(w.name, QuantParams.from_arrays(scale.data, zero, axis))
 
 
 def quant_json(quant: QuantParams) -> dict:

@@ -215,9 +215,12 @@ def pool_2d(b: Builder, op: Operator) -> None:
         if average:
             inputs = [b.value(op.inputs[0]), *b.scale_and_zero_point(x),
                       *b.scale_and_zero_point(out)]
-            b.add("QLinearAveragePool", inputs, {**attrs, "requant": "tflite",
-                                                 "output_range": output_range(op, out)},
-                  out=op.outputs[0])
+            common = {"requant": "tflite", "output_range": output_range(op, out)}
+            if tuple(kernel) == tuple(x.shape[1:3]) and not any(attrs["pads"]):
+                b.add("QLinearGlobalAveragePool", inputs, {**common, "layout": "NHWC"},
+                      out=op.outputs[0])  # the whole image: the same arithmetic, one window
+            else:
+                b.add("QLinearAveragePool", inputs, {**attrs, **common}, out=op.outputs[0])
             return
         bounds = output_range(op, out)
         y = b.add("MaxPool", [b.value(op.inputs[0])], attrs,
