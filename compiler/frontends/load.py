@@ -26,7 +26,8 @@ def load_model(source: str | os.PathLike | bytes,
                *, label: str | None = None) -> Graph:
     """An ONNX or TFLite model as a Kiln graph (ModelError, naming the file, otherwise)."""
     if isinstance(source, (bytes, bytearray)):
-        loader = load_tflite if is_tflite(bytes(source[:8])) else load_onnx
+        named = (label or "").lower().endswith(".tflite")
+        loader = load_tflite if named or is_tflite(bytes(source[:8])) else load_onnx
         return loader(bytes(source), shapes, label=label)
     path = Path(source)
     try:
@@ -36,5 +37,7 @@ def load_model(source: str | os.PathLike | bytes,
         head = b""  # the ONNX loader names what is wrong with the path
     except ValueError as exc:  # e.g. an embedded NUL in the name
         raise ModelError(f"cannot open the file ({exc})", file=label or path.name) from None
-    loader = load_tflite if is_tflite(head) else load_onnx
+    # A file named .tflite is read as one, so a damaged one is reported as a damaged TFLite file.
+    named = path.suffix.lower() == ".tflite"
+    loader = load_tflite if named or is_tflite(head) else load_onnx
     return loader(path, shapes, label=label)

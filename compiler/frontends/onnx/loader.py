@@ -105,9 +105,8 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
     if not data:
         raise ModelError("the file is empty, not an ONNX model", file=label)
     if data[4:8] == TFLITE_IDENTIFIER:
-        raise ModelError("a TFLite model (its flatbuffer says TFL3), which Kiln cannot import "
-                         "yet: TFLite import is still to come; convert it to ONNX (tf2onnx) "
-                         "to open it today", file=label)
+        raise ModelError("a TFLite model (its flatbuffer says TFL3), not ONNX: open it with "
+                         "Kiln's model loader, which reads both", file=label)
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)

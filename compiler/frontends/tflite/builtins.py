@@ -57,7 +57,8 @@ def output_range(op: Operator, out: Tensor) -> list[int] | None:
         return zp + int(np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)))  # half away from 0
 
     low, high = _REAL_BOUNDS[name]
-    return [max(qmin, q(low)), qmax if high is None else min(qmax, q(high))]
+    bounds = [max(qmin, q(low)), qmax if high is None else min(qmax, q(high))]
+    return None if bounds == [qmin, qmax] else bounds  # the type clamps there anyway
 
 
 def _is_integer(t: Tensor) -> bool:

@@ -75,18 +75,24 @@ class Model:
 
 def read_model(data: bytes) -> Model:
     """Parse and check `data`; a ModelError (without the file, the caller adds it) otherwise."""
+    if not data:
+        raise ModelError("the file is empty, not a TFLite model")
     if len(data) < 8 or data[4:8] != IDENTIFIER:
-        raise ModelError("not a TFLite model (the flatbuffer identifier TFL3 is missing)")
+        raise ModelError("not a TFLite model (the flatbuffer identifier TFL3 is missing; the "
+                         "file may be truncated or of another format)")
     model = tflite.Model.GetRootAs(data, 0)
     if model.SubgraphsLength() != 1:
-        raise ModelError(f"the model has {model.SubgraphsLength()} subgraphs; Kiln reads models "
-                         "of exactly one (control flow is not supported)")
+        raise ModelError(f"the TFLite model has {model.SubgraphsLength()} subgraphs; Kiln reads "
+                         "models of exactly one (control flow is not supported)")
     graph = model.Subgraphs(0)
-    codes = [_opcode_name(model.OperatorCodes(i)) for i in range(model.OperatorCodesLength())]
-    buffers = [model.Buffers(i) for i in range(model.BuffersLength())]
-    tensors = [_tensor(graph.Tensors(i), i, buffers) for i in range(graph.TensorsLength())]
+    limit = len(data) // 4  # a table vector holds 4-byte offsets: more cannot fit in the file
+    codes = [_opcode_name(model.OperatorCodes(i))
+             for i in range(_count(model.OperatorCodesLength(), "operator codes", limit))]
+    buffers = [model.Buffers(i) for i in range(_count(model.BuffersLength(), "buffers", limit))]
+    tensors = [_tensor(graph.Tensors(i), i, buffers)
+               for i in range(_count(graph.TensorsLength(), "tensors", limit))]
     operators = [_operator(graph.Operators(i), i, codes, len(tensors))
-                 for i in range(graph.OperatorsLength())]
+                 for i in range(_count(graph.OperatorsLength(), "operators", limit))]
     inputs = [_index(int(i), len(tensors), "graph input") for i in _ints(graph.InputsAsNumpy())]
     outputs = [_index(int(i), len(tensors), "graph output")
                for i in _ints(graph.OutputsAsNumpy())]
@@ -94,6 +100,13 @@ def read_model(data: bytes) -> Model:
         raise ModelError("the subgraph has no outputs")
     description = (model.Description() or b"").decode("utf-8", "replace")
     return Model(tensors, operators, inputs, outputs, description, int(model.Version()))
+
+
+def _count(n: int, what: str, limit: int) -> int:
+    """A vector's length, refused when the file is too short to hold it (a corrupt length)."""
+    if not 0 <= n <= limit:
+        raise ModelError(f"the file claims {n} {what}, more than its size can hold")
+    return n
 
 
 def _opcode_name(code) -> str:
@@ -120,7 +133,8 @@ def _index(i: int, count: int, what: str, optional: bool = False) -> int:
 
 
 def _tensor(t, index: int, buffers) -> Tensor:
-    name = (t.Name() or b"").decode("utf-8", "replace") or f"tensor_{index}"
+    # Converters name a tensor after every op fused into it, joined by ';': the last is enough.
+    name = (t.Name() or b"").decode("utf-8", "replace").split(";")[-1] or f"tensor_{index}"
     where = f"tensor {index} ({name})"
     type_code = int(t.Type())
     dtype = _DTYPES.get(type_code)
@@ -145,6 +159,7 @@ def _tensor(t, index: int, buffers) -> Tensor:
                 raise ModelError(f"{where} has {scale.size} scales and {zp.size} zero points")
             tensor.scale = scale
             tensor.zero_point = np.broadcast_to(zp, scale.shape).astype(np.int64)
+            _check_params(tensor, where)
             tensor.axis = int(q.QuantizedDimension())
             if scale.size > 1 and not 0 <= tensor.axis < max(len(shape), 1):
                 raise ModelError(f"{where} is quantized along axis {tensor.axis} of a rank-"
@@ -153,6 +168,20 @@ def _tensor(t, index: int, buffers) -> Tensor:
                 raise ModelError(f"{where} has {scale.size} scales for {shape[tensor.axis]} "
                                  f"entries of axis {tensor.axis}")
     return tensor
+
+
+def _check_params(t: Tensor, where: str) -> None:
+    """8-bit quantization: scales positive and finite, zero points within the type."""
+    if t.dtype not in ("int8", "uint8"):
+        return
+    bad = [float(v) for v in t.scale if not (np.isfinite(v) and v > 0)]
+    if bad:
+        raise ModelError(f"{where} has scale {bad[0]}; a scale must be positive and finite")
+    low, high = (-128, 127) if t.dtype == "int8" else (0, 255)
+    outside = [int(v) for v in t.zero_point if not low <= v <= high]
+    if outside:
+        raise ModelError(f"{where} has zero point {outside[0]}, outside {t.dtype}'s "
+                         f"[{low}, {high}]")
 
 
 def _buffer_data(t, buffers, shape, dtype: str, where: str) -> np.ndarray | None:

@@ -106,4 +106,5 @@ def _add_inputs(builder: Builder, shapes: Mapping[str, tuple[int, ...]]) -> None
         if t.name in shapes and tuple(shapes[t.name]) != t.shape:
             raise ModelError(f"input {t.name} has the static shape {list(t.shape)}; "
                              f"--shape {list(shapes[t.name])} cannot change it")
-        builder.values[index] = builder.graph.add_input(t.name, tensor_type(t))
+        name = builder.graph.unique_name(t.name)
+        builder.values[index] = builder.graph.add_input(name, tensor_type(t))

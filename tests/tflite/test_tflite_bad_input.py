@@ -1,0 +1,91 @@
+"""Broken .tflite files: one line naming the file, the operator or tensor, and the reason."""
+
+import numpy as np
+import pytest
+
+from app import cli
+from compiler.errors import ModelError
+from compiler.frontends.load import load_model
+from tests.tflite.writer import Model, Op, T, write
+
+
+def _fc(**changes) -> Model:
+    rng = np.random.default_rng(0)
+    model = Model([T("x", (1, 8)), T("w", (3, 8), data=rng.standard_normal((3, 8))),
+                   T("y", (1, 3))], [Op("FULLY_CONNECTED", [0, 1, -1], [2])], [0], [2])
+    for key, value in changes.items():
+        setattr(model, key, value)
+    return model
+
+
+def _error(data: bytes, tmp_path) -> str:
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(data)
+    with pytest.raises(ModelError) as info:
+        load_model(path)
+    message = str(info.value)
+    assert message.startswith("bad.tflite: ") and "\n" not in message
+    return message
+
+
+def test_the_identifier_is_checked(tmp_path):
+    data = bytearray(write(_fc()))
+    data[4:8] = b"XXXX"
+    assert "identifier TFL3 is missing" in _error(bytes(data), tmp_path)
+
+
+def test_a_truncated_file_is_refused(tmp_path):
+    data = write(_fc())
+    message = _error(data[: len(data) // 2], tmp_path)
+    assert "malformed" in message or "claims" in message or "refers" in message
+
+
+def test_unsupported_builtins_are_listed_at_once_by_name_and_index(tmp_path):
+    model = _fc(ops=[Op("FULLY_CONNECTED", [0, 1, -1], [2]), Op("TANH", [2], [2]),
+                     Op("GATHER_ND", [2], [2])])
+    message = _error(write(model), tmp_path)
+    assert "2 operator(s)" in message and "TANH #1" in message and "GATHER_ND #2" in message
+
+
+def test_a_custom_operator_is_named(tmp_path):
+    message = _error(write(_fc(ops=[Op("CUSTOM", [0], [2])])), tmp_path)
+    assert "CUSTOM" in message and "#0" in message
+
+
+def test_a_tensor_index_out_of_range_names_the_operator(tmp_path):
+    message = _error(write(_fc(ops=[Op("FULLY_CONNECTED", [0, 9, -1], [2])])), tmp_path)
+    assert "FULLY_CONNECTED #0" in message and "tensor 9" in message
+
+
+def test_a_buffer_shorter_than_its_tensor_names_the_tensor(tmp_path):
+    model = _fc()
+    model.tensors[1].data = np.zeros(5, np.float32)
+    message = _error(write(model), tmp_path)
+    assert "tensor 1 (w)" in message and "bytes" in message
+
+
+def test_a_negative_dimension_is_refused(tmp_path):
+    model = _fc()
+    model.tensors[0].shape = (1, -8)
+    assert "dimension -8" in _error(write(model), tmp_path)
+
+
+def test_two_subgraphs_are_refused(tmp_path):
+    assert "2 subgraphs" in _error(write(_fc(subgraphs=2)), tmp_path)
+
+
+def test_a_scale_of_zero_names_the_tensor(tmp_path):
+    model = Model([T("x", (1, 4), "int8", scale=[0.0], zero_point=[0]),
+                   T("y", (1, 4), "int8", scale=[0.1], zero_point=[0]),
+                   T("s", (2,), "int32", np.array([1, 4]))],
+                  [Op("RESHAPE", [0, 2], [1])], [0], [1])
+    message = _error(write(model), tmp_path)
+    assert "scale" in message and "0.0" in message
+
+
+def test_the_cli_prints_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(64))
+    assert cli.main(["inspect", str(path)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "bad.tflite" in err and "TFLite" in err
