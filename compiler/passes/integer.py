@@ -487,12 +487,11 @@ _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul"
 def to_integer(graph: Graph) -> bool:
     """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add, Mul, pooling, Softmax into integers.
 
-    A unit is DequantizeLinear -> operator (-> Relu or Clip, which becomes the output's
-    integer range) -> QuantizeLinear, with int8 weights and an int32 bias. The accumulator is
-    requantized by the graph's rule (onnx or tflite), and MaxPool or data movement between
-    equal parameters runs on the integers as it is. A one-input function (Sigmoid, Tanh,
-    HardSwish, LeakyRelu, a lone Relu or Clip) becomes a 256-entry table; any other unit stays
-    float.
+    A unit is DequantizeLinear -> operator (-> Relu or Clip: the output's integer range) ->
+    QuantizeLinear, with int8 weights and an int32 bias, requantized by the graph's rule (onnx
+    or tflite); MaxPool and data movement between equal parameters run on the integers, and a
+    one-input function (Sigmoid, Tanh, HardSwish, LeakyRelu, a lone Relu or Clip) becomes a
+    256-entry table. Any other unit stays float.
     """
     if not any(node.op == "DequantizeLinear" for node in graph.nodes):
         return False  # a float model: nothing is quantized
