@@ -416,8 +416,11 @@ def _add_onnx(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
     return np.rint(value).astype(np.int64)
 
 
-def _add_tflite(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
-    """TFLite Micro's int8 ADD: inputs left-shifted by 20, rescaled, summed, rescaled."""
+def _add_tflite(a, b, sa, za, sb, zb, sc, zc, sign: int = 1) -> np.ndarray:
+    """TFLite Micro's int8 ADD, or SUB with `sign` -1.
+
+    The inputs are left-shifted by 20, rescaled, summed (or subtracted) and rescaled.
+    """
     twice_max = 2.0 * max(float(np.float32(sa)), float(np.float32(sb)))
     m_a, s_a = quantize_multiplier(float(np.float32(sa)) / twice_max)
     m_b, s_b = quantize_multiplier(float(np.float32(sb)) / twice_max)
@@ -425,16 +428,19 @@ def _add_tflite(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:
     left = (a.astype(np.int64) - int(za)) << 20
     right = (b.astype(np.int64) - int(zb)) << 20
     total = (multiply_by_quantized_multiplier(left, m_a, s_a)
-             + multiply_by_quantized_multiplier(right, m_b, s_b))
+             + sign * multiply_by_quantized_multiplier(right, m_b, s_b))
     return multiply_by_quantized_multiplier(total, m_c, s_c) + int(zc)
 
 
 def _qlinear_add(node, a, sa, za, b, sb, zb, sc, zc=None):
     dtype = a.dtype.name
     args = (first(sa), first(za), first(sb), first(zb), first(sc), first(zc))
-    rule = _add_tflite if requant_rule(node) == "tflite" else _add_onnx
     a, b = np.broadcast_arrays(a, b) if a.size > 1 and b.size > 1 else (a, b)
-    value = rule(a, b, args[0], args[1], args[2], args[3], args[4], args[5])
+    if node.op == "QLinearSub":
+        value = _add_tflite(a, b, *args, sign=-1)
+    else:
+        rule = _add_tflite if requant_rule(node) == "tflite" else _add_onnx
+        value = rule(a, b, *args)
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
     low, high = node.attrs.get("output_range") or RANGES[dtype]
     return np.clip(np.broadcast_to(value, shape), low, high).astype(dtype)
@@ -445,6 +451,20 @@ register(OpDef(
     domain="com.microsoft", attrs=dict(REQUANT_ATTRS),
     doc="sum of two 8-bit tensors requantized to 8 bits (onnxruntime's com.microsoft "
         "QLinearAdd)"))
+
+
+def _infer_qlinear_sub(node, ins, values):
+    if requant_rule(node) != "tflite":
+        fail("QLinearSub is TFLite Micro's SUB: it takes the tflite rule only")
+    return _infer_qlinear_add(node, ins, values)
+
+
+register(OpDef(
+    "QLinearSub", "elementwise", _infer_qlinear_sub, _qlinear_add, inputs=(7, 8), onnx=False,
+    attrs={**REQUANT_ATTRS, "requant": Attr("string", "tflite", REQUANT_ATTRS["requant"].doc,
+                                            onnx=False)},
+    doc="Kiln only: difference of two 8-bit tensors requantized to 8 bits (TFLite Micro's "
+        "SUB, inputs laid out as QLinearAdd's)"))
 
 
 # -- QLinearMul (onnxruntime's com.microsoft operator) --------------------------------------------

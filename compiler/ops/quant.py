@@ -116,7 +116,12 @@ def _quantize(node, x, scale, zero_point=None):
     else:  # float16 divides in float32, as onnxruntime does
         work = np.result_type(np.float32, scale.dtype, *([x.dtype] if x.dtype.kind == "f" else []))
     with np.errstate(all="ignore"):
-        q = np.rint(x.astype(work) / _expand(scale, x.shape, axis, block).astype(work))
+        q = x.astype(work) / _expand(scale, x.shape, axis, block).astype(work)
+        if node.attrs.get("requant") == "tflite":  # TFLite Micro rounds half away from zero
+            wide = q.astype(np.float64)  # exact; + 0.5 in float32 could round up
+            q = (np.sign(wide) * np.floor(np.abs(wide) + 0.5)).astype(work)
+        else:
+            q = np.rint(q)
     if zero_point is not None:
         q = q + _expand(zero_point, x.shape, axis, block).astype(work)
     low, high = _RANGES[dtype]
@@ -144,6 +149,8 @@ register(OpDef(
         "block_size": Attr("int", 0, "blocked quantization: elements per scale along axis"),
         "output_dtype": Attr("int", 0, "ONNX element type of the output when no zero point"),
         "precision": Attr("int", 0, "ONNX float type of the division (0: the scale's)"),
+        "requant": Attr("string", "onnx", "Kiln only: onnx rounds half to even, tflite (TFLite "
+                                          "Micro's QUANTIZE) half away from zero", onnx=False),
     },
     doc="saturate(round_half_even(x / scale) + zero_point) to an 8-bit integer"))
 

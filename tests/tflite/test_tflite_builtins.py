@@ -4,72 +4,18 @@ float with LiteRT, so a fresh clone tests the front end without the shared model
 import numpy as np
 import pytest
 
-from compiler.driver import compilation
-from compiler.frontends.load import load_model
-from compiler.interpreter import run
-from tests.conftest import require_module
-from tests.helpers import assert_close
-from tests.tflite.writer import Model, Op, T, write
-
-SEEDS = range(8)
-SAME, VALID = 0, 1
-NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
-
-
-def _tflm(data: bytes):
-    runtime = require_module("tflite_micro.python.tflite_micro.runtime",
-                             "the tflite-micro wheel exists for Linux x86-64 only")
-    return runtime.Interpreter.from_bytes(data, arena_size=1 << 20)
-
-
-def _litert(data: bytes):
-    litert = require_module("ai_edge_litert.interpreter", "LiteRT ships for Linux x86-64 here")
-    interpreter = litert.Interpreter(model_content=data, num_threads=1)
-    interpreter.allocate_tensors()
-    return interpreter
-
-
-def _check_int8(model: Model, shapes: dict):
-    """Kiln's loaded graph and final stage against TFLite Micro, every element equal."""
-    data = write(model)
-    oracle = _tflm(data)
-    graph = load_model(data)
-    final = compilation(load_model(data)).final
-    names = [model.tensors[i].name for i in model.inputs]
-    total = 0
-    for seed in SEEDS:
-        rng = np.random.default_rng(seed)
-        feeds = {n: rng.integers(-128, 128, shapes[n]).astype(np.int8) for n in names}
-        for i, n in enumerate(names):
-            oracle.set_input(feeds[n], i)
-        oracle.invoke()
-        want = oracle.get_output(0)
-        for g in (graph, final):
-            ours = run(g, feeds)[g.outputs[0].name]
-            assert ours.dtype == want.dtype and ours.shape == want.shape
-            total += int(np.count_nonzero(ours.astype(np.int64) != want.astype(np.int64)))
-    assert total == 0, f"{total} elements differ from TFLite Micro"
-
-
-def _check_float(model: Model, shapes: dict):
-    data = write(model)
-    oracle = _litert(data)
-    final = compilation(load_model(data)).final
-    details = oracle.get_input_details()
-    for seed in SEEDS[:3]:
-        rng = np.random.default_rng(seed)
-        feeds = {d["name"]: rng.standard_normal(shapes[d["name"]]).astype(np.float32)
-                 for d in details}
-        for d in details:
-            oracle.set_tensor(d["index"], feeds[d["name"]])
-        oracle.invoke()
-        want = oracle.get_tensor(oracle.get_output_details()[0]["index"])
-        ours = run(final, feeds)[final.outputs[0].name]
-        assert_close(ours, want, rtol=1e-4, atol=1e-5)
-
-
-def _q(name, shape, scale, zp, dtype="int8"):
-    return T(name, shape, dtype, scale=[scale], zero_point=[zp])
+from tests.tflite.oracles import (
+    NONE,
+    RELU,
+    RELU6,
+    RELU_N1_TO_1,
+    SAME,
+    VALID,
+    check_float,
+    check_int8,
+    quantized,
+)
+from tests.tflite.writer import Model, Op, T
 
 
 def _conv_model(depthwise: bool, padding: int, stride: int, dilation: int, activation: int,
@@ -97,12 +43,12 @@ def _conv_model(depthwise: bool, padding: int, stride: int, dilation: int, activ
     axis = 3 if depthwise else 0
     if integer:
         ws = rng.uniform(0.005, 0.03, cout).tolist()
-        tensors = [_q("x", (1, h, w, cin), 0.04, 5),
+        tensors = [quantized("x", (1, h, w, cin), 0.04, 5),
                    T("w", wshape, "int8", rng.integers(-127, 128, wshape), scale=ws,
                      zero_point=[0] * cout, axis=axis),
                    T("b", (cout,), "int32", rng.integers(-800, 800, cout),
                      scale=[0.04 * s for s in ws], zero_point=[0] * cout),
-                   _q("y", (1, oh, ow, cout), 0.05, -7)]
+                   quantized("y", (1, oh, ow, cout), 0.05, -7)]
     else:
         tensors = [T("x", (1, h, w, cin)), T("w", wshape, data=rng.standard_normal(wshape)),
                    T("b", (cout,), data=rng.standard_normal(cout)), T("y", (1, oh, ow, cout))]
@@ -120,7 +66,7 @@ def test_convolutions(case, integer):
     depthwise, padding, stride, dilation, activation, multiplier = case
     model, shapes = _conv_model(depthwise, padding, stride, dilation, activation, integer,
                                 multiplier)
-    (_check_int8 if integer else _check_float)(model, shapes)
+    (check_int8 if integer else check_float)(model, shapes)
 
 
 @pytest.mark.parametrize("integer,per_channel", [(True, False), (True, True), (False, False)],
@@ -130,19 +76,19 @@ def test_fully_connected_flattens_its_input(integer, per_channel):
     shape, units, depth = (1, 2, 3, 4), 6, 24
     if integer:
         ws = rng.uniform(0.002, 0.01, units if per_channel else 1).tolist()
-        tensors = [_q("x", shape, 0.06, -3),
+        tensors = [quantized("x", shape, 0.06, -3),
                    T("w", (units, depth), "int8", rng.integers(-127, 128, (units, depth)),
                      scale=ws, zero_point=[0] * len(ws)),
                    T("b", (units,), "int32", rng.integers(-300, 300, units),
                      scale=[0.06 * s for s in (ws * units if len(ws) == 1 else ws)],
                      zero_point=[0] * units),
-                   _q("y", (1, units), 0.03, 4)]
+                   quantized("y", (1, units), 0.03, 4)]
     else:
         tensors = [T("x", shape), T("w", (units, depth), data=rng.standard_normal((units, depth))),
                    T("b", (units,), data=rng.standard_normal(units)), T("y", (1, units))]
     op = Op("FULLY_CONNECTED", [0, 1, 2], [3],
             ("FullyConnectedOptions", {"FusedActivationFunction": RELU}))
-    (_check_int8 if integer else _check_float)(Model(tensors, [op], [0], [3]), {"x": shape})
+    (check_int8 if integer else check_float)(Model(tensors, [op], [0], [3]), {"x": shape})
 
 
 @pytest.mark.parametrize("integer", [True, False], ids=["int8", "float"])
@@ -152,12 +98,12 @@ def test_fully_connected_flattens_its_input(integer, per_channel):
 def test_pools(builtin, padding, size, stride, integer):
     h, w, c = 7, 7, 4
     out = -(-h // stride) if padding == SAME else (h - size) // stride + 1
-    x = _q("x", (1, h, w, c), 0.05, 2) if integer else T("x", (1, h, w, c))
-    y = _q("y", (1, out, out, c), 0.05, 2) if integer else T("y", (1, out, out, c))
+    x = quantized("x", (1, h, w, c), 0.05, 2) if integer else T("x", (1, h, w, c))
+    y = quantized("y", (1, out, out, c), 0.05, 2) if integer else T("y", (1, out, out, c))
     op = Op(builtin, [0], [1], ("Pool2DOptions", {
         "Padding": padding, "StrideH": stride, "StrideW": stride, "FilterHeight": size,
         "FilterWidth": size, "FusedActivationFunction": RELU6 if integer else NONE}))
-    (_check_int8 if integer else _check_float)(Model([x, y], [op], [0], [1]),
+    (check_int8 if integer else check_float)(Model([x, y], [op], [0], [1]),
                                                {"x": (1, h, w, c)})
 
 
@@ -165,12 +111,12 @@ def test_pools(builtin, padding, size, stride, integer):
 def test_add_with_broadcast_and_relu(integer):
     a_shape, b_shape = (1, 4, 5, 3), (1, 1, 1, 3)
     if integer:
-        tensors = [_q("a", a_shape, 0.07, -4), _q("b", b_shape, 0.03, 9),
-                   _q("y", a_shape, 0.09, -20)]
+        tensors = [quantized("a", a_shape, 0.07, -4), quantized("b", b_shape, 0.03, 9),
+                   quantized("y", a_shape, 0.09, -20)]
     else:
         tensors = [T("a", a_shape), T("b", b_shape), T("y", a_shape)]
     op = Op("ADD", [0, 1], [2], ("AddOptions", {"FusedActivationFunction": RELU}))
-    (_check_int8 if integer else _check_float)(Model(tensors, [op], [0, 1], [2]),
+    (check_int8 if integer else check_float)(Model(tensors, [op], [0, 1], [2]),
                                                {"a": a_shape, "b": b_shape})
 
 
@@ -180,11 +126,11 @@ def test_add_with_broadcast_and_relu(integer):
 def test_softmax_after_reshape(integer, beta, scale):
     shape, flat = (2, 1, 10), (2, 10)
     if integer:
-        tensors = [_q("x", shape, scale, 6), _q("r", flat, scale, 6),
+        tensors = [quantized("x", shape, scale, 6), quantized("r", flat, scale, 6),
                    T("y", flat, "int8", scale=[1 / 256], zero_point=[-128])]
     else:
         tensors = [T("x", shape), T("r", flat), T("y", flat)]
     tensors.append(T("shape", (2,), "int32", np.array(flat)))
     ops = [Op("RESHAPE", [0, 3], [1]),
            Op("SOFTMAX", [1], [2], ("SoftmaxOptions", {"Beta": beta}))]
-    (_check_int8 if integer else _check_float)(Model(tensors, ops, [0], [2]), {"x": shape})
+    (check_int8 if integer else check_float)(Model(tensors, ops, [0], [2]), {"x": shape})

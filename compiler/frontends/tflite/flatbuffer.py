@@ -212,10 +212,10 @@ _OPTIONS = {
     "FULLY_CONNECTED": tflite.FullyConnectedOptions, "AVERAGE_POOL_2D": tflite.Pool2DOptions,
     "MAX_POOL_2D": tflite.Pool2DOptions, "ADD": tflite.AddOptions, "SUB": tflite.SubOptions,
     "MUL": tflite.MulOptions, "SOFTMAX": tflite.SoftmaxOptions,
-    "RESHAPE": tflite.ReshapeOptions, "CONCATENATION": tflite.ConcatenationOptions,
+    "RESHAPE": tflite.ReshapeOptions,
     "MEAN": tflite.ReducerOptions, "LEAKY_RELU": tflite.LeakyReluOptions,
     "SQUEEZE": tflite.SqueezeOptions, "STRIDED_SLICE": tflite.StridedSliceOptions,
-    "PACK": tflite.PackOptions,
+    "PACK": tflite.PackOptions, "CONCATENATION": tflite.ConcatenationOptions,
 }
 
 
