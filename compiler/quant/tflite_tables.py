@@ -4,15 +4,25 @@ RELU requantizes (x - zp_in) by in_scale / out_scale (QuantizeMultiplier, in dou
 below at the output's zero; RELU6 only clamps the stored integers between the input's
 quantized 0 and 6; LEAKY_RELU requantizes by two multipliers, in_scale * alpha / out_scale
 and in_scale / out_scale, both formed in float first as TFLite Micro does; QUANTIZE from int8 to
-int8 requantizes by in_scale / out_scale. Every entry is exact integer arithmetic
-(compiler/quant/requant.py), so the table equals the kernel on every code.
+int8 requantizes by in_scale / out_scale; LOGISTIC and TANH rescale the input into Q4.27 and
+apply gemmlowp's fixed-point functions (compiler/quant/gemmlowp.py); HARD_SWISH is TFLite's
+16-bit fixed point. Every entry is exact
+integer arithmetic, so the table equals the kernel on every code.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from compiler.quant.requant import RANGES, multiply_by_quantized_multiplier, quantize_multiplier
+from compiler.quant import gemmlowp
+from compiler.quant.requant import (
+    RANGES,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+)
 from compiler.quant.tables import codes
 
 
@@ -65,3 +75,100 @@ def requantize(dtype: str, in_scale, in_zp: int, out_scale, out_zp: int) -> np.n
     """QUANTIZE from one 8-bit quantization to another."""
     values = _requantize(codes(dtype), in_zp, _f32(in_scale) / _f32(out_scale), out_zp)
     return _table(values, dtype)
+
+
+def _sigmoid_params(in_scale) -> tuple[int, int, int]:
+    """(multiplier, left shift, input radius) of LOGISTIC and TANH: input in Q4.27 (frexp)."""
+    real = float(np.float32(in_scale)) * float(1 << 27)
+    fraction, shift = math.frexp(real)
+    multiplier = round_away_double(fraction * (1 << 31))
+    radius = math.floor(15 * (1 << 27) / 2.0 ** shift)  # CalculateInputRadius(4, shift, 31)
+    return multiplier, shift, radius
+
+
+def round_away_double(x: float) -> int:
+    """std::round of a double: half away from zero."""
+    return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
+def _transcendental(dtype: str, in_scale, in_zp: int, fn, out_bits: int, out_zp: int):
+    multiplier, shift, radius = _sigmoid_params(in_scale)
+    x = codes(dtype) - in_zp
+    inside = (x > -radius) & (x < radius)
+    q4 = multiply_by_quantized_multiplier(np.where(inside, x, 0), multiplier, shift)
+    values = rounding_divide_by_pot(fn(q4, 4), 31 - out_bits) + out_zp
+    qmin, qmax = RANGES[dtype]
+    return _table(np.where(x <= -radius, qmin, np.where(x >= radius, qmax, values)), dtype)
+
+
+def logistic(dtype: str, in_scale, in_zp: int) -> np.ndarray:
+    """LOGISTIC: gemmlowp's logistic on Q4.27, to scale 1/256 and zero point -128."""
+    return _transcendental(dtype, in_scale, in_zp, gemmlowp.logistic, 8, -128)
+
+
+def tanh(dtype: str, in_scale, in_zp: int) -> np.ndarray:
+    """TANH: gemmlowp's tanh on Q4.27, to scale 1/128 and zero point 0."""
+    return _transcendental(dtype, in_scale, in_zp, gemmlowp.tanh, 7, 0)
+
+
+# -- HARD_SWISH: TFLite's 16-bit fixed point ------------------------------------------------------
+
+def _int16(x) -> np.ndarray:
+    """C's conversion to int16_t (wrapping)."""
+    return ((np.asarray(x, np.int64) + (1 << 15)) & 0xFFFF) - (1 << 15)
+
+
+def _c_div(x: np.ndarray, d: int) -> np.ndarray:
+    """C's integer division (truncating toward zero) of int64 arrays by a positive d."""
+    return np.sign(x) * (np.abs(x) // d)
+
+
+def _srdhm16(a, b) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul of gemmlowp on int16."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ab = a * b
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    result = _int16(_c_div(ab + nudge, 1 << 15))
+    return np.where((a == b) & (a == -(1 << 15)), (1 << 15) - 1, result)
+
+
+def _sdhm16(a, b) -> np.ndarray:
+    """SaturatingDoublingHighMul on int16: truncating toward zero instead of rounding."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    result = _int16(_c_div(a * b, 1 << 15))
+    return np.where((a == b) & (a == -(1 << 15)), (1 << 15) - 1, result)
+
+
+def _shift_left16(x, amount: int) -> np.ndarray:
+    return np.clip(np.asarray(x, np.int64) * (1 << amount), -(1 << 15), (1 << 15) - 1)
+
+
+def _int16_multiplier(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier, then DownScaleInt32ToInt16Multiplier."""
+    q, shift = (int(v[0]) for v in quantize_multiplier(np.array([real])))
+    if q >= (1 << 31) - 1 - (1 << 15):
+        return (1 << 15) - 1, shift
+    return (q + (1 << 15)) >> 16, shift
+
+
+def hard_swish(dtype: str, in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
+    """HARD_SWISH: x * relu6(x + 3) / 6 in TFLite's int16 fixed point (reference_ops)."""
+    hires_scale = np.float32(1.0 / 128.0) * np.float32(in_scale)
+    out_multiplier, out_exponent = _int16_multiplier(
+        float(hires_scale / np.float32(out_scale)))
+    relu_multiplier, relu_exponent = _int16_multiplier(
+        float(hires_scale / np.float32(3.0 / 32768.0)))
+    x = _int16(codes(dtype) - in_zp)
+    hires = _int16(x * (1 << 7))
+    preshift = _srdhm16(hires, out_multiplier)
+    reluish = hires
+    if relu_exponent > 0:
+        reluish = _shift_left16(reluish, relu_exponent - 1)
+    reluish = _srdhm16(reluish, relu_multiplier)
+    if relu_exponent > 0:
+        reluish = _shift_left16(reluish, 1)
+    if relu_exponent < 0:
+        reluish = rounding_divide_by_pot(reluish, -relu_exponent)
+    reluish = _int16((reluish + (1 << 15)) >> 1)
+    value = rounding_divide_by_pot(_sdhm16(reluish, preshift), -out_exponent)
+    return _table(_int16(value + out_zp), dtype)

@@ -129,3 +129,22 @@ def test_mean_over_the_image(integer, keep):
     model = Model([x, T("axes", (2,), "int32", np.array([1, 2])), y],
                   [Op("MEAN", [0, 1], [2], ("ReducerOptions", {"KeepDims": keep}))], [0], [2])
     (check_int8 if integer else check_float)(model, {"x": SHAPE})
+
+
+@pytest.mark.parametrize("builtin,out", [("LOGISTIC", (1 / 256, -128)), ("TANH", (1 / 128, 0))])
+@pytest.mark.parametrize("params", [(0.05, -10), (0.02, 30), (0.1, 0), (0.003, -128),
+                                    (0.5, 100)])
+def test_int8_sigmoid_and_tanh_are_tflite_micros_fixed_point(builtin, out, params):
+    model = Model([quantized("x", SHAPE, *params), quantized("y", SHAPE, *out)],
+                  [Op(builtin, [0], [1])], [0], [1])
+    check_int8(model, {"x": SHAPE})
+
+
+@pytest.mark.parametrize("params", [(0.05, -10, 0.04, -60), (0.02, 30, 0.01, -128),
+                                    (0.1, 0, 0.05, -20), (0.2, -100, 0.3, -90),
+                                    (0.004, 5, 0.002, -3)])
+def test_int8_hard_swish_is_tflite_micros_fixed_point(params):
+    xs, xz, ys, yz = params
+    model = Model([quantized("x", SHAPE, xs, xz), quantized("y", SHAPE, ys, yz)],
+                  [Op("HARD_SWISH", [0], [1])], [0], [1])
+    check_int8(model, {"x": SHAPE})

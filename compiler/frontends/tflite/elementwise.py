@@ -2,9 +2,9 @@
 
 8-bit ADD, SUB and MUL follow TFLite Micro's fixed point (QLinearAdd, QLinearSub, QLinearMul
 with the tflite rule); MINIMUM and MAXIMUM compare the stored integers as TFLite Micro does;
-8-bit RELU, RELU6, LEAKY_RELU and int8-to-int8 QUANTIZE are 256-entry tables
-computed with TFLite Micro's arithmetic (compiler/quant/tflite_tables.py). QUANTIZE from float
-rounds half away from zero as TFLite Micro's does.
+8-bit RELU, RELU6, LEAKY_RELU, LOGISTIC, TANH, HARD_SWISH and 8-bit-to-8-bit QUANTIZE are
+256-entry tables computed with TFLite Micro's arithmetic (compiler/quant/tflite_tables.py).
+QUANTIZE from float rounds half away from zero as TFLite Micro's does.
 """
 
 from __future__ import annotations
@@ -71,8 +71,17 @@ def activation(b: Builder, op: Operator) -> None:
             table = tflite_tables.clamp(x.dtype, xs, xz, 0.0, 6.0)
         elif op.builtin == "LEAKY_RELU":
             table = tflite_tables.leaky_relu(x.dtype, alpha, xs, xz, ys, yz)
-        else:  # LOGISTIC, TANH, HARD_SWISH; TFLite Micro has no 8-bit RELU_N1_TO_1 at all
-            raise ModelError(f"the 8-bit {op.builtin} is not supported yet")
+        elif op.builtin in ("LOGISTIC", "TANH") and x.dtype == "int8":
+            fixed = (1 / 256, -128) if op.builtin == "LOGISTIC" else (1 / 128, 0)
+            if np.float32(ys) != np.float32(fixed[0]) or yz != fixed[1]:
+                raise ModelError(f"TFLite Micro's 8-bit {op.builtin} writes scale "
+                                 f"1/{round(1 / fixed[0])} and zero point {fixed[1]}; the "
+                                 f"output has {ys} and {yz}")
+            table = getattr(tflite_tables, op.builtin.lower())(x.dtype, xs, xz)
+        elif op.builtin == "HARD_SWISH":
+            table = tflite_tables.hard_swish(x.dtype, xs, xz, ys, yz)
+        else:  # TFLite Micro has no 8-bit RELU_N1_TO_1 (nor uint8 LOGISTIC or TANH)
+            raise ModelError(f"the {x.dtype} {op.builtin} is not supported")
         _table(b, op, table, op.builtin)
         return
     name, bounds = _FLOAT_ACTIVATIONS[op.builtin]
