@@ -225,6 +225,10 @@ class BoxItem(QGraphicsItem):
                 painter.setFont(style.body_font())
                 painter.setPen(style.color(style.TEXT_MUTED))
                 painter.drawText(rect, Qt.AlignmentFlag.AlignVCenter, line)
+            elif kind == labels.SOURCE:  # the model file's own operator, centred
+                painter.setFont(style.body_font())
+                painter.setPen(style.color(style.TEXT))
+                painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, line)
             else:
                 key, _, value = line.partition(" ")
                 bold = kind == labels.CONST

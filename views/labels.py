@@ -33,7 +33,7 @@ _SHORT = {"kernel_shape": "kernel", "strides": "stride", "dilations": "dilation"
 MAX_ATTR_LINES = 4
 
 # Line kinds, so the canvas can style them: attribute, constant input, output type.
-ATTR, CONST, SHAPE = "attr", "const", "shape"
+ATTR, CONST, SHAPE, SOURCE = "attr", "const", "shape", "source"
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,10 @@ class NodeLabel:
 
     def size(self) -> tuple[float, float]:
         """Width and height of the box that holds this label, from fixed character widths."""
-        chars = max((len(line) for line in self.lines), default=0)
+        # Capitals are wider than the average character: a source line (CONV_2D) gets room.
+        kinds = self.kinds or ("",) * len(self.lines)
+        chars = max((len(line) * (1.35 if kind == SOURCE else 1.0)
+                     for line, kind in zip(self.lines, kinds)), default=0)
         w = max(MIN_W, len(self.title) * TITLE_CHAR_W + 2 * PAD_X, chars * CHAR_W + 2 * PAD_X)
         h = TITLE_H + len(self.lines) * LINE_H + (PAD_BOTTOM if self.lines else 0.0)
         return float(round(w)), float(h)
@@ -146,14 +149,17 @@ def attribute_lines(node: Node) -> list[str]:
     return lines[:MAX_ATTR_LINES]
 
 
-def node_label(node: Node, *, inline_constants: bool = True) -> NodeLabel:
+def node_label(node: Node, *, inline_constants: bool = True, source: str | None = None
+               ) -> NodeLabel:
     """The label of a node box: op type, key attributes, constant inputs, output type(s).
 
     Constant inputs appear as `W float32[8,1,3,3]` lines when they are drawn inside their
     consumer (the default); with constants shown as boxes of their own they are left out.
+    `source` (the operator of the model file it comes from, e.g. `CONV_2D #3 +RELU6`) comes
+    first.
     """
-    lines: list[str] = []
-    kinds: list[str] = []
+    lines: list[str] = [elide(source)] if source else []
+    kinds: list[str] = [SOURCE] if source else []
     for line in attribute_lines(node):
         lines.append(line)
         kinds.append(ATTR)

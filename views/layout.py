@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import igraph
 
+from compiler.frontends.source import short_text, source_of
 from compiler.ir.graph import Constant, Graph, Placeholder
 from views.labels import NodeLabel, node_label, value_label
 
@@ -183,7 +184,9 @@ def _collect(graph: Graph, show_constants: bool) -> _Vertices:
         return vs.const_cone[src]
 
     for node in graph.nodes:
-        v = vs.add(node.id, node_label(node, inline_constants=not show_constants), True)
+        source = source_of(graph, node)
+        v = vs.add(node.id, node_label(node, inline_constants=not show_constants,
+                                       source=short_text(source) if source else None), True)
         cone = True
         for value in dict.fromkeys(value for value in node.inputs if value is not None):
             cone = connect(value, v, str(node.id)) and cone

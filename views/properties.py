@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from compiler import ops
 from compiler.edit import format_attribute
+from compiler.frontends.source import long_text, source_of
 from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
 from compiler.quant.explain import real_value_formula, requant_channels, summary
 from compiler.stats import TensorStats, tensor_stats
@@ -312,8 +313,10 @@ class PropertiesPanel(QWidget):
         self.info_labels["Id"].setText(f"#{node.id}")
         self.info_labels["MACs"].setText(_count(macs) if macs is not None else "–")
         provenance = ", ".join(f"#{p}" for p in node.provenance)
+        source = source_of(graph, node)
         self.info_labels["Provenance"].setText(
-            provenance + (" (as loaded)" if node.provenance == (node.id,) else ""))
+            provenance + (" (as loaded)" if node.provenance == (node.id,) else "")
+            + (f"; from the model file's {long_text(source)}" if source else ""))
         self._fill_attributes(node)
         self._fill_inputs(node)
         self._fill_outputs(node.outputs)
@@ -478,8 +481,10 @@ class PropertiesPanel(QWidget):
         self.weight_choice.setVisible(len(weights) > 1 or (
             bool(weights) and self._node is not None))
         self.weights_box.setVisible(bool(weights))
-        if weights:
-            self._show_weight(0)
+        if weights:  # the largest constant: the weights, not a scale or a zero point
+            largest = max(range(len(weights)), key=lambda i: weights[i].data.size)
+            self.weight_choice.setCurrentIndex(largest)
+            self._show_weight(largest)
 
     def _show_weight(self, index: int) -> None:
         if not 0 <= index < len(self._weights):

@@ -1,1 +1,1 @@
-"""Model file readers (ONNX now, TFLite later) that build a Kiln graph."""
+"""Model file readers (ONNX and TFLite) that build a Kiln graph."""

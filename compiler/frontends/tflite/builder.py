@@ -36,6 +36,8 @@ class Builder:
         self.values: dict[int, Value] = {}
         self.known: dict[int, np.ndarray] = {}
         self.op: Operator | None = None  # the operator being converted
+        # Node id -> the TFLite operator it comes from (shown on the canvas and in Properties).
+        self.sources: dict[str, dict] = {}
 
     def tensor(self, index: int) -> Tensor:
         """The record of tensor `index` (an omitted input is an error of the caller's op)."""
@@ -87,6 +89,9 @@ class Builder:
         except KilnError as exc:  # a shape or type the operator refuses
             raise ModelError(str(exc)) from None
         node.outputs[0].type = types[0]
+        if self.op is not None:
+            self.sources[str(node.id)] = {"op": self.op.label,
+                                          "options": self.op.option_values()}
         if values and values[0] is not None:
             self.known[id(node.outputs[0])] = values[0]
         if out is not None:

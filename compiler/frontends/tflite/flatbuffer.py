@@ -59,6 +59,25 @@ class Operator:
         """How messages name it: `CONV_2D #3`."""
         return f"{self.builtin} #{self.index}"
 
+    def option_values(self) -> dict[str, object]:
+        """The builtin options as the file holds them (enums by name), for display."""
+        if self.options is None:
+            return {}
+        values = {}
+        for name in sorted(dir(self.options)):
+            if not name[:1].isupper() or name in _NOT_OPTIONS or name.endswith(("AsNumpy",
+                                                                                  "Length",
+                                                                                  "IsNone")):
+                continue
+            try:
+                value = getattr(self.options, name)()
+            except TypeError:
+                continue  # a vector element getter: it takes an index
+            if isinstance(value, (int, float)):
+                values[name] = _ENUMS.get(name, {}).get(int(value), value) if name in _ENUMS \
+                    else value
+        return values
+
 
 @dataclass
 class Model:
@@ -71,6 +90,12 @@ class Model:
     description: str = ""
     version: int = 0
     unsupported: list[str] = field(default_factory=list)
+
+
+_NOT_OPTIONS = {"Init", "GetRootAs"}
+_ENUMS = {"Padding": {0: "SAME", 1: "VALID"},
+          "FusedActivationFunction": {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6",
+                                      4: "TANH", 5: "SIGN_BIT"}}
 
 
 def read_model(data: bytes) -> Model:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from compiler.errors import KilnError, ModelError
+from compiler.frontends.source import SOURCE_OPS
 from compiler.frontends.tflite.builder import Builder, tensor_type
 from compiler.frontends.tflite.builtins import CONVERTERS
 from compiler.frontends.tflite.flatbuffer import read_model
@@ -66,7 +67,8 @@ def load_tflite(source: str | os.PathLike | bytes,
             graph.outputs.append(builder.values[index])
         check_quantization(graph)
         graph.metadata = {"format": "tflite", "description": model.description,
-                          "tflite_version": model.version, REQUANT_KEY: "tflite"}
+                          "tflite_version": model.version, REQUANT_KEY: "tflite",
+                          SOURCE_OPS: builder.sources}
         graph.next_id = max(len(graph.nodes), graph.next_id)
         return graph
     except ModelError as exc:
