@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.passes.base import register_pass
 from compiler.passes.rewrite import Rewriter, const
@@ -493,11 +494,11 @@ def to_integer(graph: Graph) -> bool:
     one-input function (Sigmoid, Tanh, HardSwish, LeakyRelu, a lone Relu or Clip) becomes a
     256-entry table. Any other unit stays float.
     """
-    if not any(node.op == "DequantizeLinear" for node in graph.nodes):
-        return False  # a float model: nothing is quantized
-    rw = Rewriter(graph)
     mode = requant_mode(graph)
-    changed = False
+    changed = _follow_the_rule(graph, mode)
+    if not any(node.op == "DequantizeLinear" for node in graph.nodes):
+        return changed  # nothing left in float between Dequantize and Quantize
+    rw = Rewriter(graph)
     for node in rw.nodes(*_UNITS):
         if node.output.type.dtype != "float32" or not rw.live(node):
             continue
@@ -507,6 +508,36 @@ def to_integer(graph: Graph) -> bool:
             rw.note(f"{node.name} ({node.op}) stays float: {_why_float(rw, node, mode)}")
     rw.finish()
     return changed
+
+
+# Integer operators a file may already hold (QOperator ONNX, TFLite) whose arithmetic exists
+# under both rules: they follow the graph's rule when the user chose one (--requant).
+_EITHER_RULE = ("QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul",
+                "QLinearAveragePool", "QLinearGlobalAveragePool", "QuantizeLinear")
+
+
+def _follow_the_rule(graph: Graph, mode: str) -> bool:
+    """Give loaded integer operators the graph's rule; say which cannot follow it and why."""
+    rw = Rewriter(graph)
+    moved = 0
+    for node in rw.nodes(*_EITHER_RULE):
+        was = node.attrs.get("requant", "onnx")
+        if was == mode:
+            continue
+        node.attrs["requant"] = mode
+        try:
+            rw.retype(node)
+            moved += 1
+        except KilnError as exc:
+            node.attrs["requant"] = was
+            rw.note(f"{node.name} ({node.op}) keeps the {was} rule: {exc}")
+    if moved:
+        rw.note(f"{moved} integer operators of the file follow the {mode} rule")
+    kept = sorted({n.op for n in graph.nodes if n.op not in _EITHER_RULE
+                   and n.attrs.get("requant", mode) != mode})
+    if kept:
+        rw.note(f"{', '.join(kept)} keep their rule: their arithmetic exists under one only")
+    return bool(moved)
 
 
 def _touches_quantization(rw: Rewriter, node: Node) -> bool:

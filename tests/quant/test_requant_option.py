@@ -54,3 +54,17 @@ def test_the_command_line_switches_the_rule(qdq_path, tmp_path, capsys):
     assert outputs["onnx"].dtype == outputs["tflite"].dtype == np.int8
     step = np.abs(outputs["onnx"].astype(int) - outputs["tflite"].astype(int))
     assert step.max() <= 1  # one layer: the two rules differ by rounding only
+
+
+def test_integer_operators_of_the_file_follow_the_option(tmp_path, capsys):
+    """A QOperator file already holds QLinearConv and QGemm: --requant tflite retags them."""
+    from tests.quant.int8_oracle import quantize_digits
+
+    path = quantize_digits(tmp_path)["QOperator"]
+    graph = load_onnx(path)
+    final = run_pipeline(graph, Pipeline(default_pipeline().passes, "tflite"),
+                         snapshots=False).graph
+    rules = {n.op: n.attrs["requant"] for n in final.nodes if "requant" in n.attrs}
+    assert set(rules.values()) == {"tflite"} and {"QLinearConv", "QGemm"} <= set(rules)
+    assert cli.main(["passes", str(path), "--requant", "tflite"]) == 0
+    assert "integer operators of the file follow the tflite rule" in capsys.readouterr().out
