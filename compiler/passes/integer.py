@@ -16,10 +16,8 @@ from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.passes.base import register_pass
 from compiler.passes.rewrite import Rewriter, const
 from compiler.quant import ort_float
-from compiler.quant.requant import MODES, RANGES
+from compiler.quant.requant import MODES, RANGES, REQUANT_KEY
 from compiler.quant.tables import onnx_table
-
-REQUANT_KEY = "requant"  # graph.metadata key: the rule integer operators follow
 
 
 def requant_mode(graph: Graph) -> str:

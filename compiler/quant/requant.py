@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 MODES = ("onnx", "tflite")
+REQUANT_KEY = "requant"  # graph.metadata key: the rule the graph's integer operators follow
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
 

@@ -1,8 +1,10 @@
 """A .tflite model in the window: the canvas names its builtins, Properties their options, and
-saving never writes into the .tflite."""
+saving writes ONNX beside it, never into the .tflite."""
 
 import numpy as np
 
+from compiler.frontends.load import load_model
+from compiler.interpreter import run
 from tests.gui.helpers import make_window, node_id
 from tests.tflite.oracles import quantized
 from tests.tflite.writer import Model, Op, T, write
@@ -33,12 +35,16 @@ def test_the_canvas_and_properties_show_the_tflite_builtin(qtbot, tmp_path, mess
     assert "CONV_2D #0" in provenance and "Padding SAME" in provenance
 
 
-def test_saving_a_tflite_model_never_writes_into_it(qtbot, tmp_path, message_boxes):
+def test_saving_a_tflite_model_writes_onnx_beside_it(qtbot, tmp_path, message_boxes):
     path = _tflite(tmp_path)
     before = path.read_bytes()
     window = make_window(qtbot, path)
-    # Save As to the .tflite name writes conv.onnx instead; ONNX cannot hold an NHWC integer
-    # graph yet, so the user is told and nothing is written.
-    assert window.save_as(tmp_path / "conv.tflite") is False
+    assert window.save_as(tmp_path / "conv.tflite") is True  # asked for .tflite: gets .onnx
     assert path.read_bytes() == before
-    assert message_boxes.shown and "conv.onnx" in message_boxes.shown[-1][2]
+    saved = tmp_path / "conv.onnx"
+    graph = load_model(saved)
+    assert graph.metadata["requant"] == "tflite"
+    x = np.random.default_rng(1).integers(-128, 128, (1, 6, 6, 2)).astype(np.int8)
+    want = run(window.document.graph, {"x": x})
+    assert np.array_equal(run(graph, {"x": x})["y"], want["y"])
+    assert not message_boxes.shown

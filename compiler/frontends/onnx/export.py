@@ -18,12 +18,13 @@ from compiler import ops
 from compiler.errors import ModelError
 from compiler.fileio import atomic_write_bytes
 from compiler.frontends.onnx.attributes import encode_attribute
+from compiler.frontends.onnx.expand import REQUANT_PROP, Expander, shared_rule
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.ir.types import ONNX_ELEM_TYPES, TensorType
 
 
 def to_onnx(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
-    """Build a ModelProto for `graph` (which must be in NCHW layout, as loaded)."""
+    """Build a ModelProto for `graph` (channels-last nodes are wrapped in Transposes)."""
     return _Exporter(graph, opset or graph.opset).run()
 
 
@@ -42,12 +43,13 @@ class _Exporter:
         self.graph = graph
         self.opset = opset
         self.extra_initializers: list[onnx.TensorProto] = []
-        self.names = {v.name for v in graph.values()}
+        self.names = {v.name for v in graph.values()} | {n.name for n in graph.nodes}
         self.node: Node | None = None
+        self.rule = shared_rule(graph)  # written once, as a model property
 
     def run(self) -> onnx.ModelProto:
         g = self.graph
-        nodes = [self._node(n) for n in g.nodes]
+        nodes = [proto for n in g.nodes for proto in self._node(n)]
         # Only constants the written nodes read: a hook may have turned one into an attribute.
         read = {name for proto in nodes for name in proto.input} | {v.name for v in g.outputs}
         constants = [c for c in g.used_constants() if c.name in read]
@@ -83,16 +85,33 @@ class _Exporter:
         model.domain = meta.get("domain") or ""
         model.model_version = int(meta.get("model_version") or 0)
         for key, value in meta.get("metadata_props", {}).items():
-            model.metadata_props.add(key=key, value=value)
+            if key != REQUANT_PROP:
+                model.metadata_props.add(key=key, value=value)
+        if self.rule not in (None, "onnx"):
+            model.metadata_props.add(key=REQUANT_PROP, value=self.rule)
         return model
 
-    def _node(self, node: Node) -> onnx.NodeProto:
-        opdef = ops.lookup(node.op)
-        if node.attrs.get("layout", "NCHW") != "NCHW":
-            raise ModelError(f"is in {node.attrs['layout']} layout, which ONNX cannot express",
-                             node=f"{node.name} ({node.op})")
+    def _node(self, node: Node) -> list[onnx.NodeProto]:
+        """The node as ONNX, with the nodes Kiln-only forms expand into around it."""
+        expander = Expander(self)
         attrs = dict(node.attrs)
         inputs = [v.name if v is not None else "" for v in node.inputs]
+        outputs = [v.name for v in node.outputs]
+        if node.op == "IntLookupTable":
+            expander.lookup(node, inputs, outputs[0])
+            return expander.before + expander.after
+        if attrs.get("requant") == self.rule:
+            attrs["requant"] = None  # the model property says it
+        if attrs.get("layout", "NCHW") == "NHWC":
+            inputs, outputs = expander.channels_first(node, inputs)
+            attrs["layout"] = "NCHW"
+        if attrs.get("output_range") is not None:
+            outputs[0] = expander.clamp(node, outputs[0], attrs.pop("output_range"))
+        return [*expander.before, self._proto(node, attrs, inputs, outputs), *expander.after]
+
+    def _proto(self, node: Node, attrs: dict, inputs: list[str], outputs: list[str]
+               ) -> onnx.NodeProto:
+        opdef = ops.lookup(node.op)
         self.node = node  # hooks may look at the node's types and outputs
         if opdef.to_onnx is not None:
             attrs, inputs = opdef.to_onnx(self, attrs, inputs, self.opset)
@@ -118,7 +137,7 @@ class _Exporter:
                                  f"{self.opset}", node=f"{node.name} ({node.op})")
             kind = spec.kind if spec is not None else _kind_of(value)
             encoded.append(encode_attribute(name, value, kind))
-        proto = helper.make_node(node.op, inputs, [v.name for v in node.outputs], name=node.name,
+        proto = helper.make_node(node.op, inputs, outputs, name=node.name,
                                  domain=opdef.domain or None)
         proto.attribute.extend(encoded)
         return proto

@@ -19,12 +19,14 @@ import onnx
 from compiler import ops
 from compiler.errors import KilnError, ModelError
 from compiler.frontends.onnx.attributes import check_attributes, decode_attributes
+from compiler.frontends.onnx.expand import REQUANT_PROP
 from compiler.frontends.onnx.tensors import check_size, elem_type_name, tensor_to_array
 from compiler.ir.graph import Graph, Value
 from compiler.ir.types import DTYPE_OF_ONNX, TensorType
 from compiler.limits import check_tensor_bytes
 from compiler.ops.infer import infer_node, known_constants
 from compiler.quant.check import check_quantization
+from compiler.quant.requant import MODES, REQUANT_KEY
 
 # Opsets of the default domain Kiln reads. The upper end follows the operators' conformance
 # tests (onnx.backend.test), which all pass for the operators Kiln claims.
@@ -185,6 +187,7 @@ class _Importer:
             "metadata_props": {_clean(p.key): _clean(p.value) for p in m.metadata_props},
         }
         self.graph.next_id = len(g.node)
+        _apply_saved_rule(self.graph)
         return self.graph
 
     def _check_supported(self, g: onnx.GraphProto) -> None:
@@ -371,6 +374,17 @@ class _Importer:
         """The compile-time value of a tensor, when known."""
         value = self.values.get(name)
         return None if value is None else self.known.get(id(value))
+
+
+def _apply_saved_rule(graph: Graph) -> None:
+    """A file Kiln saved says which rule its integer operators follow (kiln.requant)."""
+    rule = graph.metadata["metadata_props"].get(REQUANT_PROP)
+    if rule not in MODES:
+        return
+    graph.metadata[REQUANT_KEY] = rule
+    for node in graph.nodes:
+        if "requant" in ops.lookup(node.op).attrs:
+            node.attrs["requant"] = rule
 
 
 def _check_names(g: onnx.GraphProto) -> None:

@@ -18,8 +18,8 @@ from compiler.frontends.tflite.builder import Builder, tensor_type
 from compiler.frontends.tflite.builtins import CONVERTERS
 from compiler.frontends.tflite.flatbuffer import read_model
 from compiler.ir.graph import Graph
-from compiler.passes.integer import REQUANT_KEY
 from compiler.quant.check import check_quantization
+from compiler.quant.requant import REQUANT_KEY
 
 MAX_FILE_BYTES = 2**31  # flatbuffers address 2 GiB; larger models keep data outside
 
