@@ -134,3 +134,27 @@ def test_softmax_after_reshape(integer, beta, scale):
     ops = [Op("RESHAPE", [0, 3], [1]),
            Op("SOFTMAX", [1], [2], ("SoftmaxOptions", {"Beta": beta}))]
     (check_int8 if integer else check_float)(Model(tensors, ops, [0], [2]), {"x": shape})
+
+
+def test_tflite_micros_hello_world_model_runs_as_tflite_micro_runs_it():
+    """sine_float.tflite, the hello_world model shipped inside the tflite-micro wheel."""
+    import importlib.resources
+
+    from compiler.driver import compilation
+    from compiler.frontends.load import load_model
+    from compiler.interpreter import run
+    from tests.conftest import require_module
+    from tests.helpers import assert_close
+    from tests.tflite.oracles import tflm
+
+    require_module("tflite_micro", "the tflite-micro wheel exists for Linux x86-64 only")
+    package = importlib.resources.files("tflite_micro") / "python" / "tflite_micro"
+    data = (package / "sine_float.tflite").read_bytes()
+    final = compilation(load_model(data)).final
+    oracle = tflm(data)
+    for value in np.linspace(0, 2 * np.pi, 24, dtype=np.float32):
+        x = np.array([[value]], np.float32)
+        oracle.set_input(x, 0)
+        oracle.invoke()
+        assert_close(run(final, {final.inputs[0].name: x})[final.outputs[0].name],
+                     oracle.get_output(0), rtol=1e-5, atol=1e-6)
