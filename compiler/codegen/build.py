@@ -188,10 +188,10 @@ class _Builder:
         node's.
         """
         emit, _ = lookup(node)
-        ty = llvm_type(node.output.type.dtype)
         params, consts = self._arguments(node, add, weights)
         outputs = list(add.outputs) if add is not None else list(node.outputs)
-        fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(ty)] * len(params)
+        fnty = ir.FunctionType(ir.VoidType(),
+                               [ir.PointerType(llvm_type(v.type.dtype)) for v in params]
                                + [ir.PointerType(t) for _, t in consts])
         fn = ir.Function(self.module, fnty, f"{self.name}.k{index}.{node.op}")
         fn.linkage = "internal"

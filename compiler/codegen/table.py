@@ -16,6 +16,8 @@ from compiler.codegen.matmul import emit_matmul
 from compiler.codegen.movement import emit_concat, emit_transpose
 from compiler.codegen.pad import emit_pad
 from compiler.codegen.pool import avg_divisors_any, emit_pool_any
+from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
+from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.slice import emit_slice, emit_split
@@ -30,6 +32,11 @@ Prepare = Callable[[Node], dict[int, np.ndarray]]
 
 def _constants(node: Node) -> dict[int, np.ndarray]:
     return {i: v.data for i, v in enumerate(node.inputs) if isinstance(v, Constant)}
+
+
+def _no_weights(node: Node) -> dict[int, np.ndarray]:
+    """Nothing: every constant input (scales, zero points) becomes code."""
+    return {}
 
 
 def _data_only(node: Node) -> dict[int, np.ndarray]:
@@ -61,6 +68,10 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{(op, "float32"): (emit_reduce, _data_only)
        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")},
     **{(op, "float32"): (emit_elementwise, _constants) for op in SCALAR_OPS},
+    **{(op, dtype): (emit_qgemm, qgemm_weights)
+       for op in ("QGemm", "QLinearMatMul") for dtype in ("int8", "uint8")},
+    **{("QuantizeLinear", dtype): (emit_quantize, _no_weights) for dtype in ("int8", "uint8")},
+    ("DequantizeLinear", "float32"): (emit_dequantize, _no_weights),
 }
 
 

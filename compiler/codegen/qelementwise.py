@@ -1,0 +1,61 @@
+"""QuantizeLinear and DequantizeLinear at the float boundaries of an 8-bit graph, per tensor.
+
+Quantize: x / scale in float32, rounded half to even (llvm.rint; the onnx rule) or half away
+from zero (llvm.round; TFLite Micro's QUANTIZE), plus the zero point, saturated, NaN to the low
+end, as the reference interpreter does. Dequantize: float32(q - zero_point) * scale, one
+correctly rounded product, as onnxruntime and TFLite Micro compute it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.errors import KilnError
+from compiler.quant.requant import RANGES
+
+F32 = ir.FloatType()
+
+
+def _scalar(k: Kernel, slot: int, what: str, default=0):
+    data = constant_input(k, slot, what)
+    if data is None:
+        return default
+    if np.asarray(data).size != 1:
+        raise KilnError(f"cannot generate {k.node.op} {k.node.name}: per-axis {what}s are not "
+                        "supported yet")
+    return np.asarray(data).reshape(-1)[0]
+
+
+def _unary(k: Kernel, name: str, x: ir.Value) -> ir.Value:
+    fn = k.fn.module.declare_intrinsic(f"llvm.{name}", [F32], ir.FunctionType(F32, [F32]))
+    return k.b.call(fn, [x])
+
+
+def emit_quantize(k: Kernel) -> None:
+    """Each output: saturate(round(x / scale) + zero_point)."""
+    node, b = k.node, k.b
+    scale = ir.Constant(F32, float(np.float32(_scalar(k, 1, "scale"))))
+    zp = float(_scalar(k, 2, "zero point"))
+    low, high = RANGES[node.output.type.dtype]
+    rounding = "round" if node.attrs.get("requant") == "tflite" else "rint"
+    with k.loop(node.output.type.numel) as i:
+        q = _unary(k, rounding, b.fdiv(k.load(k.args[0], i), scale))
+        q = b.fadd(q, ir.Constant(F32, zp))
+        lo, hi = ir.Constant(F32, float(low)), ir.Constant(F32, float(high))
+        q = b.select(b.fcmp_unordered("uno", q, q), lo, q)  # NaN saturates low
+        q = b.select(b.fcmp_ordered("<", q, lo), lo, b.select(b.fcmp_ordered(">", q, hi), hi, q))
+        k.store(b.fptosi(q, ir.IntType(8)) if low < 0 else b.fptoui(q, ir.IntType(8)),
+                k.outs[0], i)
+
+
+def emit_dequantize(k: Kernel) -> None:
+    """Each output: float32(x - zero_point) * scale."""
+    node, b = k.node, k.b
+    scale = ir.Constant(F32, float(np.float32(_scalar(k, 1, "scale"))))
+    zp = int(_scalar(k, 2, "zero point"))
+    widen = b.zext if node.inputs[0].type.dtype == "uint8" else b.sext
+    with k.loop(node.output.type.numel) as i:
+        q = b.sub(widen(k.load(k.args[0], i), I32), I32(zp))
+        k.store(b.fmul(b.sitofp(q, F32), scale), k.outs[0], i)

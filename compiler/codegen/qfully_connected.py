@@ -1,0 +1,111 @@
+"""8-bit fully connected layers (QGemm, 2-D QLinearMatMul): exact int32 sums, either rule.
+
+The weights stay [N, K] as the model stores them (one output's weights contiguous); the input
+zero point is folded into the bias at compile time (bias - zx * sum_k w[n, k] + K zx zw[n]) and
+a nonzero weight zero point costs one sum of the row, so the inner loop is a plain product of
+8-bit values accumulated in int32, as CMSIS-NN's kernel sums do. The per-output requantization
+parameters (Q31 multiplier and shift, or float32 scale) are weight arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen import requant
+from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.errors import KilnError
+from compiler.ir.graph import Node
+from compiler.quant.requant import RANGES, onnx_scale, tflite_multiplier
+
+# Extra weight slots after the node's inputs.
+_ZERO_POINTS, _MULTIPLIERS, _SHIFTS, _SCALES = 9, 10, 11, 12
+_BIAS = 6  # the folded bias: QGemm's own bias slot (QLinearMatMul's y_scale, read as code)
+# Input slots of the output scale and zero point, and of the bias (None: none).
+_SLOTS = {"QGemm": (7, 8, 6), "QLinearMatMul": (6, 7, None)}
+
+
+def _first(array, default=0):
+    return default if array is None else np.asarray(array).reshape(-1)[0]
+
+
+def _input(node: Node, slot: int | None):
+    value = node.inputs[slot] if slot is not None and len(node.inputs) > slot else None
+    return None if value is None else value.data
+
+
+def _rows(node: Node) -> np.ndarray:
+    """The weights as [N, K] int64 (QGemm with transB stores them so; [K, N] otherwise)."""
+    w = np.asarray(node.inputs[3].data, np.int64)
+    return w if node.attrs.get("transB") else w.T
+
+
+def qgemm_weights(node: Node) -> dict[int, np.ndarray]:
+    """Weights [N, K] int8, the folded int32 bias, the weight zero points and the rule's data."""
+    w = _rows(node)
+    n, depth = w.shape
+    y_scale_slot, _, bias_slot = _SLOTS[node.op]
+    zx = int(_first(_input(node, 2)))
+    zw_data = _input(node, 5)
+    zw = np.broadcast_to(np.asarray(0 if zw_data is None else zw_data, np.int64).reshape(-1),
+                         (n,))
+    bias_data = _input(node, bias_slot)
+    bias = np.zeros(n, np.int64) if bias_data is None else np.asarray(bias_data, np.int64)
+    folded = bias - zx * w.sum(axis=1) + depth * zx * zw
+    x_scale = np.float32(_first(node.inputs[1].data))
+    w_scale = np.asarray(node.inputs[4].data, np.float32).reshape(-1)
+    y_scale = np.float32(_first(node.inputs[y_scale_slot].data))
+    arrays = {3: np.ascontiguousarray(w).astype(node.inputs[3].type.dtype),
+              _BIAS: folded.astype(np.int32),
+              _ZERO_POINTS: zw.astype(np.int32)}
+    if node.attrs.get("requant", "onnx") == "tflite":
+        multiplier, shift = tflite_multiplier(x_scale, w_scale, y_scale,
+                                              product_in_float=w_scale.size == 1)
+        arrays[_MULTIPLIERS] = np.broadcast_to(multiplier, (n,)).astype(np.int32)
+        arrays[_SHIFTS] = np.broadcast_to(shift, (n,)).astype(np.int32)
+    else:
+        arrays[_SCALES] = np.broadcast_to(onnx_scale(x_scale, w_scale, y_scale),
+                                          (n,)).astype(np.float32)
+    return arrays
+
+
+def emit_qgemm(k: Kernel) -> None:
+    """y[m, n] = requant(bias'[n] + sum_k x[m, k] w[n, k] - zw[n] sum_k x[m, k])."""
+    node = k.node
+    x_type, y_type = node.inputs[0].type, node.output.type
+    if x_type.rank != 2:
+        raise KilnError(f"cannot generate {node.op} {node.name}: its input has rank "
+                        f"{x_type.rank}; the 8-bit kernel takes rows of a matrix")
+    rows, depth, outs = x_type.shape[0], x_type.shape[1], y_type.shape[1]
+    signed = x_type.dtype == "int8"
+    b = k.b
+    zp = int(_first(constant_input(k, _SLOTS[node.op][1], "output zero point")))
+    low, high = node.attrs.get("output_range") or RANGES[y_type.dtype]
+    zw = np.asarray(constant_input(k, 5, "weight zero point") if node.inputs[5] is not None
+                    else 0).reshape(-1)
+    need_row_sum = bool(np.any(zw != 0))
+    widen = b.sext if signed else b.zext
+    w_widen = b.sext if node.inputs[3].type.dtype == "int8" else b.zext
+    acc_slot = k.alloca(I32)
+    sum_slot = k.alloca(I32)
+    with k.loop(rows) as m:
+        if need_row_sum:
+            b.store(I32(0), sum_slot)
+            with k.loop(depth) as d:
+                x = widen(k.load(k.args[0], k.index((m, depth), (d, 1))), I32)
+                b.store(b.add(b.load(sum_slot), x), sum_slot)
+        with k.loop(outs) as n:
+            b.store(k.load(k.args[_BIAS], n), acc_slot)
+            with k.loop(depth) as d:
+                x = widen(k.load(k.args[0], k.index((m, depth), (d, 1))), I32)
+                w = w_widen(k.load(k.args[3], k.index((n, depth), (d, 1))), I32)
+                b.store(b.add(b.load(acc_slot), b.mul(x, w)), acc_slot)
+            acc = b.load(acc_slot)
+            if need_row_sum:
+                acc = b.sub(acc, b.mul(k.load(k.args[_ZERO_POINTS], n), b.load(sum_slot)))
+            if node.attrs.get("requant", "onnx") == "tflite":
+                value = requant.tflite(k, acc, k.load(k.args[_MULTIPLIERS], n),
+                                       k.load(k.args[_SHIFTS], n), zp, low, high)
+            else:
+                value = requant.onnx(k, acc, k.load(k.args[_SCALES], n), zp, low, high)
+            k.store(b.trunc(value, ir.IntType(8)), k.outs[0], k.index((m, outs), (n, 1)))

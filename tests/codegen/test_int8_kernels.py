@@ -1,0 +1,154 @@
+"""int8 kernels in the bundle give the interpreter's bytes, both requantization rules.
+
+Each case is compiled for the host, written as a bundle, loaded from its files and run on
+seeded random int8 inputs; every element must equal the reference interpreter's result on the
+same prepared graph (0 steps of difference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.codegen import host
+from compiler.codegen.bundle import write_bundle
+from compiler.codegen.targets import get_target
+from compiler.driver import compilation, compile_graph
+from compiler.frontends.load import load_model
+from compiler.interpreter import run
+from compiler.quant.requant import REQUANT_KEY
+from tests.conftest import shared_models
+from tests.tflite.oracles import quantized
+from tests.tflite.writer import Model, Op, T, write
+
+SEEDS = range(10)
+
+
+def _bundle_equals_interpreter(graph, folder, seeds=SEEDS) -> int:
+    prepared = compilation(graph).prepared
+    net = compile_graph(prepared, get_target("host"))
+    write_bundle(net, folder)
+    runner = host.HostNet.from_bundle(folder)
+    differing = 0
+    try:
+        for seed in seeds:
+            rng = np.random.default_rng(seed)
+            feeds = {v.name: rng.integers(-128, 128, v.type.shape).astype(v.type.dtype)
+                     for v in prepared.inputs}
+            want = run(prepared, feeds)
+            got = runner.run(feeds)
+            for value in prepared.outputs:
+                assert got[value.name].dtype == want[value.name].dtype
+                differing += int(np.count_nonzero(got[value.name].astype(np.int64)
+                                                  != want[value.name].astype(np.int64)))
+    finally:
+        runner.close()
+    return differing
+
+
+def _fully_connected(per_channel: bool, activation: int, rows: int = 1) -> bytes:
+    rng = np.random.default_rng(4)
+    units, depth = 7, 19
+    ws = rng.uniform(0.002, 0.02, units if per_channel else 1).tolist()
+    scales = ws * units if len(ws) == 1 else ws
+    return write(Model([quantized("x", (rows, depth), 0.05, -9),
+                        T("w", (units, depth), "int8", rng.integers(-127, 128, (units, depth)),
+                          scale=ws, zero_point=[0] * len(ws)),
+                        T("b", (units,), "int32", rng.integers(-3000, 3000, units),
+                          scale=[0.05 * s for s in scales], zero_point=[0] * units),
+                        quantized("y", (rows, units), 0.04, 11)],
+                       [Op("FULLY_CONNECTED", [0, 1, 2], [3], ("FullyConnectedOptions", {
+                           "FusedActivationFunction": activation}))], [0], [3]))
+
+
+@pytest.mark.parametrize("rule", ["tflite", "onnx"])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("activation", [0, 3])
+def test_int8_fully_connected(rule, per_channel, activation, tmp_path):
+    graph = load_model(_fully_connected(per_channel, activation, rows=3))
+    graph.metadata[REQUANT_KEY] = rule
+    assert _bundle_equals_interpreter(graph, tmp_path) == 0
+
+
+@pytest.mark.parametrize("form", ["QDQ", "QOperator"])
+def test_quantized_matmul_with_weight_zero_points(form, tmp_path):
+    """onnxruntime's quantizer with uint8 weights: nonzero weight zero points, folded sums."""
+    import onnx
+    from onnx import TensorProto, helper
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((12, 5)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+                              [onnx.numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    source, target = tmp_path / "mm.onnx", tmp_path / f"mm_{form}.onnx"
+    onnx.save(model, source)
+
+    class Data(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((2, 12)).astype(np.float32)}
+                            for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(str(source), str(target), Data(), quant_format=getattr(QuantFormat, form),
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QUInt8)
+    graph = load_model(target)
+    prepared = compilation(graph).prepared
+    assert {n.op for n in prepared.nodes} & {"QGemm", "QLinearMatMul"}
+    # The float input and output stay float: only the integer part is checked here.
+    differing = _bundle_equals_interpreter_float_io(prepared, tmp_path / "b")
+    assert differing == 0
+
+
+def _bundle_equals_interpreter_float_io(prepared, folder) -> int:
+    net = compile_graph(prepared, get_target("host"))
+    write_bundle(net, folder)
+    runner = host.HostNet.from_bundle(folder)
+    try:
+        total = 0
+        for seed in SEEDS:
+            feeds = {v.name: np.random.default_rng(seed).standard_normal(v.type.shape)
+                     .astype(np.float32) for v in prepared.inputs}
+            want, got = run(prepared, feeds), runner.run(feeds)
+            total += sum(int(np.count_nonzero(got[v.name] != want[v.name]))
+                         for v in prepared.outputs)
+        return total
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("source", ["onnx", "tflite"])
+def test_the_anomaly_detection_model_compiles_to_the_interpreters_bytes(source, tmp_path):
+    path = shared_models() / source / f"ad01_int8.{source}"
+    assert _bundle_equals_interpreter(load_model(path), tmp_path, seeds=range(50)) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", ["mps2-an385", "mps2-an500", "mps2-an505"])
+def test_int8_fully_connected_layers_run_exactly_on_cortex_m(machine, tmp_path):
+    """The TFLite anomaly-detection model (ten int8 layers) under QEMU: the interpreter's bytes."""
+    from tests.codegen import firmware
+
+    firmware.require_tools()
+    path = shared_models() / "tflite" / "ad01_int8.tflite"
+    prepared = compilation(load_model(path)).prepared
+    net = compile_graph(prepared, get_target(firmware.BOARDS[machine].target), name="net")
+    feeds = {v.name: np.random.default_rng(7).integers(-128, 128, v.type.shape)
+             .astype(np.int8) for v in prepared.inputs}
+    elf = firmware.build(net, firmware.main_c(net, feeds), machine, tmp_path)
+    stdout, _ = firmware.run(elf, machine)
+    got = firmware.parse_outputs(net, stdout)
+    want = run(prepared, feeds)
+    for value in prepared.outputs:
+        assert np.array_equal(got[value.name], want[value.name])
