@@ -8,7 +8,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.entry import Call, emit_calls
-from compiler.codegen.kernel import I32, Kernel, llvm_type
+from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target
@@ -190,9 +190,12 @@ class _Builder:
         emit, _ = lookup(node)
         params, consts = self._arguments(node, add, weights)
         outputs = list(add.outputs) if add is not None else list(node.outputs)
+        # Each runtime tensor has its own element type (a QuantizeLinear reads float and writes
+        # int8); a type code generation lacks is left to the emitter to refuse by name.
+        out_ty = llvm_type(node.output.type.dtype)
         fnty = ir.FunctionType(ir.VoidType(),
-                               [ir.PointerType(llvm_type(v.type.dtype)) for v in params]
-                               + [ir.PointerType(t) for _, t in consts])
+                               [ir.PointerType(LLVM_TYPES.get(v.type.dtype, out_ty))
+                                for v in params] + [ir.PointerType(t) for _, t in consts])
         fn = ir.Function(self.module, fnty, f"{self.name}.k{index}.{node.op}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
