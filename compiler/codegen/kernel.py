@@ -20,7 +20,7 @@ from compiler.ir.graph import Constant, Node
 
 I32 = ir.IntType(32)
 LLVM_TYPES = {"float32": ir.FloatType(), "int8": ir.IntType(8), "uint8": ir.IntType(8),
-              "int32": ir.IntType(32)}
+              "int16": ir.IntType(16), "int32": ir.IntType(32)}
 
 # Reassociation lets LLVM vectorize reductions; contraction lets it use FMA. Both move results
 # by a few ulps, well inside the 1e-4 relative tolerance the bundle is checked against.

@@ -48,7 +48,8 @@ def emit_pad(k: Kernel) -> None:
     if mode == "constant":
         total = int(np.prod(out, dtype=np.int64))
         with k.loop(total) as i:
-            k.store(ir.Constant(ty, fill), k.outs[0], i)
+            k.store(ir.Constant(ty, int(fill) if isinstance(ty, ir.IntType) else fill),
+                    k.outs[0], i)
         # Kept input range per axis: [lo, hi), written at output position + before.
         kept = [(max(0, -b), d - max(0, -e)) for (b, e), d in zip(widths, shape)]
         if any(hi <= lo for lo, hi in kept):

@@ -44,20 +44,29 @@ def emit_pool(k: Kernel) -> None:
     node = k.node
     batch, height, width, channels = node.inputs[0].type.shape
     _, out_h, out_w, _ = node.output.type.shape
-    ty = llvm_type(node.output.type.dtype)
+    dtype = node.output.type.dtype
+    ty = llvm_type(dtype)
     is_max = node.op == "MaxPool"
     b = k.b
+    integer = isinstance(ty, ir.IntType)  # an 8-bit MaxPool compares the stored integers
+    lowest = ir.Constant(ty, -128 if dtype == "int8" else 0) if integer else \
+        ir.Constant(ty, float("-inf"))
+    compare = b.icmp_signed if dtype == "int8" else b.icmp_unsigned
+
+    def larger(old, x):
+        return b.select(compare(">", x, old), x, old) if integer else max_of(k, old, x)
+
     with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
         y0 = k.index((n, out_h * out_w * channels), (oh, out_w * channels), (ow, channels))
         with k.loop(channels) as c:
-            k.store(ir.Constant(ty, float("-inf") if is_max else 0.0), k.outs[0], b.add(y0, c))
+            k.store(lowest if is_max else ir.Constant(ty, 0.0), k.outs[0], b.add(y0, c))
         with window(k, node, oh, ow) as (ih, iw, _, _):
             x0 = k.index((n, height * width * channels), (ih, width * channels),
                          (iw, channels))
             with k.loop(channels) as c:
                 yi = b.add(y0, c)
                 x, old = k.load(k.args[0], b.add(x0, c)), k.load(k.outs[0], yi)
-                k.store(max_of(k, old, x) if is_max else b.fadd(old, x, flags=FAST),
+                k.store(larger(old, x) if is_max else b.fadd(old, x, flags=FAST),
                         k.outs[0], yi)
         if not is_max:
             divisor = k.load(k.args[1], k.index((oh, out_w), (ow, 1)))

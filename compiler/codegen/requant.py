@@ -55,16 +55,25 @@ def rounding_divide_by_pot(k: Kernel, x: ir.Value, exponent: ir.Value) -> ir.Val
     return b.add(b.ashr(x, exponent), b.zext(b.icmp_signed(">", remainder, threshold), I32))
 
 
-def tflite(k: Kernel, acc: ir.Value, multiplier: ir.Value, shift: ir.Value, zero_point: int,
-           low: int, high: int) -> ir.Value:
-    """MultiplyByQuantizedMultiplier(acc) + zero point, clamped: an int32 in [low, high]."""
+def mbqm(k: Kernel, x: ir.Value, multiplier: ir.Value, shift: ir.Value) -> ir.Value:
+    """MultiplyByQuantizedMultiplier: x * 2**max(shift, 0), SRDHM, rounding right shift."""
     b = k.b
     zero = I32(0)
     left = _select_max(k, shift, zero)
     right = _select_max(k, b.sub(zero, shift), zero)
-    value = rounding_divide_by_pot(k, srdhm(k, b.shl(acc, left), multiplier), right)
-    value = b.add(value, I32(zero_point))
+    return rounding_divide_by_pot(k, srdhm(k, b.shl(x, left), multiplier), right)
+
+
+def clamp(k: Kernel, value: ir.Value, low: int, high: int) -> ir.Value:
+    """An int32 clamped to [low, high]."""
     return _select_min(k, _select_max(k, value, I32(low)), I32(high))
+
+
+def tflite(k: Kernel, acc: ir.Value, multiplier: ir.Value, shift: ir.Value, zero_point: int,
+           low: int, high: int) -> ir.Value:
+    """MultiplyByQuantizedMultiplier(acc) + zero point, clamped: an int32 in [low, high]."""
+    value = k.b.add(mbqm(k, acc, multiplier, shift), I32(zero_point))
+    return clamp(k, value, low, high)
 
 
 def onnx(k: Kernel, acc: ir.Value, scale: ir.Value, zero_point: int, low: int, high: int

@@ -16,8 +16,11 @@ from compiler.codegen.matmul import emit_matmul
 from compiler.codegen.movement import emit_concat, emit_transpose
 from compiler.codegen.pad import emit_pad
 from compiler.codegen.pool import avg_divisors_any, emit_pool_any
+from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
+from compiler.codegen.qconv import emit_qconv, qconv_weights
 from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
+from compiler.codegen.qpool import emit_qglobal_average_pool
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.slice import emit_slice, emit_split
@@ -47,6 +50,10 @@ def _data_only(node: Node) -> dict[int, np.ndarray]:
     return {0: node.inputs[0].data} if isinstance(node.inputs[0], Constant) else {}
 
 
+EMITTERS_FLOAT_MOVES = {"Transpose": (emit_transpose, _constants),
+                        "Concat": (emit_concat, _constants), "Pad": (emit_pad, _data_only),
+                        "Slice": (emit_slice, _data_only), "Split": (emit_split, _data_only),
+                        "Gather": (emit_gather, _data_only)}
 EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("FullyConnected", "float32"): (emit_fully_connected,
                                     lambda n: {**_constants(n), 1: fc_weights(n)}),
@@ -70,6 +77,19 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{(op, "float32"): (emit_elementwise, _constants) for op in SCALAR_OPS},
     **{(op, dtype): (emit_qgemm, qgemm_weights)
        for op in ("QGemm", "QLinearMatMul") for dtype in ("int8", "uint8")},
+    **{("QLinearConv", dtype): (emit_qconv, qconv_weights) for dtype in ("int8", "uint8")},
+    **{("MaxPool", dtype): (emit_pool_any, _constants) for dtype in ("int8", "uint8")},
+    **{(op, dtype): (emit_qbinary, _no_weights) for op in ("QLinearAdd", "QLinearSub",
+                                                           "QLinearMul")
+       for dtype in ("int8", "uint8")},
+    **{("QLinearGlobalAveragePool", dtype): (emit_qglobal_average_pool, _no_weights)
+       for dtype in ("int8", "uint8")},
+    **{(op, dtype): (emit_table, table_weights) for op in ("IntLookupTable",
+                                                           "QLinearLeakyRelu", "QLinearSigmoid")
+       for dtype in ("int8", "uint8")},
+    # Moving values is the same code for any element type.
+    **{(op, dtype): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES
+       for dtype in ("int8", "uint8")},
     **{("QuantizeLinear", dtype): (emit_quantize, _no_weights) for dtype in ("int8", "uint8")},
     ("DequantizeLinear", "float32"): (emit_dequantize, _no_weights),
 }

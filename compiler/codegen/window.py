@@ -17,7 +17,10 @@ def spatial(node: Node) -> tuple[list[int], list[int], list[int], list[int]]:
     attrs = node.attrs
     if attrs.get("layout") != "NHWC" or len(node.inputs[0].type.shape) != 4:
         raise KilnError(f"cannot generate {node.op} {node.name}: only 2-D NHWC is supported")
-    kernel = list(attrs.get("kernel_shape") or node.inputs[1].type.shape[2:])
+    kernel = attrs.get("kernel_shape")
+    if not kernel:  # a convolution's weights say it (QLinearConv's are its fourth input)
+        kernel = node.inputs[3 if node.op == "QLinearConv" else 1].type.shape[2:]
+    kernel = list(kernel)
     strides = list(attrs.get("strides") or [1, 1])
     dilations = list(attrs.get("dilations") or [1, 1])
     pads = list(attrs.get("pads") or [0, 0, 0, 0])

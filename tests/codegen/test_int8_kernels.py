@@ -152,3 +152,70 @@ def test_int8_fully_connected_layers_run_exactly_on_cortex_m(machine, tmp_path):
     want = run(prepared, feeds)
     for value in prepared.outputs:
         assert np.array_equal(got[value.name], want[value.name])
+
+
+def _conv_tflite(depthwise: bool, stride: int, padding: int, activation: int) -> bytes:
+    from tests.tflite.test_tflite_builtins import _conv_model
+
+    model, _ = _conv_model(depthwise, padding, stride, 1, activation, True, 2 if depthwise else 1)
+    return write(model)
+
+
+@pytest.mark.parametrize("rule", ["tflite", "onnx"])
+@pytest.mark.parametrize("depthwise,stride,padding,activation", [
+    (False, 1, 0, 3), (False, 2, 1, 0), (True, 1, 0, 1), (True, 2, 0, 3)])
+def test_int8_convolution(rule, depthwise, stride, padding, activation, tmp_path):
+    graph = load_model(_conv_tflite(depthwise, stride, padding, activation))
+    graph.metadata[REQUANT_KEY] = rule
+    assert _bundle_equals_interpreter(graph, tmp_path) == 0
+
+
+def test_int8_convolution_of_the_quantized_digits_cnn(tmp_path):
+    """onnxruntime's quantizer (QDQ, per-channel): QLinearConv in both the float-input bundle."""
+    from tests.quant.int8_oracle import quantize_digits
+
+    graph = load_model(quantize_digits(tmp_path)["QDQ"])
+    prepared = compilation(graph).prepared
+    assert any(n.op == "QLinearConv" for n in prepared.nodes)
+    assert _bundle_equals_interpreter_float_io(prepared, tmp_path / "b") == 0
+
+
+def _binary(builtin: str, b_shape, activation: int) -> bytes:
+    shape = (1, 4, 5, 6)
+    options = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions"}[builtin]
+    return write(Model([quantized("a", shape, 0.07, -4), quantized("b", b_shape, 0.03, 9),
+                        quantized("y", shape, 0.09, -20)],
+                       [Op(builtin, [0, 1], [2], (options, {
+                           "FusedActivationFunction": activation}))], [0, 1], [2]))
+
+
+# SUB exists under TFLite Micro's rule only (QLinearSub keeps it).
+@pytest.mark.parametrize("rule,builtin", [("tflite", "ADD"), ("onnx", "ADD"), ("tflite", "SUB"),
+                                          ("tflite", "MUL"), ("onnx", "MUL")])
+@pytest.mark.parametrize("b_shape", [(1, 4, 5, 6), (1, 1, 1, 6), (1, 1, 1, 1)])
+def test_int8_binary(rule, builtin, b_shape, tmp_path):
+    graph = load_model(_binary(builtin, b_shape, 1 if builtin == "ADD" else 0))
+    graph.metadata[REQUANT_KEY] = rule
+    assert _bundle_equals_interpreter(graph, tmp_path) == 0
+
+
+@pytest.mark.parametrize("builtin", ["LOGISTIC", "TANH", "HARD_SWISH", "RELU", "LEAKY_RELU"])
+def test_int8_one_input_operators_are_tables(builtin, tmp_path):
+    shape = (1, 4, 4, 16)
+    out = {"LOGISTIC": (1 / 256, -128), "TANH": (1 / 128, 0)}.get(builtin, (0.04, -7))
+    options = ("LeakyReluOptions", {"Alpha": 0.3}) if builtin == "LEAKY_RELU" else None
+    graph = load_model(write(Model([quantized("x", shape, 0.05, 3), quantized("y", shape, *out)],
+                                   [Op(builtin, [0], [1], options)], [0], [1])))
+    assert _bundle_equals_interpreter(graph, tmp_path) == 0
+
+
+@pytest.mark.parametrize("rule", ["tflite", "onnx"])
+@pytest.mark.parametrize("out", [(0.05, -3), (0.02, 9)])  # equal to the input's, and not
+def test_int8_global_average_pool(rule, out, tmp_path):
+    shape = (1, 5, 7, 16)
+    graph = load_model(write(Model(
+        [quantized("x", shape, 0.05, -3), T("axes", (2,), "int32", np.array([1, 2])),
+         quantized("y", (1, 1, 1, 16), *out)],
+        [Op("MEAN", [0, 1], [2], ("ReducerOptions", {"KeepDims": True}))], [0], [2])))
+    graph.metadata[REQUANT_KEY] = rule
+    assert _bundle_equals_interpreter(graph, tmp_path) == 0

@@ -1,0 +1,150 @@
+"""8-bit element-wise kernels: binary ones by their arithmetic, one-input ones by tables.
+
+QLinearAdd, QLinearSub and QLinearMul follow either rule, broadcasting; IntLookupTable,
+QLinearLeakyRelu and QLinearSigmoid are tables.
+
+The binary kernels repeat the reference arithmetic of compiler/ops/qlinear.py element by
+element, with the multipliers derived at compile time by the same functions. A one-input
+operator of an 8-bit tensor is a function of 256 codes: its table is computed at compile time
+by running the operator's own reference on every code, so the kernel is one load per element
+and equals the interpreter by construction.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import numpy as np
+from llvmlite import ir
+
+from compiler import ops
+from compiler.codegen import requant
+from compiler.codegen.elementwise import _broadcast_strides
+from compiler.codegen.kernel import I32, Kernel, constant_input, strides
+from compiler.ir.graph import Node
+from compiler.quant.requant import RANGES, quantize_multiplier
+from compiler.quant.tables import codes
+
+F32, F64 = ir.FloatType(), ir.DoubleType()
+I8 = ir.IntType(8)
+_TABLE = 9  # the weight slot of a one-input operator's 256-entry table
+
+
+def _scalar(k: Kernel, slot: int, default=0):
+    data = constant_input(k, slot, "scale and zero point")
+    return default if data is None else np.asarray(data).reshape(-1)[0]
+
+
+def _params(k: Kernel):
+    sa, za, sb, zb, sc = (_scalar(k, i) for i in (1, 2, 4, 5, 6))
+    zc = _scalar(k, 7) if len(k.node.inputs) > 7 else 0
+    return (np.float32(sa), int(za), np.float32(sb), int(zb), np.float32(sc), int(zc))
+
+
+def _multiplier(real: float) -> tuple[ir.Constant, ir.Constant]:
+    q, shift = quantize_multiplier(np.array([real]))
+    return I32(int(q[0])), I32(int(shift[0]))
+
+
+def emit_qbinary(k: Kernel) -> None:
+    """One loop over the output; each element by the node's rule, clamped to its range."""
+    node, b = k.node, k.b
+    out = tuple(node.output.type.shape)
+    sa, za, sb, zb, sc, zc = _params(k)
+    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
+    widen = b.sext if node.output.type.dtype == "int8" else b.zext
+    rule = node.attrs.get("requant", "onnx")
+    a_strides = _broadcast_strides(node.inputs[0].type.shape, out)
+    b_strides = _broadcast_strides(node.inputs[3].type.shape, out)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in out]
+        x = widen(k.load(k.args[0], k.index(*zip(idx, a_strides))), I32)
+        y = widen(k.load(k.args[3], k.index(*zip(idx, b_strides))), I32)
+        if node.op == "QLinearMul":
+            value = _mul(k, x, y, (sa, za, sb, zb, sc, zc), rule)
+        elif rule == "tflite" or node.op == "QLinearSub":
+            value = _add_tflite(k, x, y, (sa, za, sb, zb, sc, zc),
+                                -1 if node.op == "QLinearSub" else 1)
+        else:
+            value = _add_onnx(k, x, y, (sa, za, sb, zb, sc, zc))
+        value = requant.clamp(k, value, low, high)
+        k.store(b.trunc(value, I8), k.outs[0], k.index(*zip(idx, strides(out))))
+
+
+def _add_tflite(k: Kernel, x, y, params, sign: int) -> ir.Value:
+    """TFLite Micro's ADD / SUB: left shift 20, two rescales, sum, rescale, + zero point."""
+    sa, za, sb, zb, sc, zc = params
+    b = k.b
+    twice_max = 2.0 * max(float(sa), float(sb))
+    m_a, s_a = _multiplier(float(sa) / twice_max)
+    m_b, s_b = _multiplier(float(sb) / twice_max)
+    m_c, s_c = _multiplier(twice_max / ((1 << 20) * float(sc)))
+    left = requant.mbqm(k, b.shl(b.sub(x, I32(za)), I32(20)), m_a, s_a)
+    right = requant.mbqm(k, b.shl(b.sub(y, I32(zb)), I32(20)), m_b, s_b)
+    total = b.add(left, right) if sign > 0 else b.sub(left, right)
+    return b.add(requant.mbqm(k, total, m_c, s_c), I32(zc))
+
+
+def _f32(value) -> ir.Constant:
+    return ir.Constant(F32, float(np.float32(value)))
+
+
+def _fma(k: Kernel, x, y: ir.Value, z: ir.Value) -> ir.Value:
+    """The product x * y plus z in double, rounded once to float32 (as the reference)."""
+    b = k.b
+    return b.fptrunc(b.fadd(b.fmul(b.sitofp(x, F64), b.fpext(y, F64)), b.fpext(z, F64)), F32)
+
+
+def _rint_to_int(k: Kernel, value: ir.Value) -> ir.Value:
+    fn = k.fn.module.declare_intrinsic("llvm.rint", [F32], ir.FunctionType(F32, [F32]))
+    return k.b.fptosi(k.b.call(fn, [value]), I32)
+
+
+def _add_onnx(k: Kernel, x, y, params) -> ir.Value:
+    """QLinearAdd as onnxruntime: float32 ratios, fused multiply-adds, ties to even."""
+    sa, za, sb, zb, sc, zc = params
+    b = k.b
+    r_ac, r_bc = np.float32(sa / sc), np.float32(sb / sc)
+    fixed = np.float32(np.float32(zc) - np.float32(np.float32(r_ac * np.float32(za))
+                                                   + np.float32(r_bc * np.float32(zb))))
+    node = k.node
+    if node.inputs[0].type.numel == 1 and node.inputs[3].type.numel != 1:
+        # A scalar side joins the fixed part first, as the reference does.
+        joined = b.fadd(_f32(fixed), b.fmul(b.sitofp(x, F32), _f32(r_ac)))
+        return _rint_to_int(k, _fma(k, y, _f32(r_bc), joined))
+    if node.inputs[3].type.numel == 1 and node.inputs[0].type.numel != 1:
+        joined = b.fadd(_f32(fixed), b.fmul(b.sitofp(y, F32), _f32(r_bc)))
+        return _rint_to_int(k, _fma(k, x, _f32(r_ac), joined))
+    return _rint_to_int(k, _fma(k, x, _f32(r_ac), _fma(k, y, _f32(r_bc), _f32(fixed))))
+
+
+def _mul(k: Kernel, x, y, params, rule: str) -> ir.Value:
+    sa, za, sb, zb, sc, zc = params
+    b = k.b
+    product = b.mul(b.sub(x, I32(za)), b.sub(y, I32(zb)))
+    if rule == "tflite":
+        m, s = _multiplier(float(sa) * float(sb) / float(sc))
+        return b.add(requant.mbqm(k, product, m, s), I32(zc))
+    ratio = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sc))
+    value = b.fadd(b.fmul(b.sitofp(product, F32), _f32(ratio)), _f32(zc))
+    return _rint_to_int(k, value)
+
+
+# -- one-input operators as tables -----------------------------------------------------------
+
+def table_weights(node: Node) -> dict[int, np.ndarray]:
+    """The 256 results of the node's reference, indexed by the input's uint8 bit pattern."""
+    dtype = node.inputs[0].type.dtype
+    every = codes(dtype).astype(dtype)
+    arrays = [every] + [None if v is None else getattr(v, "data", None) for v in node.inputs[1:]]
+    result = ops.lookup(node.op).run(node, arrays)[0]
+    return {_TABLE: np.asarray(result).reshape(-1).astype(node.output.type.dtype)}
+
+
+def emit_table(k: Kernel) -> None:
+    """Each output element is table[x & 0xFF]."""
+    b = k.b
+    with k.loop(k.node.output.type.numel) as i:
+        index = b.zext(k.load(k.args[0], i), I32)
+        k.store(k.load(k.args[_TABLE], index), k.outs[0], i)
+
