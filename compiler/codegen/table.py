@@ -21,6 +21,7 @@ from compiler.codegen.qconv import emit_qconv, qconv_weights
 from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
 from compiler.codegen.qpool import emit_qglobal_average_pool
+from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.slice import emit_slice, emit_split
@@ -83,6 +84,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
                                                            "QLinearMul")
        for dtype in ("int8", "uint8")},
     **{("QLinearGlobalAveragePool", dtype): (emit_qglobal_average_pool, _no_weights)
+       for dtype in ("int8", "uint8")},
+    **{("QLinearSoftmax", dtype): (emit_qsoftmax, qsoftmax_tables)
        for dtype in ("int8", "uint8")},
     **{(op, dtype): (emit_table, table_weights) for op in ("IntLookupTable",
                                                            "QLinearLeakyRelu", "QLinearSigmoid")

@@ -128,20 +128,30 @@ def _bundle_equals_interpreter_float_io(prepared, folder) -> int:
         runner.close()
 
 
-@pytest.mark.parametrize("source", ["onnx", "tflite"])
-def test_the_anomaly_detection_model_compiles_to_the_interpreters_bytes(source, tmp_path):
-    path = shared_models() / source / f"ad01_int8.{source}"
-    assert _bundle_equals_interpreter(load_model(path), tmp_path, seeds=range(50)) == 0
+INT8_MODELS = ["ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("machine", ["mps2-an385", "mps2-an500", "mps2-an505"])
-def test_int8_fully_connected_layers_run_exactly_on_cortex_m(machine, tmp_path):
-    """The TFLite anomaly-detection model (ten int8 layers) under QEMU: the interpreter's bytes."""
+@pytest.mark.parametrize("source", ["onnx", "tflite"])
+@pytest.mark.parametrize("name", INT8_MODELS)
+def test_the_int8_mlperf_models_compile_to_the_interpreters_bytes(name, source, tmp_path):
+    """The bundle equals the interpreter, which equals onnxruntime (ONNX files) or TFLite
+    Micro (.tflite files) in tests/quant and tests/tflite: 0 differing elements."""
+    path = shared_models() / source / f"{name}.{source}"
+    assert _bundle_equals_interpreter(load_model(path), tmp_path, seeds=range(20)) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine,name", [("mps2-an385", "ad01_int8"),
+                                          ("mps2-an500", "ad01_int8"),
+                                          ("mps2-an505", "ad01_int8"),
+                                          ("mps2-an500", "kws_ref_model")])
+def test_int8_models_run_exactly_on_cortex_m(machine, name, tmp_path):
+    """TFLite int8 models under QEMU (M3, M7, M33): the interpreter's bytes."""
     from tests.codegen import firmware
 
     firmware.require_tools()
-    path = shared_models() / "tflite" / "ad01_int8.tflite"
+    path = shared_models() / "tflite" / f"{name}.tflite"
     prepared = compilation(load_model(path)).prepared
     net = compile_graph(prepared, get_target(firmware.BOARDS[machine].target), name="net")
     feeds = {v.name: np.random.default_rng(7).integers(-128, 128, v.type.shape)
