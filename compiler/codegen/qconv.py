@@ -5,8 +5,8 @@ tap adds (x - x_zero_point) * (w - w_zero_point) (taps in the padding are skippe
 with the input zero point adds nothing, as TFLite Micro and onnxruntime both assume), then
 each accumulator is requantized by the node's rule. The weights are arranged as
 [KH, KW, group, I/group, O/group] with the weight zero point already subtracted: int8 when it
-is zero (TFLite, symmetric weights), int16 otherwise. The first correct form; tiling and
-SIMD come with the speed work.
+is zero (TFLite, symmetric weights), int16 otherwise. Ordinary and depthwise convolutions keep
+a vector of accumulators in registers; tiling over pixels is still to come.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
-from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.kernel import I32, Kernel, constant_input, splat
 from compiler.codegen.window import window
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES, onnx_scale, tflite_multiplier
@@ -57,8 +57,88 @@ def qconv_weights(node: Node) -> dict[int, np.ndarray]:
     return arrays
 
 
+def _lanes(count: int) -> int:
+    """Output channels (or depthwise channels) per vector of accumulators: 32, 16 or 8."""
+    return next((w for w in (32, 16, 8) if count % w == 0), 0)
+
+
 def emit_qconv(k: Kernel) -> None:
-    """One output pixel at a time: accumulate every tap in int32, then requantize."""
+    """One output pixel at a time: accumulate every tap in int32, then requantize.
+
+    An ordinary convolution keeps a vector of output channels' accumulators in registers (the
+    input value broadcast, the filter row contiguous); a depthwise one (one channel per group)
+    a vector of channels (input and filter both contiguous). Other groupings take the scalar
+    loops.
+    """
+    node = k.node
+    channels = node.inputs[0].type.shape[3]
+    out_c = node.output.type.shape[3]
+    groups = int(node.attrs.get("group", 1))
+    if groups == 1 and _lanes(out_c):
+        _emit_vector(k, depthwise=False)
+    elif groups == channels == out_c and _lanes(channels):
+        _emit_vector(k, depthwise=True)
+    else:
+        _emit_scalar(k)
+
+
+def _requantize(k: Kernel, acc, oc, zp: int, low: int, high: int):
+    if k.node.attrs.get("requant", "onnx") == "tflite":
+        return requant.tflite(k, acc, k.load(k.args[_MULTIPLIERS], oc),
+                              k.load(k.args[_SHIFTS], oc), zp, low, high)
+    return requant.onnx(k, acc, k.load(k.args[_SCALES], oc), zp, low, high)
+
+
+def _emit_vector(k: Kernel, depthwise: bool) -> None:
+    node, b = k.node, k.b
+    batch, height, width, channels = node.inputs[0].type.shape
+    _, out_h, out_w, out_c = node.output.type.shape
+    lanes = _lanes(out_c)
+    cg = 1 if depthwise else channels
+    vec = ir.VectorType(I32, lanes)
+    w_ty = k.args[_WEIGHTS].type.pointee
+    zx = int(_first(constant_input(k, 2, "input zero point")))
+    zp = int(_first(constant_input(k, 7, "output zero point")))
+    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
+    x_signed = node.inputs[0].type.dtype == "int8"
+    kw_n = (node.attrs.get("kernel_shape") or node.inputs[3].type.shape[2:])[1]
+    tap_stride = channels if depthwise else channels * out_c  # weights per (kh, kw)
+    acc_slot = k.alloca(vec)
+    zx_vec = ir.Constant(vec, [zx] * lanes)
+
+    def load_vector(ptr, index, element):
+        cast = b.bitcast(b.gep(ptr, [index], inbounds=True),
+                         ir.PointerType(ir.VectorType(element, lanes)))
+        return b.load(cast, align=1)
+
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow, \
+            k.loop(out_c // lanes) as chunk:
+        oc0 = k.index((chunk, lanes))
+        b.store(load_vector(k.args[_BIAS], oc0, I32), acc_slot)
+        with window(k, node, oh, ow) as (ih, iw, kh, kw), k.loop(cg) as c:
+            x_base = k.index((n, height * width * channels), (ih, width * channels),
+                             (iw, channels))
+            w_base = k.index((kh, kw_n * tap_stride), (kw, tap_stride))
+            if depthwise:
+                xv = load_vector(k.args[0], b.add(x_base, oc0), ir.IntType(8))
+                xv = b.sub(b.sext(xv, vec) if x_signed else b.zext(xv, vec), zx_vec)
+                w_index = b.add(w_base, oc0)
+            else:
+                x = k.load(k.args[0], b.add(x_base, c))
+                x = b.sub(b.sext(x, I32) if x_signed else b.zext(x, I32), I32(zx))
+                xv = splat(k, x, vec)
+                w_index = b.add(w_base, b.add(k.index((c, out_c)), oc0))
+            wv = b.sext(load_vector(k.args[_WEIGHTS], w_index, w_ty), vec)
+            b.store(b.add(b.load(acc_slot), b.mul(xv, wv)), acc_slot)
+        pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
+        accs = b.load(acc_slot)
+        for lane in range(lanes):
+            oc = b.add(oc0, I32(lane))
+            value = _requantize(k, b.extract_element(accs, I32(lane)), oc, zp, low, high)
+            k.store(b.trunc(value, ir.IntType(8)), k.outs[0], b.add(pixel, oc))
+
+
+def _emit_scalar(k: Kernel) -> None:
     node, b = k.node, k.b
     batch, height, width, channels = node.inputs[0].type.shape
     _, out_h, out_w, out_c = node.output.type.shape
@@ -90,10 +170,5 @@ def emit_qconv(k: Kernel) -> None:
                 b.store(b.add(b.load(ptr), b.mul(xv, w)), ptr)
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(out_c) as oc:
-            acc = b.load(acc_ptr(oc))
-            if node.attrs.get("requant", "onnx") == "tflite":
-                value = requant.tflite(k, acc, k.load(k.args[_MULTIPLIERS], oc),
-                                       k.load(k.args[_SHIFTS], oc), zp, low, high)
-            else:
-                value = requant.onnx(k, acc, k.load(k.args[_SCALES], oc), zp, low, high)
+            value = _requantize(k, b.load(acc_ptr(oc)), oc, zp, low, high)
             k.store(b.trunc(value, ir.IntType(8)), k.outs[0], b.add(pixel, oc))
