@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 SAMPLE := resources/models/digits_cnn.onnx
 OUT := out
-# The MLPerf Tiny float models `make bench` times against onnxruntime and LiteRT (their .tflite
-# twins in ../shared/models/tflite).
+# The MLPerf Tiny models, float and int8, `make bench` times against onnxruntime and LiteRT
+# (their .tflite twins in ../shared/models/tflite).
 SHARED_ONNX := ../shared/models/onnx
-KILN_BENCH_MODELS := ad01_fp32 kws_ref_model_float32 pretrainedResnet vww_96_float
+KILN_BENCH_MODELS := ad01_fp32 kws_ref_model_float32 pretrainedResnet vww_96_float \
+  ad01_int8 kws_ref_model pretrainedResnet_quant vww_96_int8
 
 # Debian libraries Qt needs offscreen and on a real (or Xvfb) display, and a font for text.
 DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \

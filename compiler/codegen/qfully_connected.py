@@ -1,9 +1,11 @@
 """8-bit fully connected layers (QGemm, 2-D QLinearMatMul): exact int32 sums, either rule.
 
-The weights stay [N, K] as the model stores them (one output's weights contiguous); the input
-zero point is folded into the bias at compile time (bias - zx * sum_k w[n, k] + K zx zw[n]) and
-a nonzero weight zero point costs one sum of the row, so the inner loop is a plain product of
-8-bit values accumulated in int32, as CMSIS-NN's kernel sums do. The per-output requantization
+The input zero point is folded into the bias at compile time (bias - zx * sum_k w[n, k] +
+K zx zw[n]) and a nonzero weight zero point costs one sum of the row, so the inner loop is a
+plain product of 8-bit values accumulated in int32, as CMSIS-NN's kernel sums do. When the
+outputs come in vectors (8, 16 or 32 of them) the weights are stored [K, N] and one input value
+times one contiguous run of weights updates a vector of accumulators held in registers; else
+they stay [N, K] and each output is one dot product. The per-output requantization
 parameters (Q31 multiplier and shift, or float32 scale) are weight arrays.
 """
 
@@ -13,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
-from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.kernel import I32, Kernel, constant_input, splat
 from compiler.errors import KilnError
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES, onnx_scale, tflite_multiplier
@@ -40,6 +42,11 @@ def _rows(node: Node) -> np.ndarray:
     return w if node.attrs.get("transB") else w.T
 
 
+def _lanes(count: int) -> int:
+    """Outputs per vector of accumulators (32, 16 or 8), or 0 for the scalar loops."""
+    return next((w for w in (32, 16, 8) if count % w == 0), 0)
+
+
 def qgemm_weights(node: Node) -> dict[int, np.ndarray]:
     """Weights [N, K] int8, the folded int32 bias, the weight zero points and the rule's data."""
     w = _rows(node)
@@ -55,7 +62,9 @@ def qgemm_weights(node: Node) -> dict[int, np.ndarray]:
     x_scale = np.float32(_first(node.inputs[1].data))
     w_scale = np.asarray(node.inputs[4].data, np.float32).reshape(-1)
     y_scale = np.float32(_first(node.inputs[y_scale_slot].data))
-    arrays = {3: np.ascontiguousarray(w).astype(node.inputs[3].type.dtype),
+    # [K, N] when a vector of outputs can run along a row of it, else [N, K].
+    stored = w.T if _lanes(n) else w
+    arrays = {3: np.ascontiguousarray(stored).astype(node.inputs[3].type.dtype),
               _BIAS: folded.astype(np.int32),
               _ZERO_POINTS: zw.astype(np.int32)}
     if node.attrs.get("requant", "onnx") == "tflite":
@@ -88,24 +97,52 @@ def emit_qgemm(k: Kernel) -> None:
     w_widen = b.sext if node.inputs[3].type.dtype == "int8" else b.zext
     acc_slot = k.alloca(I32)
     sum_slot = k.alloca(I32)
+    lanes = _lanes(outs)
+    vec = ir.VectorType(I32, lanes) if lanes else None
+    vec_slot = k.alloca(vec) if lanes else None
+
+    def finish(acc, n, m):
+        if need_row_sum:
+            acc = b.sub(acc, b.mul(k.load(k.args[_ZERO_POINTS], n), b.load(sum_slot)))
+        if node.attrs.get("requant", "onnx") == "tflite":
+            value = requant.tflite(k, acc, k.load(k.args[_MULTIPLIERS], n),
+                                   k.load(k.args[_SHIFTS], n), zp, low, high)
+        else:
+            value = requant.onnx(k, acc, k.load(k.args[_SCALES], n), zp, low, high)
+        k.store(b.trunc(value, ir.IntType(8)), k.outs[0], k.index((m, outs), (n, 1)))
+
     with k.loop(rows) as m:
         if need_row_sum:
             b.store(I32(0), sum_slot)
             with k.loop(depth) as d:
                 x = widen(k.load(k.args[0], k.index((m, depth), (d, 1))), I32)
                 b.store(b.add(b.load(sum_slot), x), sum_slot)
-        with k.loop(outs) as n:
-            b.store(k.load(k.args[_BIAS], n), acc_slot)
-            with k.loop(depth) as d:
-                x = widen(k.load(k.args[0], k.index((m, depth), (d, 1))), I32)
-                w = w_widen(k.load(k.args[3], k.index((n, depth), (d, 1))), I32)
-                b.store(b.add(b.load(acc_slot), b.mul(x, w)), acc_slot)
-            acc = b.load(acc_slot)
-            if need_row_sum:
-                acc = b.sub(acc, b.mul(k.load(k.args[_ZERO_POINTS], n), b.load(sum_slot)))
-            if node.attrs.get("requant", "onnx") == "tflite":
-                value = requant.tflite(k, acc, k.load(k.args[_MULTIPLIERS], n),
-                                       k.load(k.args[_SHIFTS], n), zp, low, high)
-            else:
-                value = requant.onnx(k, acc, k.load(k.args[_SCALES], n), zp, low, high)
-            k.store(b.trunc(value, ir.IntType(8)), k.outs[0], k.index((m, outs), (n, 1)))
+        if lanes:  # a vector of outputs; weights stored [K, N]
+            with k.loop(outs // lanes) as chunk:
+                n0 = k.index((chunk, lanes))
+                b.store(_vector_load(k, k.args[_BIAS], n0, I32, lanes), vec_slot)
+                with k.loop(depth) as d:
+                    x = widen(k.load(k.args[0], k.index((m, depth), (d, 1))), I32)
+                    w = _vector_load(k, k.args[3], b.add(k.index((d, outs)), n0),
+                                     k.args[3].type.pointee, lanes)
+                    w = b.sext(w, vec) if node.inputs[3].type.dtype == "int8" else \
+                        b.zext(w, vec)
+                    b.store(b.add(b.load(vec_slot), b.mul(splat(k, x, vec), w)), vec_slot)
+                accs = b.load(vec_slot)
+                for lane in range(lanes):
+                    finish(b.extract_element(accs, I32(lane)), b.add(n0, I32(lane)), m)
+        else:  # one output at a time; weights stored [N, K]
+            with k.loop(outs) as n:
+                b.store(k.load(k.args[_BIAS], n), acc_slot)
+                with k.loop(depth) as d:
+                    x = widen(k.load(k.args[0], k.index((m, depth), (d, 1))), I32)
+                    w = w_widen(k.load(k.args[3], k.index((n, depth), (d, 1))), I32)
+                    b.store(b.add(b.load(acc_slot), b.mul(x, w)), acc_slot)
+                finish(b.load(acc_slot), n, m)
+
+
+def _vector_load(k: Kernel, ptr, index, element, lanes: int):
+    """`lanes` consecutive elements of `ptr` from `index`, as one vector."""
+    cast = k.b.bitcast(k.b.gep(ptr, [index], inbounds=True),
+                       ir.PointerType(ir.VectorType(element, lanes)))
+    return k.b.load(cast, align=1)
