@@ -132,10 +132,15 @@ def _emit_vector(k: Kernel, depthwise: bool) -> None:
             b.store(b.add(b.load(acc_slot), b.mul(xv, wv)), acc_slot)
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         accs = b.load(acc_slot)
-        for lane in range(lanes):
-            oc = b.add(oc0, I32(lane))
-            value = _requantize(k, b.extract_element(accs, I32(lane)), oc, zp, low, high)
-            k.store(b.trunc(value, ir.IntType(8)), k.outs[0], b.add(pixel, oc))
+        if node.attrs.get("requant", "onnx") == "tflite":
+            values = requant.tflite(k, accs, load_vector(k.args[_MULTIPLIERS], oc0, I32),
+                                    load_vector(k.args[_SHIFTS], oc0, I32), zp, low, high)
+        else:
+            values = requant.onnx(k, accs, load_vector(k.args[_SCALES], oc0, ir.FloatType()),
+                                  zp, low, high)
+        out = b.bitcast(b.gep(k.outs[0], [b.add(pixel, oc0)], inbounds=True),
+                        ir.PointerType(ir.VectorType(ir.IntType(8), lanes)))
+        b.store(b.trunc(values, ir.VectorType(ir.IntType(8), lanes)), out, align=1)
 
 
 def _emit_scalar(k: Kernel) -> None:

@@ -129,8 +129,21 @@ def emit_qgemm(k: Kernel) -> None:
                         b.zext(w, vec)
                     b.store(b.add(b.load(vec_slot), b.mul(splat(k, x, vec), w)), vec_slot)
                 accs = b.load(vec_slot)
-                for lane in range(lanes):
-                    finish(b.extract_element(accs, I32(lane)), b.add(n0, I32(lane)), m)
+                if need_row_sum:
+                    zw_vec = _vector_load(k, k.args[_ZERO_POINTS], n0, I32, lanes)
+                    accs = b.sub(accs, b.mul(zw_vec, splat(k, b.load(sum_slot), vec)))
+                if node.attrs.get("requant", "onnx") == "tflite":
+                    values = requant.tflite(
+                        k, accs, _vector_load(k, k.args[_MULTIPLIERS], n0, I32, lanes),
+                        _vector_load(k, k.args[_SHIFTS], n0, I32, lanes), zp, low, high)
+                else:
+                    values = requant.onnx(
+                        k, accs, _vector_load(k, k.args[_SCALES], n0, ir.FloatType(), lanes),
+                        zp, low, high)
+                out = b.bitcast(b.gep(k.outs[0], [b.add(k.index((m, outs)), n0)],
+                                      inbounds=True),
+                                ir.PointerType(ir.VectorType(ir.IntType(8), lanes)))
+                b.store(b.trunc(values, ir.VectorType(ir.IntType(8), lanes)), out, align=1)
         else:  # one output at a time; weights stored [N, K]
             with k.loop(outs) as n:
                 b.store(k.load(k.args[_BIAS], n), acc_slot)

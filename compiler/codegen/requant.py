@@ -4,8 +4,9 @@ The same arithmetic as compiler/quant/requant.py, emitted as LLVM integer and fl
 `tflite` multiplies by a Q31 multiplier with TFLite Micro's double rounding (a 64-bit product,
 a nudge, a truncating division by 2**31, then a rounding right shift, ties away from zero);
 `onnx` multiplies the accumulator converted to float32 by a float32 scale, clamps and rounds
-half to even (llvm.rint in the default rounding mode). The per-channel parameters arrive as
-weight arrays, so one kernel serves every layer of one shape.
+half to even (llvm.rint in the default rounding mode). Every function takes scalars or vectors
+(a vector of output channels requantized at once); the per-channel parameters arrive as weight
+arrays, so one kernel serves every layer of one shape.
 """
 
 from __future__ import annotations
@@ -18,9 +19,18 @@ I64 = ir.IntType(64)
 F32 = ir.FloatType()
 
 
-def _rint(k: Kernel, x: ir.Value) -> ir.Value:
-    fn = k.fn.module.declare_intrinsic("llvm.rint", [F32], ir.FunctionType(F32, [F32]))
-    return k.b.call(fn, [x])
+def _like(value: ir.Value, scalar: ir.Type) -> ir.Type:
+    """`scalar`, or a vector of it as wide as `value` is."""
+    ty = value.type
+    return ir.VectorType(scalar, ty.count) if isinstance(ty, ir.VectorType) else scalar
+
+
+def const(like: ir.Value, number, scalar: ir.Type = I32) -> ir.Constant:
+    """`number` as a constant of `scalar` type, splatted when `like` is a vector."""
+    ty = _like(like, scalar)
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [number] * ty.count)
+    return ir.Constant(ty, number)
 
 
 def _select_min(k: Kernel, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -31,48 +41,62 @@ def _select_max(k: Kernel, a: ir.Value, b: ir.Value) -> ir.Value:
     return k.b.select(k.b.icmp_signed(">", a, b), a, b)
 
 
+def _rint(k: Kernel, value: ir.Value) -> ir.Value:
+    """llvm.rint of a float32 or a vector of them (ties to even in the default mode)."""
+    ty = value.type
+    name = f"llvm.rint.v{ty.count}f32" if isinstance(ty, ir.VectorType) else "llvm.rint.f32"
+    module = k.fn.module
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty]), name)
+    return k.b.call(fn, [value])
+
+
 def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value) -> ir.Value:
-    """SaturatingRoundingDoublingHighMul of two int32 values."""
+    """SaturatingRoundingDoublingHighMul of two int32 values (or vectors)."""
     b = k.b
-    product = b.mul(b.sext(a, I64), b.sext(multiplier, I64))
-    nudge = b.select(b.icmp_signed(">=", product, I64(0)), I64(1 << 30), I64(1 - (1 << 30)))
+    wide = _like(a, I64)
+    product = b.mul(b.sext(a, wide), b.sext(multiplier, wide))
+    negative = b.icmp_signed("<", product, const(a, 0, I64))
+    nudge = b.select(negative, const(a, 1 - (1 << 30), I64), const(a, 1 << 30, I64))
     total = b.add(product, nudge)
     # C's division by 2**31 truncates toward zero: a shift after adding 2**31 - 1 if negative
     # (no 64-bit division call on a 32-bit core).
-    bias = b.select(b.icmp_signed("<", total, I64(0)), I64((1 << 31) - 1), I64(0))
-    high = b.trunc(b.ashr(b.add(total, bias), I64(31)), I32)
-    overflow = b.and_(b.icmp_signed("==", a, I32(-(1 << 31))),
-                      b.icmp_signed("==", multiplier, I32(-(1 << 31))))
-    return b.select(overflow, I32((1 << 31) - 1), high)
+    bias = b.select(b.icmp_signed("<", total, const(a, 0, I64)), const(a, (1 << 31) - 1, I64),
+                    const(a, 0, I64))
+    high = b.trunc(b.ashr(b.add(total, bias), const(a, 31, I64)), _like(a, I32))
+    overflow = b.and_(b.icmp_signed("==", a, const(a, -(1 << 31))),
+                      b.icmp_signed("==", multiplier, const(a, -(1 << 31))))
+    return b.select(overflow, const(a, (1 << 31) - 1), high)
 
 
 def rounding_divide_by_pot(k: Kernel, x: ir.Value, exponent: ir.Value) -> ir.Value:
     """The int32 quotient x / 2**exponent rounded half away from zero (RoundingDivideByPOT)."""
     b = k.b
-    mask = b.sub(b.shl(I32(1), exponent), I32(1))
+    mask = b.sub(b.shl(const(x, 1), exponent), const(x, 1))
     remainder = b.and_(x, mask)
-    threshold = b.add(b.ashr(mask, I32(1)), b.zext(b.icmp_signed("<", x, I32(0)), I32))
-    return b.add(b.ashr(x, exponent), b.zext(b.icmp_signed(">", remainder, threshold), I32))
+    threshold = b.add(b.ashr(mask, const(x, 1)),
+                      b.zext(b.icmp_signed("<", x, const(x, 0)), _like(x, I32)))
+    return b.add(b.ashr(x, exponent),
+                 b.zext(b.icmp_signed(">", remainder, threshold), _like(x, I32)))
 
 
 def mbqm(k: Kernel, x: ir.Value, multiplier: ir.Value, shift: ir.Value) -> ir.Value:
     """MultiplyByQuantizedMultiplier: x * 2**max(shift, 0), SRDHM, rounding right shift."""
     b = k.b
-    zero = I32(0)
+    zero = const(x, 0)
     left = _select_max(k, shift, zero)
     right = _select_max(k, b.sub(zero, shift), zero)
     return rounding_divide_by_pot(k, srdhm(k, b.shl(x, left), multiplier), right)
 
 
 def clamp(k: Kernel, value: ir.Value, low: int, high: int) -> ir.Value:
-    """An int32 clamped to [low, high]."""
-    return _select_min(k, _select_max(k, value, I32(low)), I32(high))
+    """An int32 (or vector) clamped to [low, high]."""
+    return _select_min(k, _select_max(k, value, const(value, low)), const(value, high))
 
 
 def tflite(k: Kernel, acc: ir.Value, multiplier: ir.Value, shift: ir.Value, zero_point: int,
            low: int, high: int) -> ir.Value:
     """MultiplyByQuantizedMultiplier(acc) + zero point, clamped: an int32 in [low, high]."""
-    value = k.b.add(mbqm(k, acc, multiplier, shift), I32(zero_point))
+    value = k.b.add(mbqm(k, acc, multiplier, shift), const(acc, zero_point))
     return clamp(k, value, low, high)
 
 
@@ -80,9 +104,12 @@ def onnx(k: Kernel, acc: ir.Value, scale: ir.Value, zero_point: int, low: int, h
          ) -> ir.Value:
     """As MlasRequantizeOutput: float32(acc) * scale, clamped, rounded half to even, + zp."""
     b = k.b
-    value = b.fmul(b.sitofp(acc, F32), scale)
-    lo, hi = ir.Constant(F32, float(low - zero_point)), ir.Constant(F32, float(high - zero_point))
+    fty = _like(acc, F32)
+    value = b.fmul(b.sitofp(acc, fty), scale)
+    lo = const(acc, float(low - zero_point), F32)
+    hi = const(acc, float(high - zero_point), F32)
     value = b.select(b.fcmp_ordered("<", value, lo), lo, value)
     value = b.select(b.fcmp_ordered(">", value, hi), hi, value)
-    value = b.add(b.fptosi(_rint(k, value), I32), I32(zero_point))
-    return _select_min(k, _select_max(k, value, I32(low)), I32(high))
+    value = b.add(b.fptosi(_rint(k, value), _like(acc, I32)), const(acc, zero_point))
+    return clamp(k, value, low, high)
+
