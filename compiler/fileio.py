@@ -1,10 +1,29 @@
-"""Atomic file writes: a crash or a full disk never leaves a half-written model behind."""
+"""Model files on disk: read with one-line errors, written atomically.
+
+A crash or a full disk never leaves a half-written model behind.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from compiler.errors import ModelError
+
+
+def read_model_file(path: Path, label: str, limit: int, why: str) -> bytes:
+    """The bytes of a model file, or a ModelError naming `label` (`why` explains `limit`)."""
+    if not path.exists():
+        raise ModelError("no such file", file=label)
+    if not path.is_file():
+        raise ModelError("not a regular file", file=label)
+    if path.stat().st_size > limit:
+        raise ModelError(f"the file is larger than 2 GiB, {why}", file=label)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"cannot read the file ({exc.strerror})", file=label) from None
 
 
 def _mode_for(target: Path) -> int:

@@ -108,10 +108,18 @@ def restructured(draw) -> bytes:
 
 
 def _exercise(data: bytes) -> None:
+    exercise(data, load_onnx, "fuzz.onnx")
+
+
+def exercise(data: bytes, load, label: str) -> None:
+    """Load `data` with `load`; a refusal must be one clean line, a graph must survive use.
+
+    Every check, stats, export (when it can be expressed) and, when small, a run.
+    """
     try:
-        graph = load_onnx(data, label="fuzz.onnx")
+        graph = load(data, label=label)
     except ModelError as exc:
-        assert str(exc).startswith("fuzz.onnx: ")
+        assert str(exc).startswith(f"{label}: ")
         assert "\n" not in str(exc)
         # A sentence about the model, never a Python exception's text.
         assert not PYTHON_ERROR.search(str(exc)), str(exc)

@@ -18,10 +18,10 @@ from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input, splat
 from compiler.codegen.window import window
 from compiler.ir.graph import Node
-from compiler.quant.requant import RANGES, onnx_scale, tflite_multiplier
+from compiler.quant.requant import RANGES
 
 _WEIGHTS, _BIAS = 3, 8
-_MULTIPLIERS, _SHIFTS, _SCALES = 10, 11, 12
+_MULTIPLIERS, _SHIFTS, _SCALES = requant.MULTIPLIERS, requant.SHIFTS, requant.SCALES
 
 
 def _first(array, default=0):
@@ -44,16 +44,9 @@ def qconv_weights(node: Node) -> dict[int, np.ndarray]:
     bias = np.zeros(out_c, np.int32) if bias_value is None else np.asarray(bias_value.data,
                                                                             np.int32)
     arrays = {_WEIGHTS: np.ascontiguousarray(arranged).astype(dtype), _BIAS: bias}
-    x_scale = np.float32(_first(node.inputs[1].data))
-    w_scale = np.asarray(node.inputs[4].data, np.float32).reshape(-1)
-    y_scale = np.float32(_first(node.inputs[6].data))
-    if node.attrs.get("requant", "onnx") == "tflite":
-        multiplier, shift = tflite_multiplier(x_scale, w_scale, y_scale)
-        arrays[_MULTIPLIERS] = np.broadcast_to(multiplier, (out_c,)).astype(np.int32)
-        arrays[_SHIFTS] = np.broadcast_to(shift, (out_c,)).astype(np.int32)
-    else:
-        arrays[_SCALES] = np.broadcast_to(onnx_scale(x_scale, w_scale, y_scale),
-                                          (out_c,)).astype(np.float32)
+    arrays.update(requant.channel_arrays(node, np.float32(_first(node.inputs[1].data)),
+                                         node.inputs[4].data,
+                                         np.float32(_first(node.inputs[6].data)), out_c))
     return arrays
 
 

@@ -18,10 +18,11 @@ from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input, splat
 from compiler.errors import KilnError
 from compiler.ir.graph import Node
-from compiler.quant.requant import RANGES, onnx_scale, tflite_multiplier
+from compiler.quant.requant import RANGES
 
 # Extra weight slots after the node's inputs.
-_ZERO_POINTS, _MULTIPLIERS, _SHIFTS, _SCALES = 9, 10, 11, 12
+_ZERO_POINTS = 9
+_MULTIPLIERS, _SHIFTS, _SCALES = requant.MULTIPLIERS, requant.SHIFTS, requant.SCALES
 _BIAS = 6  # the folded bias: QGemm's own bias slot (QLinearMatMul's y_scale, read as code)
 # Input slots of the output scale and zero point, and of the bias (None: none).
 _SLOTS = {"QGemm": (7, 8, 6), "QLinearMatMul": (6, 7, None)}
@@ -67,14 +68,8 @@ def qgemm_weights(node: Node) -> dict[int, np.ndarray]:
     arrays = {3: np.ascontiguousarray(stored).astype(node.inputs[3].type.dtype),
               _BIAS: folded.astype(np.int32),
               _ZERO_POINTS: zw.astype(np.int32)}
-    if node.attrs.get("requant", "onnx") == "tflite":
-        multiplier, shift = tflite_multiplier(x_scale, w_scale, y_scale,
-                                              product_in_float=w_scale.size == 1)
-        arrays[_MULTIPLIERS] = np.broadcast_to(multiplier, (n,)).astype(np.int32)
-        arrays[_SHIFTS] = np.broadcast_to(shift, (n,)).astype(np.int32)
-    else:
-        arrays[_SCALES] = np.broadcast_to(onnx_scale(x_scale, w_scale, y_scale),
-                                          (n,)).astype(np.float32)
+    arrays.update(requant.channel_arrays(node, x_scale, w_scale, y_scale, n,
+                                         fully_connected=True))
     return arrays
 
 

@@ -11,12 +11,34 @@ arrays, so one kernel serves every layer of one shape.
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel
+from compiler.quant.requant import onnx_scale, tflite_multiplier
+
+# Weight slots of the per-channel requantization data, after a node's own inputs.
+MULTIPLIERS, SHIFTS, SCALES = 10, 11, 12
 
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
+
+
+def channel_arrays(node, x_scale, w_scale, y_scale, channels: int,
+                   fully_connected: bool = False) -> dict[int, np.ndarray]:
+    """The per-channel requantization data of the node's rule, by weight slot.
+
+    The tflite rule's Q31 multipliers and shifts (a per-tensor fully connected layer forms
+    in * w in float first, as TFLite Micro does) or the onnx rule's float32 scales.
+    """
+    w_scale = np.asarray(w_scale, np.float32).reshape(-1)
+    if node.attrs.get("requant", "onnx") == "tflite":
+        multiplier, shift = tflite_multiplier(
+            x_scale, w_scale, y_scale, product_in_float=fully_connected and w_scale.size == 1)
+        return {MULTIPLIERS: np.broadcast_to(multiplier, (channels,)).astype(np.int32),
+                SHIFTS: np.broadcast_to(shift, (channels,)).astype(np.int32)}
+    return {SCALES: np.broadcast_to(onnx_scale(x_scale, w_scale, y_scale),
+                                    (channels,)).astype(np.float32)}
 
 
 def _like(value: ir.Value, scalar: ir.Type) -> ir.Type:

@@ -14,6 +14,7 @@ from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
 from tests.conftest import shared_models
 from tests.quant.int8_oracle import differing, integer_stage, ort_session
+from tests.samples import int8_sample
 
 MODELS = ["ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8"]
 SEEDS = range(50)
@@ -35,18 +36,8 @@ def _input_quantizer(graph):
 
 def _sample(name, graph, folder):
     """The model's real sample input, as the int8 tensor the model takes."""
-    shape = graph.inputs[0].type.shape
-    inputs = folder / "inputs"
-    if name == "kws_ref_model":
-        return np.load(inputs / "kws_input_int8_1x49x10x1.npy").reshape(shape)
-    if name == "pretrainedResnet_quant":  # the int8 model takes value - 128
-        image = np.load(inputs / "ic_inputs_uint8_Nx32x32x3.npy")[:1].astype(np.int16) - 128
-        return image.astype(np.int8).reshape(shape)
-    scale, zp = _input_quantizer(graph)
-    real = (np.load(inputs / "vww_inputs_float_Nx96x96x3.npy")[:1] if name == "vww_96_int8"
-            else np.load(inputs / "ad_input_float32.npy")[:640])
-    q = np.rint(real.astype(np.float32) / np.float32(scale)) + zp
-    return np.clip(q, -128, 127).astype(np.int8).reshape(shape)
+    return int8_sample(name, graph.inputs[0].type.shape, folder,
+                       lambda: _input_quantizer(graph))
 
 
 @pytest.mark.slow

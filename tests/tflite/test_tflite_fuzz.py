@@ -14,14 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compiler.errors import KilnError, ModelError
 from compiler.frontends.load import load_model
-from compiler.inputs import random_inputs
-from compiler.interpreter import run
-from compiler.stats import compute_stats
-from compiler.verify import problems
 from tests.conftest import SHARED_MODELS
-from tests.test_fuzz import PYTHON_ERROR, RUN_LIMIT_BYTES, _settings
+from tests.test_fuzz import _settings, exercise
 from tests.tflite.writer import Model, Op, T, write
 
 
@@ -117,21 +112,7 @@ def restructured(draw) -> bytes:
 
 
 def _exercise(data: bytes) -> None:
-    try:
-        graph = load_model(data, label="fuzz.tflite")
-    except ModelError as exc:
-        assert str(exc).startswith("fuzz.tflite: ")
-        assert "\n" not in str(exc)
-        assert not PYTHON_ERROR.search(str(exc)), str(exc)
-        return
-    problems(graph)
-    compute_stats(graph)
-    if sum(v.type.nbytes for v in graph.values()) <= RUN_LIMIT_BYTES:
-        try:
-            with np.errstate(all="ignore"):
-                run(graph, random_inputs(graph))
-        except KilnError:
-            pass
+    exercise(data, load_model, "fuzz.tflite")
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from compiler.interpreter import run
 from compiler.passes.integer import REQUANT_KEY
 from tests.conftest import require_module, shared_models
 from tests.helpers import assert_close, ort_run
+from tests.samples import int8_sample
 
 INT8 = ["ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8"]
 FLOAT = ["ad01_fp32", "pretrainedResnet", "vww_96_float"]
@@ -37,18 +38,9 @@ def tflm(path):
 
 def _sample(name, graph, folder):
     """The model's real sample input as the int8 tensor it takes."""
-    shape = graph.inputs[0].type.shape
-    inputs = folder / "inputs"
-    if name == "kws_ref_model":
-        return np.load(inputs / "kws_input_int8_1x49x10x1.npy").reshape(shape)
-    if name == "pretrainedResnet_quant":  # the int8 model takes value - 128
-        image = np.load(inputs / "ic_inputs_uint8_Nx32x32x3.npy")[:1].astype(np.int16) - 128
-        return image.astype(np.int8).reshape(shape)
     quant = graph.inputs[0].type.quant
-    real = (np.load(inputs / "vww_inputs_float_Nx96x96x3.npy")[:1] if name == "vww_96_int8"
-            else np.load(inputs / "ad_input_float32.npy")[:640])
-    q = np.rint(real.astype(np.float32) / np.float32(quant.scale[0])) + quant.zero_point[0]
-    return np.clip(q, -128, 127).astype(np.int8).reshape(shape)
+    return int8_sample(name, graph.inputs[0].type.shape, folder,
+                       lambda: (quant.scale[0], quant.zero_point[0]))
 
 
 def _feeds(name, graph, folder):

@@ -18,6 +18,7 @@ import onnx
 
 from compiler import ops
 from compiler.errors import KilnError, ModelError
+from compiler.fileio import read_model_file
 from compiler.frontends.onnx.attributes import check_attributes, decode_attributes
 from compiler.frontends.onnx.expand import REQUANT_PROP
 from compiler.frontends.onnx.tensors import check_size, elem_type_name, tensor_to_array
@@ -66,7 +67,7 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
             path = Path(source)
             label = label or path.name
             base_dir = path.resolve().parent
-            data = _read_file(path, label)
+            data = read_model_file(path, label, MAX_FILE_BYTES, "the limit of an ONNX protobuf")
         model = _parse(data, label)
     importer = None
     try:
@@ -84,19 +85,6 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
         where = importer.where if importer is not None else "the model"
         raise ModelError(f"{where} is malformed: its fields contradict each other or the ONNX "
                          "format, so it cannot be read", file=label) from exc
-
-
-def _read_file(path: Path, label: str) -> bytes:
-    if not path.exists():
-        raise ModelError("no such file", file=label)
-    if not path.is_file():
-        raise ModelError("not a regular file", file=label)
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ModelError("the file is larger than 2 GiB, the limit of an ONNX protobuf", file=label)
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ModelError(f"cannot read the file ({exc.strerror})", file=label) from None
 
 
 # A TFLite flatbuffer carries this file identifier at bytes 4 to 8.

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from compiler.errors import KilnError, ModelError
+from compiler.fileio import read_model_file
 from compiler.frontends.source import SOURCE_OPS
 from compiler.frontends.tflite.builder import Builder, tensor_type
 from compiler.frontends.tflite.builtins import CONVERTERS
@@ -41,7 +42,7 @@ def load_tflite(source: str | os.PathLike | bytes,
     else:
         path = Path(source)
         label = label or path.name
-        data = _read_file(path, label)
+        data = read_model_file(path, label, MAX_FILE_BYTES, "the limit of a flatbuffer")
     where = "the model"
     try:
         model = read_model(data)
@@ -79,19 +80,6 @@ def load_tflite(source: str | os.PathLike | bytes,
             UnicodeDecodeError, MemoryError, RecursionError, struct.error) as exc:
         raise ModelError(f"{where} is malformed: its offsets or sizes contradict the flatbuffer "
                          "format, so it cannot be read", file=label) from exc
-
-
-def _read_file(path: Path, label: str) -> bytes:
-    if not path.exists():
-        raise ModelError("no such file", file=label)
-    if not path.is_file():
-        raise ModelError("not a regular file", file=label)
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ModelError("the file is larger than 2 GiB, the limit of a flatbuffer", file=label)
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ModelError(f"cannot read the file ({exc.strerror})", file=label) from None
 
 
 def _check_supported(model) -> None:
