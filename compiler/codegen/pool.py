@@ -17,12 +17,16 @@ from compiler.ir.graph import Node, Value
 from compiler.ir.types import TensorType
 
 
-def avg_divisors(node: Node) -> np.ndarray:
-    """Per output pixel, how many taps the average divides by (ONNX count_include_pad rules)."""
+def avg_divisors(node: Node, include: bool | None = None) -> np.ndarray:
+    """Per output pixel, how many taps the average divides by (ONNX count_include_pad rules).
+
+    `include` overrides the node's count_include_pad (False: only taps inside the image).
+    """
     (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, pb, pr) = spatial(node)
     _, height, width, _ = node.inputs[0].type.shape
     _, out_h, out_w, _ = node.output.type.shape
-    include = bool(node.attrs.get("count_include_pad", 0))
+    if include is None:
+        include = bool(node.attrs.get("count_include_pad", 0))
     lo_h, hi_h = (-pt, height + pb) if include else (0, height)
     lo_w, hi_w = (-pl, width + pr) if include else (0, width)
     counts = np.zeros((out_h, out_w), np.float32)

@@ -1,10 +1,16 @@
-"""8-bit global average pooling (QLinearGlobalAveragePool, NHWC), either rule.
+"""8-bit average pooling, global and sliding (QLinearGlobalAveragePool, QLinearAveragePool).
 
-The int32 sum of each channel over the image, then: the onnx rule multiplies (sum - zp * count)
-by the float32 in_scale / (out_scale * count) and rounds half to even; the tflite rule divides
-the raw sum by the count rounding half away from zero when the two quantizations are equal
-(AVERAGE_POOL_2D), else applies MEAN's multiplier with 1/count folded in. Every constant is
-derived at compile time exactly as the reference (compiler/ops/qpool.py) derives it.
+Both NHWC, either rule. Global: the int32 sum of each channel over the image, then the onnx
+rule multiplies (sum - zp * count) by the float32 in_scale / (out_scale * count) and rounds half
+to even; the tflite rule divides the raw sum by the count rounding half away from zero when the
+two quantizations are equal (AVERAGE_POOL_2D), else applies MEAN's multiplier with 1/count
+folded in. Every constant is derived at compile time exactly as the reference
+(compiler/ops/qpool.py) derives it.
+
+A sliding window follows the same two rules tap by tap: tflite sums the stored integers of the
+taps inside the image and divides by their count rounding half away from zero
+(AVERAGE_POOL_2D); onnx dequantizes each tap in float32, adds them in window order, divides by
+the pixel's divisor, then by the output scale, adds the zero point and rounds half to even.
 """
 
 from __future__ import annotations
@@ -14,7 +20,10 @@ from llvmlite import ir
 
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.pool import as_2d, avg_divisors
+from compiler.codegen.window import spatial, window
 from compiler.errors import KilnError
+from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES, quantize_multiplier
 
 F32 = ir.FloatType()
@@ -61,3 +70,76 @@ def emit_qglobal_average_pool(k: Kernel) -> None:
             multiplier = (multiplier << fold) // count
             value = requant.tflite(k, total, I32(multiplier), I32(shift - fold), yz, low, high)
         k.store(b.trunc(value, ir.IntType(8)), k.outs[0], k.index((n, channels), (c, 1)))
+
+
+_DIVISORS = 5  # the slot of the per-pixel divisors, after the node's five inputs
+
+
+def qaverage_divisors(node: Node) -> dict[int, np.ndarray]:
+    """Per output pixel, the count the mean divides by.
+
+    int32 taps inside the image (tflite), or float32 by count_include_pad (onnx: the whole
+    kernel, else the taps inside).
+    """
+    flat = as_2d(node)
+    if node.attrs.get("requant", "onnx") == "tflite":
+        return {_DIVISORS: np.maximum(avg_divisors(flat, include=False), 1).astype(np.int32)}
+    if node.attrs.get("count_include_pad", 0):
+        kernel = spatial(flat)[0]
+        counts = np.full(flat.output.type.shape[1:3], kernel[0] * kernel[1], np.float32)
+        return {_DIVISORS: counts}
+    return {_DIVISORS: np.maximum(avg_divisors(flat, include=False), 1).astype(np.float32)}
+
+
+def emit_qaverage_pool(k: Kernel) -> None:
+    """QLinearAveragePool of 1-D or 2-D NHWC tensors."""
+    node = k.node
+    k.node = as_2d(node)
+    try:
+        _emit_qaverage_pool_2d(k)
+    finally:
+        k.node = node
+
+
+def _emit_qaverage_pool_2d(k: Kernel) -> None:
+    """Per output pixel and channel: the window's total, then the rule's division."""
+    node, b = k.node, k.b
+    batch, height, width, channels = node.inputs[0].type.shape
+    _, out_h, out_w, _ = node.output.type.shape
+    xs, xz, ys, yz = (_scalar(k, i) for i in range(1, 5))
+    xz, yz = int(xz), int(yz)
+    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
+    widen = b.sext if node.inputs[0].type.dtype == "int8" else b.zext
+    tflite = node.attrs.get("requant", "onnx") == "tflite"
+    acc_type = I32 if tflite else F32
+    total_slot = k.alloca(acc_type)
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow, \
+            k.loop(channels) as c:
+        b.store(ir.Constant(acc_type, 0), total_slot)
+        with window(k, node, oh, ow) as (ih, iw, _, _):
+            x = widen(k.load(k.args[0], k.index((n, height * width * channels),
+                                                (ih, width * channels), (iw, channels),
+                                                (c, 1))), I32)
+            if not tflite:  # the tap dequantized: float32(x - zp) * scale
+                x = b.fmul(ir.Constant(F32, float(np.float32(xs))),
+                           b.sitofp(b.sub(x, I32(xz)), F32))
+            add = b.add if tflite else b.fadd
+            b.store(add(b.load(total_slot), x), total_slot)
+        total = b.load(total_slot)
+        divisor = k.load(k.args[_DIVISORS], k.index((oh, out_w), (ow, 1)))
+        if tflite:
+            half = b.sdiv(divisor, I32(2))
+            up = b.sdiv(b.add(total, half), divisor)
+            down = b.sub(I32(0), b.sdiv(b.add(b.sub(I32(0), total), half), divisor))
+            value = requant.clamp(k, b.select(b.icmp_signed(">", total, I32(0)), up, down),
+                                  low, high)
+        else:
+            scaled = b.fadd(b.fdiv(b.fdiv(total, divisor), ir.Constant(F32, float(
+                np.float32(ys)))), ir.Constant(F32, float(np.float32(yz))))
+            lo, hi = ir.Constant(F32, float(low)), ir.Constant(F32, float(high))
+            scaled = b.select(b.fcmp_ordered("<", scaled, lo), lo, scaled)
+            scaled = b.select(b.fcmp_ordered(">", scaled, hi), hi, scaled)
+            value = b.fptosi(requant.rint(k, scaled), I32)
+        k.store(b.trunc(value, ir.IntType(8)), k.outs[0],
+                k.index((n, out_h * out_w * channels), (oh, out_w * channels),
+                        (ow, channels), (c, 1)))

@@ -63,7 +63,7 @@ def _select_max(k: Kernel, a: ir.Value, b: ir.Value) -> ir.Value:
     return k.b.select(k.b.icmp_signed(">", a, b), a, b)
 
 
-def _rint(k: Kernel, value: ir.Value) -> ir.Value:
+def rint(k: Kernel, value: ir.Value) -> ir.Value:
     """llvm.rint of a float32 or a vector of them (ties to even in the default mode)."""
     ty = value.type
     name = f"llvm.rint.v{ty.count}f32" if isinstance(ty, ir.VectorType) else "llvm.rint.f32"
@@ -132,6 +132,6 @@ def onnx(k: Kernel, acc: ir.Value, scale: ir.Value, zero_point: int, low: int, h
     hi = const(acc, float(high - zero_point), F32)
     value = b.select(b.fcmp_ordered("<", value, lo), lo, value)
     value = b.select(b.fcmp_ordered(">", value, hi), hi, value)
-    value = b.add(b.fptosi(_rint(k, value), _like(acc, I32)), const(acc, zero_point))
+    value = b.add(b.fptosi(rint(k, value), _like(acc, I32)), const(acc, zero_point))
     return clamp(k, value, low, high)
 

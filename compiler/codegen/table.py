@@ -17,10 +17,12 @@ from compiler.codegen.movement import emit_concat, emit_transpose
 from compiler.codegen.pad import emit_pad
 from compiler.codegen.pool import avg_divisors_any, emit_pool_any
 from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
+from compiler.codegen.qconcat import emit_qconcat, qconcat_tables
 from compiler.codegen.qconv import emit_qconv, qconv_weights
 from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
-from compiler.codegen.qpool import emit_qglobal_average_pool
+from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
+from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
@@ -85,14 +87,19 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for dtype in ("int8", "uint8")},
     **{("QLinearGlobalAveragePool", dtype): (emit_qglobal_average_pool, _no_weights)
        for dtype in ("int8", "uint8")},
+    **{("QLinearAveragePool", dtype): (emit_qaverage_pool, qaverage_divisors)
+       for dtype in ("int8", "uint8")},
+    **{("QLinearConcat", dtype): (emit_qconcat, qconcat_tables) for dtype in ("int8", "uint8")},
     **{("QLinearSoftmax", dtype): (emit_qsoftmax, qsoftmax_tables)
        for dtype in ("int8", "uint8")},
     **{(op, dtype): (emit_table, table_weights) for op in ("IntLookupTable",
                                                            "QLinearLeakyRelu", "QLinearSigmoid")
        for dtype in ("int8", "uint8")},
+    ("ConvInteger", "int32"): (emit_conv_integer, integer_weights),
+    ("MatMulInteger", "int32"): (emit_matmul_integer, integer_weights),
     # Moving values is the same code for any element type.
     **{(op, dtype): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES
-       for dtype in ("int8", "uint8")},
+       for dtype in ("int8", "uint8", "int32")},
     **{("QuantizeLinear", dtype): (emit_quantize, _no_weights) for dtype in ("int8", "uint8")},
     ("DequantizeLinear", "float32"): (emit_dequantize, _no_weights),
 }

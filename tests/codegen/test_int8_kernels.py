@@ -240,3 +240,120 @@ def test_an_int8_model_compiles_to_identical_objects_twice():
     objects = [compile_graph(compilation(load_model(data)).prepared,
                              get_target("cortex-m7")).object for _ in range(2)]
     assert objects[0] == objects[1]
+
+
+@pytest.mark.parametrize("rule", ["tflite", "onnx"])
+@pytest.mark.parametrize("padding,size,stride", [(1, 3, 2), (2, 3, 1), (1, 2, 2)])
+def test_int8_sliding_average_pool(rule, padding, size, stride, tmp_path):
+    """AVERAGE_POOL_2D, SAME (windows cut by the edge) and VALID, under both rules."""
+    shape = (1, 7, 6, 5)
+    out_hw = [-(-d // stride) if padding == 1 else (d - size) // stride + 1 for d in shape[1:3]]
+    graph = load_model(write(Model(
+        [quantized("x", shape, 0.05, -3), quantized("y", (1, *out_hw, 5), 0.05, -3)],
+        [Op("AVERAGE_POOL_2D", [0], [1], ("Pool2DOptions", {
+            "Padding": 0 if padding == 1 else 1, "StrideH": stride, "StrideW": stride,
+            "FilterHeight": size, "FilterWidth": size}))], [0], [1])))
+    graph.metadata[REQUANT_KEY] = rule
+    assert any(n.op == "QLinearAveragePool" for n in compilation(graph).prepared.nodes)
+    assert _bundle_equals_interpreter(graph, tmp_path) == 0
+
+
+def _onnx_graph(model, tmp_path):
+    import onnx
+
+    onnx.save(model, tmp_path / "m.onnx")
+    return load_model(tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("include_pad,ceil_mode", [(0, 0), (1, 0), (0, 1)])
+def test_qlinear_average_pool_of_onnx(dtype, include_pad, ceil_mode, tmp_path):
+    """onnxruntime's QLinearAveragePool: float32 taps, count_include_pad, differing scales."""
+    from tests.quant.test_qlinear_ops import UNARY, _contrib_case, _scale_and_zero_point
+
+    rng = np.random.default_rng(3)
+    params = _scale_and_zero_point(rng, dtype) + _scale_and_zero_point(rng, dtype)
+    graph = _onnx_graph(_contrib_case(
+        "QLinearAveragePool", dtype, [[1, 4, 9, 7]], params, UNARY, kernel_shape=[3, 3],
+        strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=include_pad,
+        ceil_mode=ceil_mode), tmp_path)
+    assert _bundle_equals_interpreter(graph, tmp_path / "b") == 0
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("axis", [1, 2])
+def test_qlinear_concat(dtype, axis, tmp_path):
+    """Inputs with other parameters go through tables; one with the output's is copied."""
+    from onnx import helper, numpy_helper
+
+    from tests.quant.test_qlinear_ops import _elem, _model, _scale_and_zero_point
+
+    rng = np.random.default_rng(5)
+    shapes = [[1, 2, 5], [1, 3, 5], [1, 1, 5]] if axis == 1 else [[1, 2, 3], [1, 2, 4],
+                                                                   [1, 2, 1]]
+    y_params = _scale_and_zero_point(rng, dtype)
+    triples = [_scale_and_zero_point(rng, dtype) for _ in shapes]
+    triples[1] = y_params
+    names, inits = ["ys", "yz"], [numpy_helper.from_array(p, n)
+                                  for p, n in zip(y_params, ["ys", "yz"])]
+    for j, (s, z) in enumerate(triples):
+        names += [f"x{j}", f"s{j}", f"z{j}"]
+        inits += [numpy_helper.from_array(s, f"s{j}"), numpy_helper.from_array(z, f"z{j}")]
+    node = helper.make_node("QLinearConcat", names, ["y"], domain="com.microsoft", axis=axis)
+    inputs = [helper.make_tensor_value_info(f"x{j}", _elem(dtype), s)
+              for j, s in enumerate(shapes)]
+    graph = _onnx_graph(_model(node, inputs, helper.make_tensor_value_info(
+        "y", _elem(dtype), None), inits), tmp_path)
+    prepared = compilation(graph).prepared
+    assert [n.op for n in prepared.nodes] == ["QLinearConcat"]
+    assert _bundle_equals_interpreter(graph, tmp_path / "b") == 0
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("group,stride,pad,per_channel", [(1, 1, 1, False), (2, 2, 0, True),
+                                                           (4, 1, 1, True)])
+def test_conv_integer(dtype, group, stride, pad, per_channel, tmp_path):
+    """ConvInteger's int32 sums, weight zero points folded into the weights at compile time."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.quant.test_qlinear_ops import _elem, _model
+
+    rng = np.random.default_rng(group)
+    w = rng.integers(-127, 128, (8, 4 // group, 3, 3)).astype(np.int8)
+    w_zp = rng.integers(-5, 6, 8 if per_channel else 1).astype(np.int8)
+    x_zp = np.array(rng.integers(-20, 20), dtype)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=group,
+                            strides=[stride, stride], pads=[pad] * 4)
+    graph = _onnx_graph(_model(
+        node, [helper.make_tensor_value_info("x", _elem(dtype), [1, 4, 7, 6])],
+        helper.make_tensor_value_info("y", TensorProto.INT32, None),
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(x_zp, "xz"),
+         numpy_helper.from_array(w_zp if per_channel else w_zp.reshape(()), "wz")]), tmp_path)
+    assert any(n.op == "ConvInteger" for n in compilation(graph).prepared.nodes)
+    assert _bundle_equals_interpreter(graph, tmp_path / "b") == 0
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("constant_b", [True, False])
+def test_matmul_integer(dtype, constant_b, tmp_path):
+    """MatMulInteger with per-row left and per-column right zero points (constant right)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.quant.test_qlinear_ops import _elem, _model
+
+    rng = np.random.default_rng(8)
+    rows, depth, columns = 3, 9, 5
+    a_zp = rng.integers(0, 20, rows).astype(dtype)
+    inputs = [helper.make_tensor_value_info("a", _elem(dtype), [2, rows, depth])]
+    inits = [numpy_helper.from_array(a_zp, "az")]
+    if constant_b:
+        inits += [numpy_helper.from_array(rng.integers(-127, 128, (depth, columns))
+                                          .astype(np.int8), "b"),
+                  numpy_helper.from_array(rng.integers(-4, 5, columns).astype(np.int8), "bz")]
+    else:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.INT8, [depth, columns]))
+        inits.append(numpy_helper.from_array(np.array(3, np.int8), "bz"))
+    node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
+    graph = _onnx_graph(_model(node, inputs, helper.make_tensor_value_info(
+        "y", TensorProto.INT32, None), inits), tmp_path)
+    assert _bundle_equals_interpreter(graph, tmp_path / "b") == 0
