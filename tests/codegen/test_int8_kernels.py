@@ -140,7 +140,8 @@ def test_the_int8_mlperf_models_compile_to_the_interpreters_bytes(name, source, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("machine", ["mps2-an500", "mps2-an505"])  # cortex-m7, cortex-m33
+# cortex-m7, cortex-m33, cortex-m55
+@pytest.mark.parametrize("machine", ["mps2-an500", "mps2-an505", "mps3-an547"])
 @pytest.mark.parametrize("name", INT8_MODELS)
 def test_int8_models_run_exactly_on_cortex_m(machine, name, tmp_path):
     """Each int8 .tflite model on its real sample input under QEMU: the interpreter's bytes."""

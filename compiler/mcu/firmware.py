@@ -1,0 +1,209 @@
+"""Build a compiled network into a bare-metal firmware image and run it on QEMU's boards.
+
+The image is the network's object, a generated `main.c` that embeds the inputs, calls the entry
+point between two marker functions (where instruction counting starts and stops) and prints
+every output element over semihosting, and the start-up code and linker scripts of this
+folder. The printed outputs are parsed back, so they can be compared with the interpreter.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from elftools.elf.elffile import ELFFile
+
+from compiler.codegen.build import CompiledNet
+from compiler.errors import KilnError
+
+HERE = Path(__file__).resolve().parent
+GCC = "arm-none-eabi-gcc"
+QEMU = "qemu-system-arm"
+PACKAGES = "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
+TIMEOUT = 300.0  # seconds of emulation before a run counts as hung
+FAULT_STATUS = 99  # the start-up code's exit status on a CPU fault
+MARKERS = ("kiln_count_begin", "kiln_count_end")
+
+
+@dataclass(frozen=True)
+class QemuBoard:
+    """One QEMU machine: the Kiln target whose objects it runs and how to build for it."""
+
+    machine: str
+    target: str
+    cflags: tuple[str, ...]
+    script: str
+
+
+# Kiln marks its Arm objects Tag_ABI_VFP_args "compatible" (they pass no floats across calls and
+# inline their math), so the firmware is built the way a user's would be: hard float.
+FLOAT_ABI = "hard"
+BOARDS = {b.machine: b for b in (
+    QemuBoard("mps2-an385", "cortex-m3", ("-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft"),
+              "mps2-an500.ld"),
+    QemuBoard("mps2-an500", "cortex-m7", ("-mcpu=cortex-m7", "-mthumb",
+                                          f"-mfloat-abi={FLOAT_ABI}", "-mfpu=fpv5-sp-d16"),
+              "mps2-an500.ld"),
+    QemuBoard("mps2-an505", "cortex-m33", ("-mcpu=cortex-m33", "-mthumb",
+                                           f"-mfloat-abi={FLOAT_ABI}", "-mfpu=fpv5-sp-d16"),
+              "mps2-an505.ld"),
+    QemuBoard("mps3-an547", "cortex-m55", ("-mcpu=cortex-m55", "-mthumb",
+                                           f"-mfloat-abi={FLOAT_ABI}"), "mps3-an547.ld"),
+)}
+BOARD_OF_TARGET = {b.target: b.machine for b in BOARDS.values()}
+
+_C_TYPES = {"float32": ("float", "%.9g", "(double)"), "int8": ("int8_t", "%d", "(int)"),
+            "uint8": ("uint8_t", "%d", "(int)"), "int32": ("int32_t", "%ld", "(long)"),
+            "int64": ("int64_t", "%lld", "(long long)")}
+
+
+def missing_tools() -> list[str]:
+    """The cross compiler and emulator programs not on PATH."""
+    return [tool for tool in (GCC, QEMU) if shutil.which(tool) is None]
+
+
+def board_for(target: str) -> QemuBoard:
+    """The QEMU board that runs `target`'s objects, or a KilnError listing those that exist."""
+    if target not in BOARD_OF_TARGET:
+        raise KilnError(f"no QEMU board runs {target}; targets with one: "
+                        f"{', '.join(sorted(BOARD_OF_TARGET))}")
+    return BOARDS[BOARD_OF_TARGET[target]]
+
+
+def _c_literal(value, dtype: str) -> str:
+    if dtype == "float32":
+        if np.isnan(value):
+            return "NAN"
+        return f"{float(value):.9e}f" if np.isfinite(value) else f"{'-' * (value < 0)}INFINITY"
+    return str(int(value))
+
+
+def marker_functions() -> list[str]:
+    """C definitions of the two empty functions instruction counting starts and stops at."""
+    return [f'__attribute__((noinline, used)) void {name}(void) {{ __asm volatile(""); }}'
+            for name in MARKERS]
+
+
+def main_c(net: CompiledNet, feeds: dict[str, np.ndarray]) -> str:
+    """A `main.c` that copies `feeds` into the regions, runs `net` once and prints its outputs.
+
+    Each output element is one line `<output index> <element index> <value>`; main returns the
+    entry point's status. The call is bracketed by the counting markers.
+    """
+    plan = net.plan
+    lines = ["#include <math.h>", "#include <stdint.h>", "#include <stdio.h>",
+             "#include <string.h>", "",
+             f"int {net.name}(const uint8_t *, uint8_t *, uint8_t *);", *marker_functions(), "",
+             f"static uint8_t mutable_region[{max(plan.mutable, 1)}] "
+             f"__attribute__((aligned({plan.alignment})));",
+             f"static uint8_t activations[{max(plan.arena.size, 1)}] "
+             f"__attribute__((aligned({plan.alignment})));"]
+    for i, tensor in enumerate(net.inputs):
+        ctype = _C_TYPES[tensor.dtype][0]
+        data = np.asarray(feeds[tensor.name], tensor.dtype).reshape(-1)
+        body = ",\n".join(", ".join(_c_literal(v, tensor.dtype) for v in data[j:j + 8])
+                          for j in range(0, len(data), 8))
+        lines += [f"static const {ctype} input{i}[{len(data)}] = {{", body, "};"]
+    region = {"mutable": "mutable_region", "activations": "activations"}
+    lines += ["", "int main(void)", "{"]
+    for i, tensor in enumerate(net.inputs):
+        lines.append(f"    memcpy({region[tensor.region]} + {tensor.offset}, input{i}, "
+                     f"sizeof input{i});")
+    lines += [f"    {MARKERS[0]}();",
+              f"    int status = {net.name}(NULL, mutable_region, activations);",
+              f"    {MARKERS[1]}();"]
+    for i, tensor in enumerate(net.outputs):
+        ctype, fmt, cast = _C_TYPES[tensor.dtype]
+        count = int(np.prod(tensor.shape, dtype=np.int64))
+        lines += [f"    const {ctype} *output{i} = (const {ctype} *)({region[tensor.region]} + "
+                  f"{tensor.offset});",
+                  f"    for (int k = 0; k < {count}; k++)",
+                  f'        printf("{i} %d {fmt}\\n", k, {cast}output{i}[k]);']
+    lines += ["    return status;", "}", ""]
+    return "\n".join(lines)
+
+
+def link(sources: list[Path], machine: str, folder: Path, extra: tuple[str, ...] = ()) -> Path:
+    """Compile and link C sources and objects with the start-up code into `folder/fw.elf`."""
+    board = BOARDS[machine]
+    elf = folder / "fw.elf"
+    command = [GCC, *board.cflags, "-O2", "-nostartfiles", "--specs=rdimon.specs",
+               f"-L{HERE}", "-T", board.script, *extra, str(HERE / "startup.c"),
+               *map(str, sources), "-lm", "-o", str(elf)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise KilnError(f"building the {machine} firmware failed (exit {done.returncode}): "
+                        f"{done.stderr.strip()[-2000:]}")
+    return elf
+
+
+def build(net: CompiledNet, main: str, machine: str, folder: Path) -> Path:
+    """Link `net` with the C source `main` and the start-up code into `folder/fw.elf`."""
+    board = BOARDS[machine]
+    if net.target.name != board.target:
+        raise KilnError(f"{machine} runs {board.target} objects, not {net.target.name}")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{net.name}.o").write_bytes(net.object)
+    (folder / "main.c").write_text(main)
+    return link([folder / "main.c", folder / f"{net.name}.o"], machine, folder)
+
+
+def placement(elf: Path) -> tuple[int, int]:
+    """Bytes the image puts in its board's flash (loaded sections) and in RAM (data and bss)."""
+    flash = ram = 0
+    with elf.open("rb") as f:
+        for section in ELFFile(f).iter_sections():
+            if not section["sh_flags"] & 0x2:  # SHF_ALLOC
+                continue
+            if section["sh_flags"] & 0x1:  # SHF_WRITE: .data (its image is in flash too) and .bss
+                ram += section["sh_size"]
+            else:
+                flash += section["sh_size"]
+    return flash, ram
+
+
+def run(elf: Path, machine: str, timeout: float = TIMEOUT,
+        extra: tuple[str, ...] = ()) -> tuple[str, float]:
+    """QEMU's stdout for `elf` on `machine` and the seconds it took.
+
+    A non-zero exit or a run past `timeout` is a KilnError that says which and shows the end
+    of the output. `extra` holds more QEMU arguments (a plugin).
+    """
+    command = [QEMU, "-M", machine, "-nographic", "-monitor", "none", "-serial", "none",
+               "-semihosting-config", "enable=on,target=native", *extra, "-kernel", str(elf)]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        raise KilnError(f"{elf.name} on {machine} did not finish within {timeout:.0f} s; "
+                        f"stdout so far: {(out or '')[-500:]!r}") from None
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise KilnError(f"{elf.name} on {machine} exited with {done.returncode} "
+                        f"({FAULT_STATUS}: CPU fault); stderr: {done.stderr.strip()[-2000:]!r}; "
+                        f"stdout: {done.stdout[-500:]!r}")
+    return done.stdout, seconds
+
+
+def parse_outputs(net: CompiledNet, stdout: str) -> dict[str, np.ndarray]:
+    """The outputs printed by the generated main, by name, with their shapes and types."""
+    values: list[dict[int, str]] = [{} for _ in net.outputs]
+    for line in stdout.splitlines():
+        match = re.fullmatch(r"(\d+) (\d+) (\S+)", line.strip())
+        if match:
+            values[int(match[1])][int(match[2])] = match[3]
+    results = {}
+    for tensor, got in zip(net.outputs, values):
+        count = int(np.prod(tensor.shape, dtype=np.int64))
+        if sorted(got) != list(range(count)):
+            raise KilnError(f"output {tensor.name}: the firmware printed {len(got)} of {count} "
+                            f"elements; stdout: {stdout[-500:]!r}")
+        results[tensor.name] = np.array([got[k] for k in range(count)]).astype(
+            tensor.dtype).reshape(tensor.shape)
+    return results
