@@ -471,6 +471,13 @@ def _add_bench_parser(sub) -> None:
                        help="blocks per engine; each keeps its median, the result is their "
                             "median (default 5)")
     bench.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    bench.add_argument("--target", metavar="CORE",
+                       help="count executed instructions per layer on an emulated Cortex-M "
+                            "instead of timing on this host (cortex-m7, cortex-m33, "
+                            "cortex-m55; needs arm-none-eabi-gcc and qemu-system-arm)")
+    bench.add_argument("--top", type=int, default=10, metavar="N",
+                       help="with --target: the N layers with the most instructions (default "
+                            "10; 0 lists every layer)")
     bench.add_argument("--tflite", metavar="FILE",
                        help="the model's .tflite twin, timed with LiteRT (default: X.tflite "
                             "beside X.onnx or in a sibling tflite folder, when there is one)")
@@ -483,6 +490,8 @@ def cmd_bench(args) -> int:
     if args.repeats < 1 or (args.runs is not None and args.runs < 1):
         raise UsageError("--runs and --repeats must be at least 1")
     shapes = dict(parse_shape(s) for s in args.shape or [])
+    if args.target:
+        return _bench_target(args, shapes)
     result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite)
     if args.json:
         print(json.dumps(result.to_json()))
@@ -499,6 +508,31 @@ def cmd_bench(args) -> int:
     print(f"  throughput   {result.kiln_gflops:.1f} GFLOP/s over {result.macs:,} MACs, "
           f"{100 * result.peak_fraction:.0f}% of this core's measured peak "
           f"({result.peak_gflops:.0f} GFLOP/s)")
+    return 0
+
+
+def _bench_target(args, shapes) -> int:
+    """`kiln bench --target`: instruction counts, total and per layer."""
+    from compiler.mcu.bench import bench_target
+
+    result = bench_target(args.model, args.target, args.seed, shapes)
+    layers = sorted(result.layers, key=lambda layer: -layer.instructions)
+    shown = layers if args.top <= 0 else layers[:args.top]
+    if args.json:
+        print(json.dumps({"model": Path(args.model).name, "target": result.target,
+                          "machine": result.machine, "instructions": result.total,
+                          "code_bytes": result.code_bytes,
+                          "layers": [{"kernel": la.symbol, "op": la.op, "nodes": list(la.nodes),
+                                      "instructions": la.instructions} for la in result.layers]}))
+        return 0
+    print(f"{Path(args.model).name} on {result.target} (QEMU {result.machine}): "
+          f"{result.total:,} instructions per inference, {result.code_bytes:,} B of code")
+    print(f"  {'instructions':>12}  {'share':>5}  layer")
+    for layer in shown:
+        share = 100 * layer.instructions / result.separate_total
+        print(f"  {layer.instructions:>12,}  {share:4.1f}%  {layer.op} {', '.join(layer.nodes)}")
+    if len(shown) < len(layers):
+        print(f"  ... {len(layers) - len(shown)} more layers (--top 0 lists them)")
     return 0
 
 

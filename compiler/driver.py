@@ -41,6 +41,8 @@ class Options:
             16 on microcontrollers).
         io_in_arena: Inputs and outputs live in the activation arena (their space is reused).
         weights: "embedded" (read-only data in the object) or "external" (a blob to place).
+        separate_kernels: Keep every kernel a function of its own instead of inlining it into
+            the entry point, so per-layer instruction counts can tell its code apart.
     """
 
     target: str = "host"
@@ -48,6 +50,7 @@ class Options:
     alignment: int | None = None
     io_in_arena: bool = False
     weights: str = "embedded"
+    separate_kernels: bool = False
 
     def resolved_target(self) -> Target:
         """The Target object (KilnError for an unknown name)."""
@@ -211,7 +214,7 @@ class Compilation:
             if key not in self._nets:
                 self._nets[key] = build_net(self.prepared, self.plan(key),
                                             options.resolved_target(), options.name,
-                                            options.weights)
+                                            options.weights, options.separate_kernels)
             return self._nets[key]
 
     def bundle(self, folder: str | Path, options: Options = Options(),

@@ -124,8 +124,9 @@ class _Builder:
     """
 
     def __init__(self, graph: Graph, plan: MemoryPlan, target: Target, name: str,
-                 weights: str):
+                 weights: str, separate_kernels: bool = False):
         self.graph, self.plan, self.target, self.name = graph, plan, target, name
+        self.separate_kernels = separate_kernels
         self.external = weights == "external"
         self.module = new_module(name, target)
         self.nodes = {n.name: n for n in graph.nodes}
@@ -199,6 +200,8 @@ class _Builder:
         fn = ir.Function(self.module, fnty, f"{self.name}.k{index}.{node.op}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
+        if self.separate_kernels:  # kept as its own function: its code is measurable alone
+            fn.attributes.add("noinline")
         # A tensor alone in its storage overlaps no other argument: saying so lets LLVM
         # vectorize without runtime checks. In-place pairs (residual and output) get nothing.
         storages = [self.plan.lowir.values[v.name][0] for v in params]
@@ -295,7 +298,7 @@ class _Builder:
 
 
 def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
-              weights: str = "embedded") -> CompiledNet:
+              weights: str = "embedded", separate_kernels: bool = False) -> CompiledNet:
     """Generate the module and object of a prepared graph whose memory `plan` is made.
 
     The compile driver (`compiler.driver`) calls this with the graph its `prepare_for_codegen`
@@ -306,7 +309,7 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     check_net_name(name)
     if weights not in WEIGHT_MODES:
         raise KilnError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
-    builder = _Builder(graph, plan, target, name, weights)
+    builder = _Builder(graph, plan, target, name, weights, separate_kernels)
     text = str(builder.build())
     blob, kernels = builder.table.blob(), builder.kernels
     del builder  # the prepared weight arrays: the blob holds their bytes now

@@ -1,0 +1,85 @@
+"""Executed-instruction counts under QEMU: the project's plugin, and `kiln bench --target`.
+
+Counts are deterministic, so they are exact in tests: the same firmware counts the same twice,
+a loop's count grows linearly with its trip count, and the per-layer split adds up. The real
+int8 models carry regression bounds (today's counts, with 1% of room).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+from compiler.mcu import counting, firmware
+from compiler.mcu.bench import bench_target
+from tests.codegen import firmware as test_firmware
+from tests.codegen.test_int8_kernels import _conv_tflite
+from tests.conftest import shared_models
+
+
+def _loop_firmware(trips: int, folder):
+    source = folder / "main.c"
+    source.write_text("\n".join([
+        *firmware.marker_functions(), "volatile int sink;",
+        "int main(void) {", f"    {firmware.MARKERS[0]}();",
+        f"    for (int i = 0; i < {trips}; i++) sink += i;",
+        f"    {firmware.MARKERS[1]}();", "    return 0;", "}", ""]))
+    return firmware.link([source], "mps2-an500", folder)
+
+
+def test_the_plugin_counts_a_loop_exactly_and_repeatably(tmp_path):
+    test_firmware.require_tools()
+    counts = []
+    for trips in (100, 200, 300):
+        folder = tmp_path / str(trips)
+        folder.mkdir()
+        elf = _loop_firmware(trips, folder)
+        first, _ = counting.count(elf, "mps2-an500")
+        again, _ = counting.count(elf, "mps2-an500")
+        assert first == again and len(first.segments) == 1
+        counts.append(first.total)
+    per_100 = counts[1] - counts[0]
+    assert per_100 >= 300 and counts[2] - counts[1] == per_100  # 3+ instructions a trip
+
+
+def test_bench_target_splits_a_network_by_layer(tmp_path, capsys):
+    test_firmware.require_tools()
+    model = tmp_path / "conv.tflite"
+    model.write_bytes(_conv_tflite(False, 2, 1, 3))
+    assert main(["bench", str(model), "--target", "cortex-m7", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target"] == "cortex-m7" and doc["machine"] == "mps2-an500"
+    assert [layer["op"] for layer in doc["layers"]] == ["QLinearConv"]
+    layer = doc["layers"][0]["instructions"]
+    assert 0 < layer <= doc["instructions"] + 200 and doc["code_bytes"] > 0
+    assert main(["bench", str(model), "--target", "cortex-m7", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == doc  # deterministic
+    assert main(["bench", str(model), "--target", "cortex-m33"]) == 0
+    out = capsys.readouterr().out
+    assert "on cortex-m33 (QEMU mps2-an505)" in out and "QLinearConv" in out
+
+
+def test_bench_target_refuses_a_core_without_a_board(tmp_path, capsys):
+    model = tmp_path / "conv.tflite"
+    model.write_bytes(_conv_tflite(False, 2, 1, 3))
+    assert main(["bench", str(model), "--target", "cortex-m0plus"]) == 2
+    assert "no QEMU board runs cortex-m0plus" in capsys.readouterr().err
+
+
+# Instructions per inference today (seed 0); a change that makes code slower fails here.
+BOUNDS = {("kws_ref_model", "cortex-m7"): 15_857_144, ("kws_ref_model", "cortex-m55"): 7_351_605,
+          ("ad01_int8", "cortex-m7"): 1_228_361, ("vww_96_int8", "cortex-m55"): 19_343_817,
+          ("vww_96_int8", "cortex-m7"): 45_897_661,
+          ("pretrainedResnet_quant", "cortex-m7"): 57_716_036}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,target", sorted(BOUNDS))
+def test_int8_model_instruction_counts_stay_within_bounds(name, target):
+    test_firmware.require_tools()
+    result = bench_target(shared_models() / "tflite" / f"{name}.tflite", target)
+    print(f"{name} on {target}: {result.total:,} instructions")
+    assert result.total <= BOUNDS[name, target] * 1.01
+    assert sum(layer.instructions for layer in result.layers) <= result.separate_total
