@@ -475,6 +475,11 @@ def _add_bench_parser(sub) -> None:
                        help="count executed instructions per layer on an emulated Cortex-M "
                             "instead of timing on this host (cortex-m7, cortex-m33, "
                             "cortex-m55; needs arm-none-eabi-gcc and qemu-system-arm)")
+    bench.add_argument("--cmsis-nn", metavar="DIR",
+                       help="with --target: the CMSIS-NN source tree built as the peer "
+                            "(default: $KILN_CMSIS_NN, else the shared third_party copy)")
+    bench.add_argument("--no-peer", action="store_true",
+                       help="with --target: count Kiln only")
     bench.add_argument("--top", type=int, default=10, metavar="N",
                        help="with --target: the N layers with the most instructions (default "
                             "10; 0 lists every layer)")
@@ -512,27 +517,44 @@ def cmd_bench(args) -> int:
 
 
 def _bench_target(args, shapes) -> int:
-    """`kiln bench --target`: instruction counts, total and per layer."""
+    """`kiln bench --target`: instruction counts, total and per layer, beside CMSIS-NN's."""
     from compiler.mcu.bench import bench_target
 
-    result = bench_target(args.model, args.target, args.seed, shapes)
-    layers = sorted(result.layers, key=lambda layer: -layer.instructions)
-    shown = layers if args.top <= 0 else layers[:args.top]
+    result = bench_target(args.model, args.target, args.seed, shapes, args.cmsis_nn,
+                          not args.no_peer)
+    ours, peer = result.kiln, result.peer
+    rows = sorted(result.rows(), key=lambda row: -row[2])
     if args.json:
-        print(json.dumps({"model": Path(args.model).name, "target": result.target,
-                          "machine": result.machine, "instructions": result.total,
-                          "code_bytes": result.code_bytes,
-                          "layers": [{"kernel": la.symbol, "op": la.op, "nodes": list(la.nodes),
-                                      "instructions": la.instructions} for la in result.layers]}))
+        doc = {"model": Path(args.model).name, "target": ours.target, "machine": ours.machine,
+               "instructions": ours.total, "code_bytes": ours.code_bytes,
+               "layers": [{"kernel": la.symbol, "op": la.op, "nodes": list(la.nodes),
+                           "instructions": la.instructions} for la in ours.layers],
+               "cmsis_nn": None if peer is None else {
+                   "instructions": peer.total, "code_bytes": peer.code_bytes,
+                   "uncovered": peer.uncovered,
+                   "layers": [{"node": la.node, "function": la.function,
+                               "instructions": la.instructions} for la in peer.layers]}}
+        print(json.dumps(doc))
         return 0
-    print(f"{Path(args.model).name} on {result.target} (QEMU {result.machine}): "
-          f"{result.total:,} instructions per inference, {result.code_bytes:,} B of code")
-    print(f"  {'instructions':>12}  {'share':>5}  layer")
-    for layer in shown:
-        share = 100 * layer.instructions / result.separate_total
-        print(f"  {layer.instructions:>12,}  {share:4.1f}%  {layer.op} {', '.join(layer.nodes)}")
-    if len(shown) < len(layers):
-        print(f"  ... {len(layers) - len(shown)} more layers (--top 0 lists them)")
+    print(f"{Path(args.model).name} on {ours.target} (QEMU {ours.machine}), executed "
+          f"instructions of one inference")
+    print(f"  kiln      {ours.total:>12,}  code {ours.code_bytes:,} B")
+    if peer is None:
+        print(f"  cmsis-nn  not measured: {result.peer_note}")
+    else:
+        print(f"  cmsis-nn  {peer.total:>12,}  code {peer.code_bytes:,} B (its kernels' "
+              f"calls only; -O3)")
+        print(f"  kiln/cmsis-nn {ours.total / max(peer.total, 1):.3g}")
+        if peer.uncovered:
+            print(f"  CMSIS-NN has no kernel for: {', '.join(peer.uncovered)}")
+    shown = rows if args.top <= 0 else rows[:args.top]
+    print(f"  {'kiln':>12}  {'cmsis-nn':>12}  {'ratio':>5}  layer")
+    for op, nodes, mine, theirs in shown:
+        other = f"{theirs:>12,}" if theirs is not None else f"{'-':>12}"
+        ratio = f"{mine / theirs:5.2f}" if theirs else f"{'':>5}"
+        print(f"  {mine:>12,}  {other}  {ratio}  {op} {nodes}")
+    if len(shown) < len(rows):
+        print(f"  ... {len(rows) - len(shown)} more layers (--top 0 lists them)")
     return 0
 
 

@@ -2,28 +2,58 @@
 
 The model goes through the same compile driver as every other command; the network is built
 twice (as shipped, and with separate kernels for the per-layer split) and run under QEMU with
-the counting plugin on seeded random inputs. Counts are deterministic, so they serve as bench
-figures and as regression bounds in tests.
+the counting plugin on seeded random inputs. Beside it, CMSIS-NN runs the same layers with the
+same parameters (`cmsis_nn`). Counts are deterministic, so they serve as bench figures and as
+regression bounds in tests.
 """
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.driver import Options, compilation
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.inputs import random_inputs
-from compiler.mcu import firmware
+from compiler.mcu import cmsis_nn, firmware
+from compiler.mcu.cmsis_nn import PeerCount
 from compiler.mcu.counting import NetCount, count_net
 
 BENCH_TARGETS = tuple(sorted(t for t in firmware.BOARD_OF_TARGET if t != "cortex-m3"))
 
 
-def bench_target(model: str | Path, target: str, seed: int = 0,
-                 shapes: dict | None = None) -> NetCount:
-    """Compile `model` for `target` and count one inference on its QEMU board."""
+@dataclass(frozen=True)
+class TargetBench:
+    """Kiln's counts for a model on one core and, when its sources were found, CMSIS-NN's.
+
+    `peer_note` says why there is no peer (no sources found).
+    """
+
+    kiln: NetCount
+    peer: PeerCount | None
+    peer_note: str = ""
+
+    def rows(self) -> list[tuple[str, str, int, int | None]]:
+        """Per Kiln kernel: (op, node names, Kiln's instructions, CMSIS-NN's or None)."""
+        peer = {layer.node: layer.instructions for layer in (self.peer.layers if self.peer
+                                                              else [])}
+        rows = []
+        for layer in self.kiln.layers:
+            theirs = [peer[n] for n in layer.nodes if n in peer]
+            rows.append((layer.op, ", ".join(layer.nodes), layer.instructions,
+                         sum(theirs) if theirs else None))
+        return rows
+
+
+def bench_target(model: str | Path, target: str, seed: int = 0, shapes: dict | None = None,
+                 cmsis_root: str | Path | None = None, peer: bool = True) -> TargetBench:
+    """Compile `model` for `target`, count one inference on its QEMU board, and CMSIS-NN's.
+
+    The peer is built from `cmsis_root` (default: `cmsis_nn.find_root`); when that is not
+    given and none is found, the result has no peer and says why.
+    """
     missing = firmware.missing_tools()
     if missing:
         raise KilnError(f"kiln bench --target needs {' and '.join(missing)} (Debian packages: "
@@ -34,4 +64,15 @@ def bench_target(model: str | Path, target: str, seed: int = 0,
     shipped = compiled.net(Options(target))
     separate = compiled.net(Options(target, separate_kernels=True))
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as folder:
-        return count_net(shipped, separate, feeds, Path(folder) / board.machine)
+        ours = count_net(shipped, separate, feeds, Path(folder) / board.machine)
+        if not peer:
+            return TargetBench(ours, None, "not asked for")
+        try:
+            root = cmsis_nn.find_root(cmsis_root)
+        except KilnError as exc:
+            if cmsis_root is not None:
+                raise
+            return TargetBench(ours, None, str(exc))
+        theirs = cmsis_nn.count_peer(compiled.prepared, target, Path(folder) / "cmsis-nn",
+                                     root)
+        return TargetBench(ours, theirs)

@@ -8,11 +8,12 @@ int8 models carry regression bounds (today's counts, with 1% of room).
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from app.cli import main
-from compiler.mcu import counting, firmware
+from compiler.mcu import cmsis_nn, counting, firmware
 from compiler.mcu.bench import bench_target
 from tests.codegen import firmware as test_firmware
 from tests.codegen.test_int8_kernels import _conv_tflite
@@ -79,7 +80,71 @@ BOUNDS = {("kws_ref_model", "cortex-m7"): 15_857_144, ("kws_ref_model", "cortex-
 @pytest.mark.parametrize("name,target", sorted(BOUNDS))
 def test_int8_model_instruction_counts_stay_within_bounds(name, target):
     test_firmware.require_tools()
-    result = bench_target(shared_models() / "tflite" / f"{name}.tflite", target)
+    result = bench_target(shared_models() / "tflite" / f"{name}.tflite", target,
+                          peer=False).kiln
     print(f"{name} on {target}: {result.total:,} instructions")
     assert result.total <= BOUNDS[name, target] * 1.01
     assert sum(layer.instructions for layer in result.layers) <= result.separate_total
+
+
+def cmsis_nn_root():
+    """CMSIS-NN's sources in the shared folder; skip when absent, fail instead under CI."""
+    if not (cmsis_nn.DEFAULT_ROOT / "Include").is_dir():
+        message = "CMSIS-NN sources (../shared/third_party/CMSIS-NN beside the project) not found"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + "; CI must have them")
+        pytest.skip(message)
+    return cmsis_nn.DEFAULT_ROOT
+
+
+@pytest.mark.parametrize("target", ["cortex-m7", "cortex-m55"])
+def test_cmsis_nn_runs_the_same_layers_beside_kiln(target, tmp_path, capsys):
+    """Built tflite graphs: conv, depthwise, fully connected, pooling, add and softmax each
+    become one counted CMSIS-NN call, matched to Kiln's kernel by node name."""
+    test_firmware.require_tools()
+    root = cmsis_nn_root()
+    from tests.codegen.test_int8_kernels import _binary, _fully_connected
+
+    models = {"conv": _conv_tflite(False, 2, 1, 3), "depthwise": _conv_tflite(True, 1, 0, 1),
+              "fc": _fully_connected(False, 0, rows=2), "add": _binary("ADD", (1, 4, 5, 6), 1)}
+    functions = {"conv": "arm_convolve_wrapper_s8", "depthwise": "arm_depthwise_conv_wrapper_s8",
+                 "fc": "arm_fully_connected_s8", "add": "arm_elementwise_add_s8"}
+    for name, data in models.items():
+        model = tmp_path / f"{name}.tflite"
+        model.write_bytes(data)
+        result = bench_target(model, target, cmsis_root=root)
+        assert [layer.function for layer in result.peer.layers] == [functions[name]]
+        assert result.peer.uncovered == [] and result.peer.code_bytes > 0
+        (row,) = result.rows()
+        assert row[3] == result.peer.total > 0 and row[2] > 0
+    assert main(["bench", str(tmp_path / "conv.tflite"), "--target", target,
+                 "--cmsis-nn", str(root)]) == 0
+    assert "kiln/cmsis-nn" in capsys.readouterr().out
+
+
+def test_a_missing_cmsis_nn_tree_is_a_clear_error(tmp_path, capsys):
+    test_firmware.require_tools()
+    model = tmp_path / "conv.tflite"
+    model.write_bytes(_conv_tflite(False, 2, 1, 3))
+    assert main(["bench", str(model), "--target", "cortex-m7", "--cmsis-nn",
+                 str(tmp_path)]) == 2
+    assert "not a CMSIS-NN source tree" in capsys.readouterr().err
+
+
+# CMSIS-NN -O3 inside its kernel calls, as the int8 issue states them (M instructions).
+CMSIS_NN_FIGURES = {("kws_ref_model", "cortex-m7"): 7.8, ("kws_ref_model", "cortex-m55"): 1.8,
+                    ("ad01_int8", "cortex-m7"): 0.58, ("ad01_int8", "cortex-m55"): 0.15}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,target", sorted(CMSIS_NN_FIGURES))
+def test_the_cmsis_nn_peer_executes_the_published_counts(name, target, tmp_path):
+    """The peer is built and called as TFLite Micro does: its counts match the known ones."""
+    test_firmware.require_tools()
+    from compiler.driver import compilation
+    from compiler.frontends.load import load_model
+
+    graph = compilation(load_model(shared_models() / "tflite" / f"{name}.tflite")).prepared
+    peer = cmsis_nn.count_peer(graph, target, tmp_path, cmsis_nn_root())
+    assert peer.uncovered == []
+    assert peer.total / 1e6 == pytest.approx(CMSIS_NN_FIGURES[name, target], rel=0.03)
