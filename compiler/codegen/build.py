@@ -188,7 +188,7 @@ class _Builder:
         Add), the kernel also takes the residual and writes the Add's output instead of the
         node's.
         """
-        emit, _ = lookup(node)
+        emit, _ = lookup(node, self.target)
         params, consts = self._arguments(node, add, weights)
         outputs = list(add.outputs) if add is not None else list(node.outputs)
         # Each runtime tensor has its own element type (a QuantizeLinear reads float and writes
@@ -266,7 +266,7 @@ class _Builder:
         steps = self._steps()
         prepared = []
         for node, _, _, _ in steps:
-            arrays = lookup(node)[1](node)
+            arrays = lookup(node, self.target)[1](node)
             prepared.append({i: (a, self.table.add(a)) for i, a in arrays.items()})
         self._placeholder()
         entry = ir.Function(self.module, ir.FunctionType(I32, [I8P, I8P, I8P]), self.name)

@@ -107,7 +107,7 @@ class KernelMap:
         """A module with only `step`'s kernel, exported so the optimizer keeps it."""
         builder = _Builder(self.graph, self.plan, target, NET_NAME, "external")
         node, add, _, _ = builder._steps()[step.index]
-        arrays = lookup(node)[1](node)
+        arrays = lookup(node, target)[1](node)
         weights = {i: (a, builder.table.add(a)) for i, a in arrays.items()}
         fn, _, _ = builder.kernel(node, step.index, add, weights)
         fn.linkage = ""  # external: an unused internal function would be deleted

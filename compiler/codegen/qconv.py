@@ -50,9 +50,14 @@ def qconv_weights(node: Node) -> dict[int, np.ndarray]:
     return arrays
 
 
-def _lanes(count: int) -> int:
-    """Output channels (or depthwise channels) per vector of accumulators: 32, 16 or 8."""
-    return next((w for w in (32, 16, 8) if count % w == 0), 0)
+def _lanes(count: int, target=None) -> int:
+    """Output channels (or depthwise channels) per vector of accumulators: 32, 16 or 8.
+
+    Helium has eight 128-bit registers: two of accumulators (8 lanes) leave room for the
+    operands; wider vectors would spill.
+    """
+    widths = (8, 4) if target is not None and target.int8_dot == "mve" else (32, 16, 8)
+    return next((w for w in widths if count % w == 0), 0)
 
 
 def emit_qconv(k: Kernel) -> None:
@@ -67,9 +72,9 @@ def emit_qconv(k: Kernel) -> None:
     channels = node.inputs[0].type.shape[3]
     out_c = node.output.type.shape[3]
     groups = int(node.attrs.get("group", 1))
-    if groups == 1 and _lanes(out_c):
+    if groups == 1 and _lanes(out_c, k.target):
         _emit_vector(k, depthwise=False)
-    elif groups == channels == out_c and _lanes(channels):
+    elif groups == channels == out_c and _lanes(channels, k.target):
         _emit_vector(k, depthwise=True)
     else:
         _emit_scalar(k)
@@ -86,7 +91,7 @@ def _emit_vector(k: Kernel, depthwise: bool) -> None:
     node, b = k.node, k.b
     batch, height, width, channels = node.inputs[0].type.shape
     _, out_h, out_w, out_c = node.output.type.shape
-    lanes = _lanes(out_c)
+    lanes = _lanes(out_c, k.target)
     cg = 1 if depthwise else channels
     vec = ir.VectorType(I32, lanes)
     w_ty = k.args[_WEIGHTS].type.pointee

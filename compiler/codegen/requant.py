@@ -73,8 +73,15 @@ def rint(k: Kernel, value: ir.Value) -> ir.Value:
 
 
 def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value) -> ir.Value:
-    """SaturatingRoundingDoublingHighMul of two int32 values (or vectors)."""
+    """SaturatingRoundingDoublingHighMul of two int32 values (or vectors).
+
+    On Helium a vector of four is one VQRDMULH: (2ab + 2**31) >> 32, saturated, which equals
+    gemmlowp's nudged, truncating form for every input (ties of either sign go up in both).
+    """
     b = k.b
+    if (isinstance(a.type, ir.VectorType) and a.type.count % 4 == 0 and k.target is not None
+            and k.target.int8_dot == "mve"):
+        return _mve_vqrdmulh(k, a, multiplier)
     wide = _like(a, I64)
     product = b.mul(b.sext(a, wide), b.sext(multiplier, wide))
     negative = b.icmp_signed("<", product, const(a, 0, I64))
@@ -88,6 +95,29 @@ def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value) -> ir.Value:
     overflow = b.and_(b.icmp_signed("==", a, const(a, -(1 << 31))),
                       b.icmp_signed("==", multiplier, const(a, -(1 << 31))))
     return b.select(overflow, const(a, (1 << 31) - 1), high)
+
+
+def _mve_vqrdmulh(k: Kernel, a: ir.Value, multiplier: ir.Value) -> ir.Value:
+    """VQRDMULH on each group of four lanes of two int32 vectors, joined again."""
+    b, count = k.b, a.type.count
+    quad = ir.VectorType(I32, 4)
+    module = k.fn.module
+    name = "llvm.arm.mve.vqrdmulh.v4i32"
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(quad, [quad, quad]),
+                                                 name)
+    if count == 4:
+        return b.call(fn, [a, multiplier])
+    parts = []
+    for start in range(0, count, 4):
+        pick = ir.Constant(ir.VectorType(I32, 4), list(range(start, start + 4)))
+        parts.append(b.call(fn, [b.shuffle_vector(a, a, pick),
+                                 b.shuffle_vector(multiplier, multiplier, pick)]))
+    while len(parts) > 1:
+        width = parts[0].type.count
+        join = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
+        parts = [b.shuffle_vector(parts[i], parts[i + 1], join)
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def rounding_divide_by_pot(k: Kernel, x: ir.Value, exponent: ir.Value) -> ir.Value:

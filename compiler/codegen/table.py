@@ -19,6 +19,7 @@ from compiler.codegen.pool import avg_divisors_any, emit_pool_any
 from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
 from compiler.codegen.qconcat import emit_qconcat, qconcat_tables
 from compiler.codegen.qconv import emit_qconv, qconv_weights
+from compiler.codegen.qconv_dot import dot_eligible, emit_qconv_dot, qconv_dot_weights
 from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
@@ -27,6 +28,7 @@ from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.slice import emit_slice, emit_split
+from compiler.codegen.targets import Target
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Node
 
@@ -105,8 +107,23 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
 }
 
 
-def lookup(node: Node) -> tuple[Callable[[Kernel], None], Prepare]:
-    """The emitter of `node`, or a KilnError naming the operator and element type."""
+# Kernels for what a target's instructions do best, tried before the table: (operator,
+# whether the node and target suit it, emitter, weight preparer).
+SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Kernel], None],
+                        Prepare]] = [
+    ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
+]
+
+
+def lookup(node: Node, target: Target | None = None
+           ) -> tuple[Callable[[Kernel], None], Prepare]:
+    """The emitter of `node` on `target`, or a KilnError naming the operator and element type.
+
+    The weight arrangement goes with the emitter, so both come from one choice.
+    """
+    for op, suits, emit, prepare in SPECIALIZED:
+        if node.op == op and suits(node, target):
+            return emit, prepare
     dtype = node.output.type.dtype
     try:
         return EMITTERS[(node.op, dtype)]

@@ -23,6 +23,8 @@ class Target:
         vector_bits: Widest useful SIMD register, a hint for kernel shaping (0: scalar).
         mcu: True for bare-metal microcontrollers (weights stay in flash, no libc assumed).
         registers: Floating-point (vector) registers kernels may keep accumulators in.
+        int8_dot: The int8 dot-product instructions kernels can target: "mve" (Helium's
+            VMLADAV), "dsp" (SMLAD on pairs of 16-bit values), "vnni" (VPDPBUSD), or "".
     """
 
     name: str
@@ -33,6 +35,7 @@ class Target:
     vector_bits: int = 0
     mcu: bool = False
     registers: int = 16
+    int8_dot: str = ""
 
     @property
     def alignment(self) -> int:
@@ -69,8 +72,9 @@ def _host() -> Target:
     if "+avx512f" in features.split(","):
         # Some AVX-512 CPUs are tuned to prefer 256-bit vectors, which would split every
         # 16-lane accumulator in two; the kernels are shaped for the full register file.
+        vnni = "vnni" if "+avx512vnni" in features.split(",") else ""
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                      features + ",-prefer-256-bit", "hard", 512, registers=32)
+                      features + ",-prefer-256-bit", "hard", 512, registers=32, int8_dot=vnni)
     return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
                   "hard", 256)
 
@@ -80,13 +84,13 @@ _TARGETS = (
     Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True),
     Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True),
     Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True,
-           registers=32),
+           registers=32, int8_dot="dsp"),
     Target("cortex-m7", "thumbv7em-none-eabihf", "cortex-m7", "+fp-armv8d16sp,-fp64", "hard", 0,
-           True, registers=32),
+           True, registers=32, int8_dot="dsp"),
     Target("cortex-m33", "thumbv8m.main-none-eabihf", "cortex-m33", "+fp-armv8d16sp,-fp64",
-           "hard", 0, True, registers=32),
+           "hard", 0, True, registers=32, int8_dot="dsp"),
     Target("cortex-m55", "thumbv8.1m.main-none-eabihf", "cortex-m55", "+mve.fp", "hard", 128,
-           True, registers=8),
+           True, registers=8, int8_dot="mve"),
     Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128,
            registers=32),
     Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True),
