@@ -41,9 +41,19 @@ def _params(k: Kernel):
     return (np.float32(sa), int(za), np.float32(sb), int(zb), np.float32(sc), int(zc))
 
 
-def _multiplier(real: float) -> tuple[ir.Constant, ir.Constant]:
+def _multiplier(real: float) -> tuple[int, int]:
     q, shift = quantize_multiplier(np.array([real]))
-    return I32(int(q[0])), I32(int(shift[0]))
+    return int(q[0]), int(shift[0])
+
+
+def _vector_lanes(k: Kernel) -> int:
+    """int32 lanes of the same-shape vector loop (0: scalar code). Helium: one register."""
+    target = k.target
+    if target is None:
+        return 0
+    if target.int8_dot == "mve":
+        return 4
+    return target.vector_bits // 32 if not target.mcu else 0
 
 
 def emit_qbinary(k: Kernel) -> None:
@@ -56,6 +66,14 @@ def emit_qbinary(k: Kernel) -> None:
     rule = node.attrs.get("requant", "onnx")
     a_strides = _broadcast_strides(node.inputs[0].type.shape, out)
     b_strides = _broadcast_strides(node.inputs[3].type.shape, out)
+    lanes = _vector_lanes(k)
+    while lanes > 4 and node.output.type.numel % lanes:
+        lanes //= 2
+    same = node.inputs[0].type.shape == node.inputs[3].type.shape == node.output.type.shape
+    if (same and lanes and node.output.type.numel % lanes == 0 and node.op != "QLinearMul"
+            and (rule == "tflite" or node.op == "QLinearSub")):
+        _emit_add_tflite_vector(k, lanes, (sa, za, sb, zb, sc, zc), low, high)
+        return
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in out]
         x = widen(k.load(k.args[0], k.index(*zip(idx, a_strides))), I32)
@@ -72,17 +90,39 @@ def emit_qbinary(k: Kernel) -> None:
 
 
 def _add_tflite(k: Kernel, x, y, params, sign: int) -> ir.Value:
-    """TFLite Micro's ADD / SUB: left shift 20, two rescales, sum, rescale, + zero point."""
+    """TFLite Micro's ADD / SUB: left shift 20, two rescales, sum, rescale, + zero point.
+
+    `x` and `y` are int32 scalars or vectors alike.
+    """
     sa, za, sb, zb, sc, zc = params
-    b = k.b
+    b, c = k.b, requant.const
     twice_max = 2.0 * max(float(sa), float(sb))
     m_a, s_a = _multiplier(float(sa) / twice_max)
     m_b, s_b = _multiplier(float(sb) / twice_max)
     m_c, s_c = _multiplier(twice_max / ((1 << 20) * float(sc)))
-    left = requant.mbqm(k, b.shl(b.sub(x, I32(za)), I32(20)), m_a, s_a)
-    right = requant.mbqm(k, b.shl(b.sub(y, I32(zb)), I32(20)), m_b, s_b)
+    left = requant.mbqm(k, b.shl(b.sub(x, c(x, za)), c(x, 20)), c(x, m_a), c(x, s_a))
+    right = requant.mbqm(k, b.shl(b.sub(y, c(x, zb)), c(x, 20)), c(x, m_b), c(x, s_b))
     total = b.add(left, right) if sign > 0 else b.sub(left, right)
-    return b.add(requant.mbqm(k, total, m_c, s_c), I32(zc))
+    return b.add(requant.mbqm(k, total, c(x, m_c), c(x, s_c)), c(x, zc))
+
+
+def _emit_add_tflite_vector(k: Kernel, lanes: int, params, low: int, high: int) -> None:
+    """Same-shape ADD / SUB under TFLite Micro's rule, `lanes` elements at a time."""
+    node, b = k.node, k.b
+    bytes_ty, ints = ir.VectorType(I8, lanes), ir.VectorType(I32, lanes)
+    widen = b.sext if node.output.type.dtype == "int8" else b.zext
+
+    def load(ptr, index):
+        return b.load(b.bitcast(b.gep(ptr, [index], inbounds=True), ir.PointerType(bytes_ty)),
+                      align=1)
+
+    with k.loop(node.output.type.numel // lanes) as i:
+        at = k.index((i, lanes))
+        x, y = widen(load(k.args[0], at), ints), widen(load(k.args[3], at), ints)
+        value = requant.clamp(k, _add_tflite(k, x, y, params,
+                                             -1 if node.op == "QLinearSub" else 1), low, high)
+        ptr = b.bitcast(b.gep(k.outs[0], [at], inbounds=True), ir.PointerType(bytes_ty))
+        b.store(b.trunc(value, bytes_ty), ptr, align=1)
 
 
 def _f32(value) -> ir.Constant:
@@ -124,7 +164,7 @@ def _mul(k: Kernel, x, y, params, rule: str) -> ir.Value:
     product = b.mul(b.sub(x, I32(za)), b.sub(y, I32(zb)))
     if rule == "tflite":
         m, s = _multiplier(float(sa) * float(sb) / float(sc))
-        return b.add(requant.mbqm(k, product, m, s), I32(zc))
+        return b.add(requant.mbqm(k, product, I32(m), I32(s)), I32(zc))
     ratio = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sc))
     value = b.fadd(b.fmul(b.sitofp(product, F32), _f32(ratio)), _f32(zc))
     return _rint_to_int(k, value)

@@ -1,13 +1,15 @@
 """8-bit convolution as dot products over the input depth, for cores with int8 dot products.
 
-With the weights arranged [O, KH, KW, C], one output channel's filter at one tap and one input
-pixel's channels are both contiguous, so the sum over C is a dot product of two int8 vectors,
-which Helium (MVE) executes as one VMLADAV per 16 products. The input zero point leaves the
-loop: for each tap, -x_zero_point * sum_c w[o, tap, c] is a precomputed int32 added when the
-tap is inside the image (a tap in the padding adds nothing, as everywhere else). A block of
-output channels shares each input load, and their accumulators are requantized as one vector.
-Used for symmetric int8 weights (zero point 0) and a depth that is a multiple of 8; other
-convolutions take `qconv`'s kernels.
+With the weights arranged by output channel, tap and input channel, one output channel's filter
+at one tap and one input pixel's channels are both contiguous, so the sum over C is a dot
+product of two int8 vectors, which Helium (MVE) executes as one VMLADAV per 16 products. The
+input zero point leaves the loop: the accumulators start from the bias minus x_zero_point times
+the sum of the weights of the taps inside the image (a tap in the padding adds nothing, as
+everywhere else). Which taps are inside depends only on the pixel's border class, (rows cut at
+the top or bottom, columns cut at either side), so that start is a small compile-time table per
+class and channel. A block of output channels shares each input load, and their accumulators are
+requantized as one vector. Used for symmetric int8 weights (zero point 0) and a depth that is a
+multiple of 8; other convolutions take `qconv`'s kernels.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from llvmlite import ir
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input
 from compiler.codegen.targets import Target
-from compiler.codegen.window import window
+from compiler.codegen.window import spatial, window
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES
 
-_WEIGHTS, _BIAS, _TAP_SUMS = 3, 8, 13
+_WEIGHTS, _STARTS, _ROW_CLASS, _COLUMN_CLASS = 3, 13, 14, 15
 _BLOCK = 4  # output channels sharing each input load
 I8 = ir.IntType(8)
 
@@ -44,17 +46,44 @@ def dot_eligible(node: Node, target: Target | None) -> bool:
     return channels % 8 == 0 and out_c % _BLOCK == 0
 
 
+def _classes(out: int, stride: int, dilation: int, pad: int, kernel: int, size: int
+             ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Per output row (or column): its class; per class: which kernel taps are inside."""
+    masks, classes = [], []
+    for o in range(out):
+        inside = np.array([0 <= o * stride - pad + t * dilation < size for t in range(kernel)])
+        match = next((i for i, m in enumerate(masks) if np.array_equal(m, inside)), None)
+        if match is None:
+            masks.append(inside)
+            match = len(masks) - 1
+        classes.append(match)
+    return np.array(classes, np.int32), masks
+
+
 def qconv_dot_weights(node: Node) -> dict[int, np.ndarray]:
-    """Weights [O, KH, KW, C], the bias, per-tap zero-point sums and the rule's data."""
+    """The arranged weights, the accumulator starts per border class, the rule's data.
+
+    Weights are [O/B, KH, KW, B, C]: a block's rows of one tap side by side, so one pointer
+    with constant offsets reads them.
+    """
     w = np.asarray(node.inputs[3].data, np.int64)
-    out_c = w.shape[0]
+    out_c, _, kh_n, kw_n = w.shape
     zx = int(_first(node.inputs[2].data))
     bias_value = node.inputs[8] if len(node.inputs) > 8 else None
-    bias = np.zeros(out_c, np.int32) if bias_value is None else np.asarray(bias_value.data,
-                                                                            np.int32)
-    arrays = {_WEIGHTS: np.ascontiguousarray(w.transpose(0, 2, 3, 1)).astype(np.int8),
-              _BIAS: bias,
-              _TAP_SUMS: (-zx * w.sum(axis=1)).reshape(out_c, -1).astype(np.int32)}
+    bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
+                                                                            np.int64)
+    _, strides, dilations, pads = spatial(node)
+    _, height, width, _ = node.inputs[0].type.shape
+    _, out_h, out_w, _ = node.output.type.shape
+    rows, row_masks = _classes(out_h, strides[0], dilations[0], pads[0], kh_n, height)
+    columns, column_masks = _classes(out_w, strides[1], dilations[1], pads[1], kw_n, width)
+    tap_sums = w.sum(axis=1)  # [O, KH, KW]
+    starts = np.array([[bias - zx * tap_sums[:, rm][:, :, cm].sum(axis=(1, 2))
+                        for cm in column_masks] for rm in row_masks])
+    blocked = w.reshape(out_c // _BLOCK, _BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
+    arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
+              _STARTS: starts.reshape(-1).astype(np.int32), _ROW_CLASS: rows,
+              _COLUMN_CLASS: columns}
     arrays.update(requant.channel_arrays(node, np.float32(_first(node.inputs[1].data)),
                                          node.inputs[4].data,
                                          np.float32(_first(node.inputs[6].data)), out_c))
@@ -90,56 +119,76 @@ def _load(k: Kernel, ptr: ir.Value, index: ir.Value, lanes: int, element: ir.Typ
     return b.load(cast, align=1)
 
 
+def _chunks(channels: int) -> list[tuple[int, int]]:
+    """(start, lanes) of the dot products covering one pixel's channels: 16s, then one 8."""
+    chunks = [(c, 16) for c in range(0, channels - channels % 16, 16)]
+    if channels % 16:
+        chunks.append((channels - 8, 8))
+    return chunks
+
+
+def _border_classes(node: Node) -> int:
+    """How many column border classes the convolution's output has."""
+    _, strides, dilations, pads = spatial(node)
+    out_w, width = node.output.type.shape[2], node.inputs[0].type.shape[2]
+    return len(_classes(out_w, strides[1], dilations[1], pads[1], node.inputs[3].type.shape[3],
+                        width)[1])
+
+
 def emit_qconv_dot(k: Kernel) -> None:
     """Per output pixel and block of output channels: the taps' dot products, requantized."""
     node, b = k.node, k.b
     batch, height, width, channels = node.inputs[0].type.shape
     _, out_h, out_w, out_c = node.output.type.shape
-    kh_n, kw_n = node.inputs[3].type.shape[2:]
-    taps = kh_n * kw_n
+    kw_n = node.inputs[3].type.shape[3]
+    taps = node.inputs[3].type.shape[2] * kw_n
+    column_classes = _border_classes(node)
+    accs = [k.alloca(I32) for _ in range(_BLOCK)]
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+        border = k.index((k.load(k.args[_ROW_CLASS], oh), column_classes * out_c),
+                         (k.load(k.args[_COLUMN_CLASS], ow), out_c))
+        pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
+        with k.loop(out_c // _BLOCK) as ob:
+            oc0 = k.index((ob, _BLOCK))
+            for j, slot in enumerate(accs):
+                b.store(k.load(k.args[_STARTS], b.add(border, b.add(oc0, I32(j)))), slot)
+            with window(k, node, oh, ow) as (ih, iw, kh, kw):
+                x_base = k.index((n, height * width * channels), (ih, width * channels),
+                                 (iw, channels))
+                tap = k.index((kh, kw_n), (kw, 1))
+                w_bases = [k.index((ob, _BLOCK * taps * channels), (tap, _BLOCK * channels),
+                                   base=j * channels) for j in range(_BLOCK)]
+                for start, lanes in _chunks(channels):
+                    xv = _widen(k, _load(k, k.args[0], b.add(x_base, I32(start)), lanes))
+                    for w_base, slot in zip(w_bases, accs):
+                        wv = _widen(k, _load(k, k.args[_WEIGHTS], b.add(w_base, I32(start)),
+                                             lanes))
+                        b.store(_mve_dot(k, b.load(slot), xv, wv), slot)
+            _store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0))
+
+
+def _widen(k: Kernel, vector: ir.Value) -> ir.Value:
+    """Eight int8 lanes widened to 16 bits (VMLADAVA.S16); sixteen stay bytes."""
+    if vector.type.count == 8:
+        return k.b.sext(vector, ir.VectorType(ir.IntType(16), 8))
+    return vector
+
+
+def _store_block(k: Kernel, accs: list[ir.Value], oc0: ir.Value, at: ir.Value) -> None:
+    """A block of accumulators requantized as one vector by the node's rule and stored."""
+    node, b = k.node, k.b
     zp = int(_first(constant_input(k, 7, "output zero point")))
     low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
-    chunks = [(c, 16) for c in range(0, channels - channels % 16, 16)]
-    if channels % 16:
-        chunks.append((channels - 8, 8))
-    accs = [k.alloca(I32) for _ in range(_BLOCK)]
-    block_vec = ir.VectorType(I32, _BLOCK)
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow, \
-            k.loop(out_c // _BLOCK) as ob:
-        oc0 = k.index((ob, _BLOCK))
-        for j, slot in enumerate(accs):
-            b.store(k.load(k.args[_BIAS], b.add(oc0, I32(j))), slot)
-        with window(k, node, oh, ow) as (ih, iw, kh, kw):
-            x_base = k.index((n, height * width * channels), (ih, width * channels),
-                             (iw, channels))
-            tap = k.index((kh, kw_n), (kw, 1))
-            w_bases = [k.index((ob, _BLOCK * taps * channels), (tap, channels),
-                               base=j * taps * channels) for j in range(_BLOCK)]
-            for j, slot in enumerate(accs):
-                extra = k.load(k.args[_TAP_SUMS], k.index((ob, _BLOCK * taps), (tap, 1),
-                                                          base=j * taps))
-                b.store(b.add(b.load(slot), extra), slot)
-            for start, lanes in chunks:
-                xv = _load(k, k.args[0], b.add(x_base, I32(start)), lanes)
-                if lanes == 8:  # eight bytes widened to 16 bits: VMLADAVA.S16
-                    xv = b.sext(xv, ir.VectorType(ir.IntType(16), 8))
-                for w_base, slot in zip(w_bases, accs):
-                    wv = _load(k, k.args[_WEIGHTS], b.add(w_base, I32(start)), lanes)
-                    if lanes == 8:
-                        wv = b.sext(wv, ir.VectorType(ir.IntType(16), 8))
-                    b.store(_mve_dot(k, b.load(slot), xv, wv), slot)
-        values = ir.Constant(block_vec, None)
-        for j, slot in enumerate(accs):
-            values = b.insert_element(values, b.load(slot), I32(j))
-        if node.attrs.get("requant", "onnx") == "tflite":
-            out = requant.tflite(k, values, _load(k, k.args[requant.MULTIPLIERS], oc0, _BLOCK,
-                                                  I32),
-                                 _load(k, k.args[requant.SHIFTS], oc0, _BLOCK, I32), zp, low,
-                                 high)
-        else:
-            out = requant.onnx(k, values, _load(k, k.args[requant.SCALES], oc0, _BLOCK,
-                                                ir.FloatType()), zp, low, high)
-        pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
-        ptr = b.bitcast(b.gep(k.outs[0], [b.add(pixel, oc0)], inbounds=True),
-                        ir.PointerType(ir.VectorType(I8, _BLOCK)))
-        b.store(b.trunc(out, ir.VectorType(I8, _BLOCK)), ptr, align=1)
+    count = len(accs)
+    values = ir.Constant(ir.VectorType(I32, count), None)
+    for j, acc in enumerate(accs):
+        values = b.insert_element(values, acc, I32(j))
+    if node.attrs.get("requant", "onnx") == "tflite":
+        out = requant.tflite(k, values, _load(k, k.args[requant.MULTIPLIERS], oc0, count, I32),
+                             _load(k, k.args[requant.SHIFTS], oc0, count, I32), zp, low, high)
+    else:
+        out = requant.onnx(k, values, _load(k, k.args[requant.SCALES], oc0, count,
+                                            ir.FloatType()), zp, low, high)
+    ptr = b.bitcast(b.gep(k.outs[0], [at], inbounds=True),
+                    ir.PointerType(ir.VectorType(I8, count)))
+    b.store(b.trunc(out, ir.VectorType(I8, count)), ptr, align=1)
