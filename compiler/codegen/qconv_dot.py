@@ -26,6 +26,9 @@ from compiler.quant.requant import RANGES
 
 _WEIGHTS, _STARTS, _ROW_CLASS, _COLUMN_CLASS = 3, 13, 14, 15
 _BLOCK = 4  # output channels sharing each input load
+# The depth a convolution needs a multiple of: Helium's dot products take 16 bytes (or 8
+# widened); SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes.
+_DEPTH_STEP = {"mve": 8, "dsp": 4}
 I8 = ir.IntType(8)
 
 
@@ -35,7 +38,8 @@ def _first(array, default=0):
 
 def dot_eligible(node: Node, target: Target | None) -> bool:
     """Whether this convolution runs as depth dot products on `target`."""
-    if target is None or target.int8_dot != "mve" or int(node.attrs.get("group", 1)) != 1:
+    if target is None or target.int8_dot not in _DEPTH_STEP or int(node.attrs.get("group",
+                                                                                    1)) != 1:
         return False
     if node.inputs[0].type.dtype != "int8" or node.inputs[3].type.dtype != "int8":
         return False
@@ -43,7 +47,7 @@ def dot_eligible(node: Node, target: Target | None) -> bool:
     if zw is not None and np.asarray(zw.data).any():
         return False
     channels, out_c = node.inputs[0].type.shape[3], node.output.type.shape[3]
-    return channels % 8 == 0 and out_c % _BLOCK == 0
+    return channels % _DEPTH_STEP[target.int8_dot] == 0 and out_c % _BLOCK == 0
 
 
 def _classes(out: int, stride: int, dilation: int, pad: int, kernel: int, size: int
@@ -60,11 +64,22 @@ def _classes(out: int, stride: int, dilation: int, pad: int, kernel: int, size: 
     return np.array(classes, np.int32), masks
 
 
-def qconv_dot_weights(node: Node) -> dict[int, np.ndarray]:
+def _dsp_pairs(blocked: np.ndarray) -> np.ndarray:
+    """Each four channels reordered 0, 2, 1, 3 and widened to int16.
+
+    Those are the two words SXTB16 makes of four input bytes, so SMLAD takes the weights as
+    stored, with nothing unpacked at run time (at twice the flash).
+    """
+    shape = blocked.shape
+    quads = blocked.reshape(*shape[:-1], shape[-1] // 4, 4)[..., [0, 2, 1, 3]]
+    return quads.reshape(shape).astype(np.int16)
+
+
+def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
     """The arranged weights, the accumulator starts per border class, the rule's data.
 
     Weights are [O/B, KH, KW, B, C]: a block's rows of one tap side by side, so one pointer
-    with constant offsets reads them.
+    with constant offsets reads them; on DSP cores as widened pairs (`_dsp_pairs`).
     """
     w = np.asarray(node.inputs[3].data, np.int64)
     out_c, _, kh_n, kw_n = w.shape
@@ -87,6 +102,8 @@ def qconv_dot_weights(node: Node) -> dict[int, np.ndarray]:
     arrays.update(requant.channel_arrays(node, np.float32(_first(node.inputs[1].data)),
                                          node.inputs[4].data,
                                          np.float32(_first(node.inputs[6].data)), out_c))
+    if target is not None and target.int8_dot == "dsp":
+        arrays[_WEIGHTS] = _dsp_pairs(arrays[_WEIGHTS])
     return arrays
 
 
@@ -158,13 +175,60 @@ def emit_qconv_dot(k: Kernel) -> None:
                 tap = k.index((kh, kw_n), (kw, 1))
                 w_bases = [k.index((ob, _BLOCK * taps * channels), (tap, _BLOCK * channels),
                                    base=j * channels) for j in range(_BLOCK)]
-                for start, lanes in _chunks(channels):
-                    xv = _widen(k, _load(k, k.args[0], b.add(x_base, I32(start)), lanes))
-                    for w_base, slot in zip(w_bases, accs):
-                        wv = _widen(k, _load(k, k.args[_WEIGHTS], b.add(w_base, I32(start)),
-                                             lanes))
-                        b.store(_mve_dot(k, b.load(slot), xv, wv), slot)
+                dot = _dsp_dots if k.target.int8_dot == "dsp" else _mve_dots
+                dot(k, x_base, w_bases, accs, channels)
             _store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0))
+
+
+def _mve_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
+    """Each accumulator plus the dot product of the pixel's channels with its filter row."""
+    b = k.b
+    for start, lanes in _chunks(channels):
+        xv = _widen(k, _load(k, k.args[0], b.add(x_base, I32(start)), lanes))
+        for w_base, slot in zip(w_bases, accs):
+            wv = _widen(k, _load(k, k.args[_WEIGHTS], b.add(w_base, I32(start)), lanes))
+            b.store(_mve_dot(k, b.load(slot), xv, wv), slot)
+
+
+def _arm(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
+    module = k.fn.module
+    fn = module.globals.get(f"llvm.arm.{name}") or ir.Function(
+        module, ir.FunctionType(I32, [I32] * len(args)), f"llvm.arm.{name}")
+    return k.b.call(fn, list(args))
+
+
+def _pairs(k: Kernel, word: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Bytes 0 and 2, and bytes 1 and 3, of a word as two pairs of int16 (two SXTB16)."""
+    b = k.b
+    rotated = b.or_(b.lshr(word, I32(8)), b.shl(word, I32(24)))
+    return _arm(k, "sxtb16", word), _arm(k, "sxtb16", rotated)
+
+
+def _dsp_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
+    """The same dot products with the DSP extension.
+
+    Per word of four input channels: its pairs unpacked once (two SXTB16), then for each
+    filter two words of prepared int16 pairs and two SMLAD. Two words per trip when the depth
+    allows.
+    """
+    b = k.b
+    word = ir.PointerType(I32)
+    x_words = b.bitcast(b.gep(k.args[0], [x_base], inbounds=True), word)
+    w_pairs = [b.bitcast(b.gep(k.args[_WEIGHTS], [base], inbounds=True),
+                         ir.PointerType(ir.IntType(64))) for base in w_bases]
+    words = channels // 4
+    unroll = 2 if words % 2 == 0 else 1
+    with k.loop(words // unroll) as trip:
+        for u in range(unroll):
+            i = k.index((trip, unroll), base=u)
+            x_even, x_odd = _pairs(k, b.load(b.gep(x_words, [i], inbounds=True), align=1))
+            for w_ptr, slot in zip(w_pairs, accs):
+                # Both words of the pair in one 64-bit load (an LDRD).
+                pair = b.load(b.gep(w_ptr, [i], inbounds=True), align=4)
+                w_even = b.trunc(pair, I32)
+                w_odd = b.trunc(b.lshr(pair, ir.IntType(64)(32)), I32)
+                acc = _arm(k, "smlad", x_even, w_even, b.load(slot))
+                b.store(_arm(k, "smlad", x_odd, w_odd, acc), slot)
 
 
 def _widen(k: Kernel, vector: ir.Value) -> ir.Value:

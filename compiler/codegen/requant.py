@@ -72,11 +72,16 @@ def rint(k: Kernel, value: ir.Value) -> ir.Value:
     return k.b.call(fn, [value])
 
 
-def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value) -> ir.Value:
+def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value, multiplier_safe: bool = False
+          ) -> ir.Value:
     """SaturatingRoundingDoublingHighMul of two int32 values (or vectors).
 
-    On Helium a vector of four is one VQRDMULH: (2ab + 2**31) >> 32, saturated, which equals
-    gemmlowp's nudged, truncating form for every input (ties of either sign go up in both).
+    gemmlowp adds a nudge of 2**30 (1 - 2**30 when the product is negative) and divides by
+    2**31 truncating toward zero; for every product that equals (ab + 2**30) >> 31 with an
+    arithmetic (flooring) shift, since both round ties up and everything else to the nearest.
+    The only saturating case is a = b = INT32_MIN; `multiplier_safe` says the multiplier is
+    never INT32_MIN (QuantizeMultiplier's are in [2**30, 2**31) or 0) and drops that check.
+    On Helium a vector of four is one VQRDMULH: (2ab + 2**31) >> 32, saturated: the same value.
     """
     b = k.b
     if (isinstance(a.type, ir.VectorType) and a.type.count % 4 == 0 and k.target is not None
@@ -84,14 +89,10 @@ def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value) -> ir.Value:
         return _mve_vqrdmulh(k, a, multiplier)
     wide = _like(a, I64)
     product = b.mul(b.sext(a, wide), b.sext(multiplier, wide))
-    negative = b.icmp_signed("<", product, const(a, 0, I64))
-    nudge = b.select(negative, const(a, 1 - (1 << 30), I64), const(a, 1 << 30, I64))
-    total = b.add(product, nudge)
-    # C's division by 2**31 truncates toward zero: a shift after adding 2**31 - 1 if negative
-    # (no 64-bit division call on a 32-bit core).
-    bias = b.select(b.icmp_signed("<", total, const(a, 0, I64)), const(a, (1 << 31) - 1, I64),
-                    const(a, 0, I64))
-    high = b.trunc(b.ashr(b.add(total, bias), const(a, 31, I64)), _like(a, I32))
+    high = b.trunc(b.ashr(b.add(product, const(a, 1 << 30, I64)), const(a, 31, I64)),
+                   _like(a, I32))
+    if multiplier_safe:
+        return high
     overflow = b.and_(b.icmp_signed("==", a, const(a, -(1 << 31))),
                       b.icmp_signed("==", multiplier, const(a, -(1 << 31))))
     return b.select(overflow, const(a, (1 << 31) - 1), high)
@@ -137,7 +138,7 @@ def mbqm(k: Kernel, x: ir.Value, multiplier: ir.Value, shift: ir.Value) -> ir.Va
     zero = const(x, 0)
     left = _select_max(k, shift, zero)
     right = _select_max(k, b.sub(zero, shift), zero)
-    return rounding_divide_by_pot(k, srdhm(k, b.shl(x, left), multiplier), right)
+    return rounding_divide_by_pot(k, srdhm(k, b.shl(x, left), multiplier, True), right)
 
 
 def clamp(k: Kernel, value: ir.Value, low: int, high: int) -> ir.Value:

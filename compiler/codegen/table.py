@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -108,9 +109,9 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
 
 
 # Kernels for what a target's instructions do best, tried before the table: (operator,
-# whether the node and target suit it, emitter, weight preparer).
+# whether the node and target suit it, emitter, weight preparer taking the target too).
 SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Kernel], None],
-                        Prepare]] = [
+                        Callable[..., dict[int, np.ndarray]]]] = [
     ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
 ]
 
@@ -123,7 +124,7 @@ def lookup(node: Node, target: Target | None = None
     """
     for op, suits, emit, prepare in SPECIALIZED:
         if node.op == op and suits(node, target):
-            return emit, prepare
+            return emit, functools.partial(prepare, target=target)
     dtype = node.output.type.dtype
     try:
         return EMITTERS[(node.op, dtype)]
