@@ -23,6 +23,11 @@ from compiler.codegen.qconv import emit_qconv, qconv_weights
 from compiler.codegen.qconv_dot import dot_eligible, emit_qconv_dot, qconv_dot_weights
 from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
+from compiler.codegen.qfully_connected_dot import (
+    emit_qgemm_dot,
+    fc_dot_eligible,
+    qgemm_dot_weights,
+)
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
@@ -113,6 +118,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
 SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Kernel], None],
                         Callable[..., dict[int, np.ndarray]]]] = [
     ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
+    ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),
 ]
 
 

@@ -1,0 +1,161 @@
+"""int8 dot products over a contiguous depth, as each core's instructions do them best.
+
+The convolution and fully connected kernels built on this module hold a block of output
+channels' int32 accumulators and add to each the dot product of an input run (one pixel's
+channels, or one row's features) with that channel's weight run, both contiguous:
+- Helium (MVE): one VMLADAVA per 16 int8 products (8 products widened to 16 bits for a
+  remainder of 8), through the intrinsic.
+- DSP (Cortex-M4/M7/M33): per word of four input bytes, two SXTB16 make its (0, 2) and (1, 3)
+  int16 pairs once for the block; weights are stored as the matching int16 pairs
+  (`dsp_pairs`), so each channel takes one 64-bit load and two SMLAD per four products.
+The accumulators of a block are then requantized together as one vector.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen import requant
+from compiler.codegen.kernel import I32, Kernel
+from compiler.quant.requant import RANGES
+
+WEIGHTS = 3  # the weight slot: QLinearConv's and QGemm's weights both come fourth
+BLOCK = 4  # output channels sharing each input load
+# The depth a kernel needs a multiple of: Helium's dot products take 16 bytes (or 8 widened);
+# SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes.
+DEPTH_STEP = {"mve": 8, "dsp": 4}
+I8 = ir.IntType(8)
+
+
+def dsp_pairs(blocked: np.ndarray) -> np.ndarray:
+    """Each four channels reordered 0, 2, 1, 3 and widened to int16.
+
+    Those are the two words SXTB16 makes of four input bytes, so SMLAD takes the weights as
+    stored, with nothing unpacked at run time (at twice the flash).
+    """
+    shape = blocked.shape
+    quads = blocked.reshape(*shape[:-1], shape[-1] // 4, 4)[..., [0, 2, 1, 3]]
+    return quads.reshape(shape).astype(np.int16)
+
+
+
+
+def _mve_dot(k: Kernel, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:
+    """The accumulator plus the dot product of two vectors: one VMLADAVA.
+
+    Sixteen int8 lanes, or eight widened to 16 bits; Helium's intrinsic, since the generic
+    reduce-of-products form loses the instruction when x is shared between channels.
+    """
+    ty = x.type
+    name = f"llvm.arm.mve.vmldava.v{ty.count}i{ty.element.width}"
+    module = k.fn.module
+    fn = module.globals.get(name) or ir.Function(
+        module, ir.FunctionType(I32, [I32, I32, I32, I32, ty, ty]), name)
+    return k.b.call(fn, [I32(0), I32(0), I32(0), acc, x, w])
+
+
+def load_vector(k: Kernel, ptr: ir.Value, index: ir.Value, lanes: int, element: ir.Type = I8
+                ) -> ir.Value:
+    """ptr[index : index + lanes] as one vector (no alignment assumed)."""
+    b = k.b
+    cast = b.bitcast(b.gep(ptr, [index], inbounds=True),
+                     ir.PointerType(ir.VectorType(element, lanes)))
+    return b.load(cast, align=1)
+
+
+def _chunks(channels: int) -> list[tuple[int, int]]:
+    """(start, lanes) of the dot products covering one pixel's channels: 16s, then one 8."""
+    chunks = [(c, 16) for c in range(0, channels - channels % 16, 16)]
+    if channels % 16:
+        chunks.append((channels - 8, 8))
+    return chunks
+
+
+def mve_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
+    """Each accumulator plus the dot product of the pixel's channels with its filter row."""
+    b = k.b
+    for start, lanes in _chunks(channels):
+        xv = _widen(k, load_vector(k, k.args[0], b.add(x_base, I32(start)), lanes))
+        for w_base, slot in zip(w_bases, accs):
+            wv = _widen(k, load_vector(k, k.args[WEIGHTS], b.add(w_base, I32(start)),
+                                       lanes))
+            b.store(_mve_dot(k, b.load(slot), xv, wv), slot)
+
+
+def _arm(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
+    module = k.fn.module
+    fn = module.globals.get(f"llvm.arm.{name}") or ir.Function(
+        module, ir.FunctionType(I32, [I32] * len(args)), f"llvm.arm.{name}")
+    return k.b.call(fn, list(args))
+
+
+def _pairs(k: Kernel, word: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Bytes 0 and 2, and bytes 1 and 3, of a word as two pairs of int16 (two SXTB16)."""
+    b = k.b
+    rotated = b.or_(b.lshr(word, I32(8)), b.shl(word, I32(24)))
+    return _arm(k, "sxtb16", word), _arm(k, "sxtb16", rotated)
+
+
+def dsp_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
+    """The same dot products with the DSP extension.
+
+    Per word of four input channels: its pairs unpacked once (two SXTB16), then for each
+    filter two words of prepared int16 pairs and two SMLAD. Two words per trip when the depth
+    allows.
+    """
+    b = k.b
+    word = ir.PointerType(I32)
+    x_words = b.bitcast(b.gep(k.args[0], [x_base], inbounds=True), word)
+    w_pairs = [b.bitcast(b.gep(k.args[WEIGHTS], [base], inbounds=True),
+                         ir.PointerType(ir.IntType(64))) for base in w_bases]
+    words = channels // 4
+    unroll = 2 if words % 2 == 0 else 1
+    with k.loop(words // unroll) as trip:
+        for u in range(unroll):
+            i = k.index((trip, unroll), base=u)
+            x_even, x_odd = _pairs(k, b.load(b.gep(x_words, [i], inbounds=True), align=1))
+            for w_ptr, slot in zip(w_pairs, accs):
+                # Both words of the pair in one 64-bit load (an LDRD).
+                pair = b.load(b.gep(w_ptr, [i], inbounds=True), align=4)
+                w_even = b.trunc(pair, I32)
+                w_odd = b.trunc(b.lshr(pair, ir.IntType(64)(32)), I32)
+                acc = _arm(k, "smlad", x_even, w_even, b.load(slot))
+                b.store(_arm(k, "smlad", x_odd, w_odd, acc), slot)
+
+
+def dots(k: Kernel, x_base, w_bases, accs, depth: int) -> None:
+    """Each accumulator slot plus the dot product of x[x_base:] with its weight run.
+
+    By the instructions of the kernel's target (`int8_dot`).
+    """
+    (dsp_dots if k.target.int8_dot == "dsp" else mve_dots)(k, x_base, w_bases, accs, depth)
+
+
+def _widen(k: Kernel, vector: ir.Value) -> ir.Value:
+    """Eight int8 lanes widened to 16 bits (VMLADAVA.S16); sixteen stay bytes."""
+    if vector.type.count == 8:
+        return k.b.sext(vector, ir.VectorType(ir.IntType(16), 8))
+    return vector
+
+
+def store_block(k: Kernel, accs: list[ir.Value], oc0: ir.Value, at: ir.Value, zp: int
+                ) -> None:
+    """A block of accumulators requantized as one vector by the node's rule and stored."""
+    node, b = k.node, k.b
+    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
+    count = len(accs)
+    values = ir.Constant(ir.VectorType(I32, count), None)
+    for j, acc in enumerate(accs):
+        values = b.insert_element(values, acc, I32(j))
+    if node.attrs.get("requant", "onnx") == "tflite":
+        out = requant.tflite(k, values,
+                             load_vector(k, k.args[requant.MULTIPLIERS], oc0, count, I32),
+                             load_vector(k, k.args[requant.SHIFTS], oc0, count, I32), zp, low,
+                             high)
+    else:
+        out = requant.onnx(k, values, load_vector(k, k.args[requant.SCALES], oc0, count,
+                                            ir.FloatType()), zp, low, high)
+    ptr = b.bitcast(b.gep(k.outs[0], [at], inbounds=True),
+                    ir.PointerType(ir.VectorType(I8, count)))
+    b.store(b.trunc(out, ir.VectorType(I8, count)), ptr, align=1)
