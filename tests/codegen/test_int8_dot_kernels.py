@@ -1,0 +1,97 @@
+"""The dot-product kernels of Cortex-M cores (Helium VMLADAVA, DSP SMLAD) give the
+interpreter's bytes, under QEMU, for the shapes that exercise them.
+
+Convolutions with padding cut windows at every border (the input zero point is folded per
+border class), strides, 1x1 and 3x3 filters, depths that are multiples of 16 and of 8 only,
+fused activations; fully connected layers of several depths. Each case runs a batch of two
+seeded inputs under both requantization rules on cortex-m7 (DSP) and cortex-m55 (Helium).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.codegen.table import lookup
+from compiler.codegen.targets import get_target
+from compiler.driver import compilation, compile_graph
+from compiler.frontends.load import load_model
+from compiler.interpreter import run
+from compiler.quant.requant import REQUANT_KEY
+from tests.codegen import firmware
+from tests.tflite.oracles import quantized
+from tests.tflite.writer import Model, Op, T, write
+
+SAME, VALID = 0, 1
+MACHINES = {"cortex-m7": "mps2-an500", "cortex-m55": "mps3-an547"}
+
+
+def _conv(cin: int, cout: int, kernel: int, stride: int, padding: int, activation: int
+          ) -> bytes:
+    rng = np.random.default_rng(cin * 100 + cout + kernel + stride)
+    h, w = 7, 6
+    if padding == SAME:
+        oh, ow = -(-h // stride), -(-w // stride)
+    else:
+        oh, ow = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+    ws = rng.uniform(0.005, 0.03, cout).tolist()
+    wshape = (cout, kernel, kernel, cin)
+    return write(Model(
+        [quantized("x", (2, h, w, cin), 0.04, 9),
+         T("w", wshape, "int8", rng.integers(-127, 128, wshape), scale=ws,
+           zero_point=[0] * cout, axis=0),
+         T("b", (cout,), "int32", rng.integers(-800, 800, cout),
+           scale=[0.04 * s for s in ws], zero_point=[0] * cout),
+         quantized("y", (2, oh, ow, cout), 0.05, -7)],
+        [Op("CONV_2D", [0, 1, 2], [3], ("Conv2DOptions", {
+            "Padding": padding, "StrideH": stride, "StrideW": stride,
+            "FusedActivationFunction": activation}))], [0], [3]))
+
+
+def _fully_connected(depth: int, units: int) -> bytes:
+    rng = np.random.default_rng(depth + units)
+    return write(Model(
+        [quantized("x", (2, depth), 0.05, -9),
+         T("w", (units, depth), "int8", rng.integers(-127, 128, (units, depth)),
+           scale=[0.01], zero_point=[0]),
+         T("b", (units,), "int32", rng.integers(-3000, 3000, units), scale=[0.0005],
+           zero_point=[0]),
+         quantized("y", (2, units), 0.04, 11)],
+        [Op("FULLY_CONNECTED", [0, 1, 2], [3], ("FullyConnectedOptions", {
+            "FusedActivationFunction": 1}))], [0], [3]))
+
+
+CASES = {
+    "conv3x3-same-c16": lambda: _conv(16, 8, 3, 1, SAME, 1),
+    "conv3x3-same-stride2-c24": lambda: _conv(24, 4, 3, 2, SAME, 3),
+    "conv3x3-valid-c8": lambda: _conv(8, 12, 3, 1, VALID, 0),
+    "conv1x1-c32": lambda: _conv(32, 8, 1, 1, VALID, 1),
+    "fc-64x12": lambda: _fully_connected(64, 12),
+    "fc-8x4": lambda: _fully_connected(8, 4),
+    "fc-24x8": lambda: _fully_connected(24, 8),
+}
+
+
+@pytest.mark.parametrize("target", sorted(MACHINES))
+@pytest.mark.parametrize("rule", ["tflite", "onnx"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dot_kernels_equal_the_interpreter_on_cortex_m(case, rule, target, tmp_path):
+    firmware.require_tools()
+    graph = load_model(CASES[case]())
+    graph.metadata[REQUANT_KEY] = rule
+    prepared = compilation(graph).prepared
+    core = get_target(target)
+    dot_node = next(n for n in prepared.nodes if n.op in ("QLinearConv", "QGemm"))
+    assert lookup(dot_node, core)[0].__name__.endswith("_dot")  # the case exercises it
+    net = compile_graph(prepared, core, name="net")
+    rng = np.random.default_rng(11)
+    feeds = {v.name: rng.integers(-128, 128, v.type.shape).astype(v.type.dtype)
+             for v in prepared.inputs}
+    elf = firmware.build(net, firmware.main_c(net, feeds), MACHINES[target], tmp_path)
+    stdout, _ = firmware.run(elf, MACHINES[target])
+    got = firmware.parse_outputs(net, stdout)
+    want = run(prepared, feeds)
+    for value in prepared.outputs:
+        differing = int(np.count_nonzero(got[value.name].astype(np.int64)
+                                         != want[value.name].astype(np.int64)))
+        assert differing == 0, f"{differing} of {want[value.name].size} elements differ"
