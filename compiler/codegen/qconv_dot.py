@@ -2,14 +2,11 @@
 
 With the weights arranged by output channel, tap and input channel, one output channel's filter
 at one tap and one input pixel's channels are both contiguous, so the sum over C is a dot
-product of two int8 vectors, which Helium (MVE) executes as one VMLADAV per 16 products. The
-input zero point leaves the loop: the accumulators start from the bias minus x_zero_point times
-the sum of the weights of the taps inside the image (a tap in the padding adds nothing, as
-everywhere else). Which taps are inside depends only on the pixel's border class, (rows cut at
-the top or bottom, columns cut at either side), so that start is a small compile-time table per
-class and channel. A block of output channels shares each input load, and their accumulators are
-requantized as one vector. Used for symmetric int8 weights (zero point 0) and a depth that is a
-multiple of 8; other convolutions take `qconv`'s kernels.
+product (`int8dot`: Helium VMLADAVA, or DSP SMLAD on prepared pairs). The input zero point
+leaves the loop through the accumulator starts of `borders`. A block of output channels shares
+each input load, and their accumulators are requantized as one vector. Used for symmetric int8
+weights (zero point 0) and a depth that is a multiple of the core's step; other convolutions
+take `qconv`'s kernels.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.codegen import requant
+from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import (
     BLOCK,
     DEPTH_STEP,
@@ -26,10 +24,10 @@ from compiler.codegen.int8dot import (
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input
 from compiler.codegen.targets import Target
-from compiler.codegen.window import spatial, window
+from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
-_WEIGHTS, _STARTS, _ROW_CLASS, _COLUMN_CLASS = 3, 13, 14, 15
+_WEIGHTS = 3
 
 
 def _first(array, default=0):
@@ -50,20 +48,6 @@ def dot_eligible(node: Node, target: Target | None) -> bool:
     return channels % DEPTH_STEP[target.int8_dot] == 0 and out_c % BLOCK == 0
 
 
-def _classes(out: int, stride: int, dilation: int, pad: int, kernel: int, size: int
-             ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Per output row (or column): its class; per class: which kernel taps are inside."""
-    masks, classes = [], []
-    for o in range(out):
-        inside = np.array([0 <= o * stride - pad + t * dilation < size for t in range(kernel)])
-        match = next((i for i, m in enumerate(masks) if np.array_equal(m, inside)), None)
-        if match is None:
-            masks.append(inside)
-            match = len(masks) - 1
-        classes.append(match)
-    return np.array(classes, np.int32), masks
-
-
 
 
 def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
@@ -78,18 +62,9 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     bias_value = node.inputs[8] if len(node.inputs) > 8 else None
     bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
                                                                             np.int64)
-    _, strides, dilations, pads = spatial(node)
-    _, height, width, _ = node.inputs[0].type.shape
-    _, out_h, out_w, _ = node.output.type.shape
-    rows, row_masks = _classes(out_h, strides[0], dilations[0], pads[0], kh_n, height)
-    columns, column_masks = _classes(out_w, strides[1], dilations[1], pads[1], kw_n, width)
-    tap_sums = w.sum(axis=1)  # [O, KH, KW]
-    starts = np.array([[bias - zx * tap_sums[:, rm][:, :, cm].sum(axis=(1, 2))
-                        for cm in column_masks] for rm in row_masks])
     blocked = w.reshape(out_c // BLOCK, BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
     arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
-              _STARTS: starts.reshape(-1).astype(np.int32), _ROW_CLASS: rows,
-              _COLUMN_CLASS: columns}
+              **border_starts(node, w.sum(axis=1), bias, zx)}
     arrays.update(requant.channel_arrays(node, np.float32(_first(node.inputs[1].data)),
                                          node.inputs[4].data,
                                          np.float32(_first(node.inputs[6].data)), out_c))
@@ -106,12 +81,6 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
 
 
 
-def _border_classes(node: Node) -> int:
-    """How many column border classes the convolution's output has."""
-    _, strides, dilations, pads = spatial(node)
-    out_w, width = node.output.type.shape[2], node.inputs[0].type.shape[2]
-    return len(_classes(out_w, strides[1], dilations[1], pads[1], node.inputs[3].type.shape[3],
-                        width)[1])
 
 
 def emit_qconv_dot(k: Kernel) -> None:
@@ -121,24 +90,25 @@ def emit_qconv_dot(k: Kernel) -> None:
     _, out_h, out_w, out_c = node.output.type.shape
     kw_n = node.inputs[3].type.shape[3]
     taps = node.inputs[3].type.shape[2] * kw_n
-    column_classes = _border_classes(node)
     zp = int(_first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(I32) for _ in range(BLOCK)]
     with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
-        border = k.index((k.load(k.args[_ROW_CLASS], oh), column_classes * out_c),
-                         (k.load(k.args[_COLUMN_CLASS], ow), out_c))
+        border = border_offset(k, oh, ow)
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(out_c // BLOCK) as ob:
             oc0 = k.index((ob, BLOCK))
             for j, slot in enumerate(accs):
-                b.store(k.load(k.args[_STARTS], b.add(border, b.add(oc0, I32(j)))), slot)
-            with window(k, node, oh, ow) as (ih, iw, kh, kw):
+                b.store(k.load(k.args[STARTS], b.add(border, b.add(oc0, I32(j)))), slot)
+
+            def tap(ih, iw, kh, kw, n=n, ob=ob):
                 x_base = k.index((n, height * width * channels), (ih, width * channels),
                                  (iw, channels))
-                tap = k.index((kh, kw_n), (kw, 1))
-                w_bases = [k.index((ob, BLOCK * taps * channels), (tap, BLOCK * channels),
+                at = k.index((kh, kw_n), (kw, 1))
+                w_bases = [k.index((ob, BLOCK * taps * channels), (at, BLOCK * channels),
                                    base=j * channels) for j in range(BLOCK)]
                 dots(k, x_base, w_bases, accs, channels)
+
+            each_tap(k, node, oh, ow, tap)
             store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0), zp)
 
 

@@ -21,6 +21,11 @@ from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
 from compiler.codegen.qconcat import emit_qconcat, qconcat_tables
 from compiler.codegen.qconv import emit_qconv, qconv_weights
 from compiler.codegen.qconv_dot import dot_eligible, emit_qconv_dot, qconv_dot_weights
+from compiler.codegen.qdepthwise_dot import (
+    depthwise_dot_eligible,
+    emit_qdepthwise_dot,
+    qdepthwise_dot_weights,
+)
 from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
 from compiler.codegen.qfully_connected_dot import (
@@ -118,6 +123,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
 SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Kernel], None],
                         Callable[..., dict[int, np.ndarray]]]] = [
     ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
+    ("QLinearConv", depthwise_dot_eligible, emit_qdepthwise_dot, qdepthwise_dot_weights),
     ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),
 ]
 

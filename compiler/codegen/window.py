@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from llvmlite import ir
@@ -59,6 +59,47 @@ def window(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value) -> Iterator[tuple]
             iw = k.index((ow, sw), (kw, dw), base=-pl)
             with inside(k, iw, width, check_w):
                 yield ih, iw, kh, kw
+
+
+def each_tap(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value,
+             body: Callable[[ir.Value, ir.Value, ir.Value, ir.Value], None]) -> None:
+    """Emit `body(ih, iw, kh, kw)` for every tap of output (oh, ow) inside the input.
+
+    When padding can cut windows, the body is emitted twice: once without any bounds check
+    for the pixels whose whole window is inside (most of them), once with the checks for the
+    border pixels; one test per pixel picks the copy.
+    """
+    (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, _, _) = spatial(node)
+    _, height, width, _ = node.inputs[0].type.shape
+    _, out_h, out_w, _ = node.output.type.shape
+    # Output rows (columns) whose window lies inside: lo <= o < hi.
+    lo_h, hi_h = -(-pt // sh), min(out_h, (height - 1 - (kh_n - 1) * dh + pt) // sh + 1)
+    lo_w, hi_w = -(-pl // sw), min(out_w, (width - 1 - (kw_n - 1) * dw + pl) // sw + 1)
+    if lo_h == 0 and hi_h >= out_h and lo_w == 0 and hi_w >= out_w:
+        _taps(k, node, oh, ow, body, checked=False)
+        return
+    b = k.b
+    if lo_h >= hi_h or lo_w >= hi_w:  # no pixel has its whole window inside
+        _taps(k, node, oh, ow, body, checked=True)
+        return
+    rows = b.icmp_unsigned("<", b.sub(oh, I32(lo_h)), I32(hi_h - lo_h))
+    columns = b.icmp_unsigned("<", b.sub(ow, I32(lo_w)), I32(hi_w - lo_w))
+    with b.if_else(b.and_(rows, columns)) as (interior, border):
+        with interior:
+            _taps(k, node, oh, ow, body, checked=False)
+        with border:
+            _taps(k, node, oh, ow, body, checked=True)
+
+
+def _taps(k: Kernel, node: Node, oh, ow, body, checked: bool) -> None:
+    (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, _, _) = spatial(node)
+    _, height, width, _ = node.inputs[0].type.shape
+    with k.loop(kh_n) as kh:
+        ih = k.index((oh, sh), (kh, dh), base=-pt)
+        with inside(k, ih, height, checked), k.loop(kw_n) as kw:
+            iw = k.index((ow, sw), (kw, dw), base=-pl)
+            with inside(k, iw, width, checked):
+                body(ih, iw, kh, kw)
 
 
 @contextmanager
