@@ -21,6 +21,14 @@ from compiler.codegen.kernel import I32, Kernel
 from compiler.quant.requant import RANGES
 
 WEIGHTS = 3  # the weight slot: QLinearConv's and QGemm's weights both come fourth
+
+
+def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: int,
+                   fully_connected: bool = False) -> dict[int, np.ndarray]:
+    """The per-channel requantization data `store_block` reads (split shifts where exact)."""
+    high = (node.attrs.get("output_range") or RANGES[node.output.type.dtype])[1]
+    return requant.channel_arrays(node, x_scale, w_scale, y_scale, channels, fully_connected,
+                                  split_for=(zero_point, high))
 BLOCK = 4  # output channels sharing each input load
 # The depth a kernel needs a multiple of: Helium's dot products take 16 bytes (or 8 widened);
 # SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes.
@@ -72,11 +80,11 @@ def _chunks(channels: int) -> list[tuple[int, int]]:
     return chunks
 
 
-def mve_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
-    """Each accumulator plus the dot product of the pixel's channels with its filter row."""
+def mve_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
+    """Each accumulator plus the dot product of x[x_base:] with its filter row."""
     b = k.b
     for start, lanes in _chunks(channels):
-        xv = _widen(k, load_vector(k, k.args[0], b.add(x_base, I32(start)), lanes))
+        xv = _widen(k, load_vector(k, x, b.add(x_base, I32(start)), lanes))
         for w_base, slot in zip(w_bases, accs):
             wv = _widen(k, load_vector(k, k.args[WEIGHTS], b.add(w_base, I32(start)),
                                        lanes))
@@ -97,7 +105,7 @@ def _pairs(k: Kernel, word: ir.Value) -> tuple[ir.Value, ir.Value]:
     return _arm(k, "sxtb16", word), _arm(k, "sxtb16", rotated)
 
 
-def dsp_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
+def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
     """The same dot products with the DSP extension.
 
     Per word of four input channels: its pairs unpacked once (two SXTB16), then for each
@@ -106,7 +114,7 @@ def dsp_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
     """
     b = k.b
     word = ir.PointerType(I32)
-    x_words = b.bitcast(b.gep(k.args[0], [x_base], inbounds=True), word)
+    x_words = b.bitcast(b.gep(x, [x_base], inbounds=True), word)
     w_pairs = [b.bitcast(b.gep(k.args[WEIGHTS], [base], inbounds=True),
                          ir.PointerType(ir.IntType(64))) for base in w_bases]
     words = channels // 4
@@ -124,12 +132,14 @@ def dsp_dots(k: Kernel, x_base, w_bases, accs, channels: int) -> None:
                 b.store(_arm(k, "smlad", x_odd, w_odd, acc), slot)
 
 
-def dots(k: Kernel, x_base, w_bases, accs, depth: int) -> None:
+def dots(k: Kernel, x_base, w_bases, accs, depth: int, x: ir.Value | None = None) -> None:
     """Each accumulator slot plus the dot product of x[x_base:] with its weight run.
 
-    By the instructions of the kernel's target (`int8_dot`).
+    By the instructions of the kernel's target (`int8_dot`); `x` is the node's input unless
+    given (a column buffer).
     """
-    (dsp_dots if k.target.int8_dot == "dsp" else mve_dots)(k, x_base, w_bases, accs, depth)
+    x = k.args[0] if x is None else x
+    (dsp_dots if k.target.int8_dot == "dsp" else mve_dots)(k, x, x_base, w_bases, accs, depth)
 
 
 def _widen(k: Kernel, vector: ir.Value) -> ir.Value:
@@ -148,7 +158,13 @@ def store_block(k: Kernel, accs: list[ir.Value], oc0: ir.Value, at: ir.Value, zp
     values = ir.Constant(ir.VectorType(I32, count), None)
     for j, acc in enumerate(accs):
         values = b.insert_element(values, acc, I32(j))
-    if node.attrs.get("requant", "onnx") == "tflite":
+    split = len(k.args) > requant.NEGATIVE_FIXES and k.args[requant.NEGATIVE_FIXES] is not None
+    if split:
+        tables = [load_vector(k, k.args[slot], oc0, count, I32)
+                  for slot in (requant.MULTIPLIERS, requant.LEFTS, requant.RIGHTS,
+                               requant.ROUNDS, requant.NEGATIVE_FIXES)]
+        out = requant.tflite_split(k, values, *tables, zp, low, high)
+    elif node.attrs.get("requant", "onnx") == "tflite":
         out = requant.tflite(k, values,
                              load_vector(k, k.args[requant.MULTIPLIERS], oc0, count, I32),
                              load_vector(k, k.args[requant.SHIFTS], oc0, count, I32), zp, low,

@@ -12,14 +12,15 @@ take `qconv`'s kernels.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 
-from compiler.codegen import requant
 from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import (
     BLOCK,
     DEPTH_STEP,
     dots,
     dsp_pairs,
+    requant_arrays,
     store_block,
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input
@@ -65,9 +66,9 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     blocked = w.reshape(out_c // BLOCK, BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
     arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(requant.channel_arrays(node, np.float32(_first(node.inputs[1].data)),
-                                         node.inputs[4].data,
-                                         np.float32(_first(node.inputs[6].data)), out_c))
+    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
+                                 out_c, int(_first(node.inputs[7].data))))
     if target is not None and target.int8_dot == "dsp":
         arrays[_WEIGHTS] = dsp_pairs(arrays[_WEIGHTS])
     return arrays
@@ -121,3 +122,95 @@ def emit_qconv_dot(k: Kernel) -> None:
 
 
 
+
+
+# -- shallow inputs: the window gathered into a column first --------------------------------
+
+_COLUMN_LIMIT = 1024  # bytes of one pixel's gathered window on the stack
+
+
+def _column_depth(node: Node, target: Target) -> int:
+    """The gathered window's length, KH * KW * C, rounded up to the core's step."""
+    kh_n, kw_n = node.inputs[3].type.shape[2:]
+    step = DEPTH_STEP[target.int8_dot]
+    return -(-kh_n * kw_n * node.inputs[0].type.shape[3] // step) * step
+
+
+def im2col_eligible(node: Node, target: Target | None) -> bool:
+    """Whether a convolution too shallow for depth dot products gathers its window instead.
+
+    C is not a multiple of the core's step (the first layer of an image model) and the
+    gathered window fits a small column.
+    """
+    if target is None or target.int8_dot not in DEPTH_STEP or dot_eligible(node, target):
+        return False
+    if int(node.attrs.get("group", 1)) != 1 or node.output.type.shape[3] % BLOCK:
+        return False
+    if node.inputs[0].type.dtype != "int8" or node.inputs[3].type.dtype != "int8":
+        return False
+    if node.inputs[5] is not None and np.asarray(node.inputs[5].data).any():
+        return False
+    return _column_depth(node, target) <= _COLUMN_LIMIT
+
+
+def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
+    """Filter rows [O, KH * KW * C], the accumulator starts, the rule's data.
+
+    Each row is padded with zeros to the column's length (pairs on DSP cores).
+    """
+    w = np.asarray(node.inputs[3].data, np.int64)
+    out_c = w.shape[0]
+    rows = np.zeros((out_c, _column_depth(node, target)), np.int8)
+    flat = w.transpose(0, 2, 3, 1).reshape(out_c, -1)
+    rows[:, :flat.shape[1]] = flat
+    zx = int(_first(node.inputs[2].data))
+    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
+    bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
+                                                                            np.int64)
+    arrays = {_WEIGHTS: dsp_pairs(rows) if target.int8_dot == "dsp" else rows,
+              **border_starts(node, w.sum(axis=1), bias, zx)}
+    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
+                                 out_c, int(_first(node.inputs[7].data))))
+    return arrays
+
+
+def emit_qconv_im2col(k: Kernel) -> None:
+    """Per output pixel: the window gathered into a column, then one dot product per channel.
+
+    A tap in the padding stays 0 in the zeroed column and adds nothing; each block of output
+    channels takes the dot products of the column with its filter rows.
+    """
+    node, b = k.node, k.b
+    batch, height, width, channels = node.inputs[0].type.shape
+    _, out_h, out_w, out_c = node.output.type.shape
+    kw_n = node.inputs[3].type.shape[3]
+    depth = _column_depth(node, k.target)
+    zp = int(_first(constant_input(k, 7, "output zero point")))
+    column = k.alloca(ir.ArrayType(ir.IntType(8), depth))
+    column.align = 16
+    base = b.gep(column, [I32(0), I32(0)], inbounds=True)
+    words = b.bitcast(base, ir.PointerType(I32))
+    accs = [k.alloca(I32) for _ in range(BLOCK)]
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+        for i in range(depth // 4):
+            b.store(I32(0), b.gep(words, [I32(i)], inbounds=True), align=4)
+
+        def gather(ih, iw, kh, kw, n=n):
+            x_at = k.index((n, height * width * channels), (ih, width * channels),
+                           (iw, channels))
+            to = k.index((kh, kw_n * channels), (kw, channels))
+            for c in range(channels):
+                value = k.load(k.args[0], b.add(x_at, I32(c)))
+                b.store(value, b.gep(base, [b.add(to, I32(c))], inbounds=True))
+
+        each_tap(k, node, oh, ow, gather)
+        border = border_offset(k, oh, ow)
+        pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
+        with k.loop(out_c // BLOCK) as ob:
+            oc0 = k.index((ob, BLOCK))
+            for j, slot in enumerate(accs):
+                b.store(k.load(k.args[STARTS], b.add(border, b.add(oc0, I32(j)))), slot)
+            w_bases = [k.index((ob, BLOCK * depth), base=j * depth) for j in range(BLOCK)]
+            dots(k, I32(0), w_bases, accs, depth, x=base)
+            store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0), zp)

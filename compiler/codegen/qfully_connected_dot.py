@@ -12,8 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.codegen import requant
-from compiler.codegen.int8dot import BLOCK, DEPTH_STEP, WEIGHTS, dots, dsp_pairs, store_block
+from compiler.codegen.int8dot import (
+    BLOCK,
+    DEPTH_STEP,
+    WEIGHTS,
+    dots,
+    dsp_pairs,
+    requant_arrays,
+    store_block,
+)
 from compiler.codegen.kernel import I32, Kernel, constant_input
 from compiler.codegen.targets import Target
 from compiler.ir.graph import Node
@@ -50,9 +57,10 @@ def qgemm_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     if target is not None and target.int8_dot == "dsp":
         stored = dsp_pairs(stored)
     arrays = {WEIGHTS: stored, _BIAS: folded.astype(np.int32)}
-    arrays.update(requant.channel_arrays(
+    arrays.update(requant_arrays(
         node, np.float32(_first(node.inputs[1].data)), node.inputs[4].data,
-        np.float32(_first(node.inputs[7].data)), outs, fully_connected=True))
+        np.float32(_first(node.inputs[7].data)), outs, int(_first(node.inputs[8].data)),
+        fully_connected=True))
     return arrays
 
 

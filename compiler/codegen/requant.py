@@ -19,24 +19,42 @@ from compiler.quant.requant import onnx_scale, tflite_multiplier
 
 # Weight slots of the per-channel requantization data, after a node's own inputs.
 MULTIPLIERS, SHIFTS, SCALES = 10, 11, 12
+# The tflite rule's shift split for `tflite_split`: left shift, right shift, rounding addend,
+# and whether the addend drops by one for a negative value.
+LEFTS, RIGHTS, ROUNDS, NEGATIVE_FIXES = 16, 17, 18, 19
 
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
 
 
 def channel_arrays(node, x_scale, w_scale, y_scale, channels: int,
-                   fully_connected: bool = False) -> dict[int, np.ndarray]:
+                   fully_connected: bool = False, split_for: tuple[int, int] | None = None
+                   ) -> dict[int, np.ndarray]:
     """The per-channel requantization data of the node's rule, by weight slot.
 
     The tflite rule's Q31 multipliers and shifts (a per-tensor fully connected layer forms
-    in * w in float first, as TFLite Micro does) or the onnx rule's float32 scales.
+    in * w in float first, as TFLite Micro does) or the onnx rule's float32 scales. With
+    `split_for` (the output zero point and upper clamp), also the split shifts of
+    `tflite_split` when they give exact results for this layer.
     """
     w_scale = np.asarray(w_scale, np.float32).reshape(-1)
     if node.attrs.get("requant", "onnx") == "tflite":
         multiplier, shift = tflite_multiplier(
             x_scale, w_scale, y_scale, product_in_float=fully_connected and w_scale.size == 1)
-        return {MULTIPLIERS: np.broadcast_to(multiplier, (channels,)).astype(np.int32),
-                SHIFTS: np.broadcast_to(shift, (channels,)).astype(np.int32)}
+        shift = np.broadcast_to(shift, (channels,)).astype(np.int64)
+        arrays = {MULTIPLIERS: np.broadcast_to(multiplier, (channels,)).astype(np.int32),
+                  SHIFTS: shift.astype(np.int32)}
+        right = np.maximum(-shift, 0)
+        # A saturated rounding addition is off by one only for values whose result is at
+        # least 2**(31 - right) - 1; the clamp hides that when it is above the output range.
+        if split_for is not None and np.all((1 << (31 - right)) - 1 + split_for[0]
+                                            >= split_for[1]):
+            arrays.update({LEFTS: np.maximum(shift, 0).astype(np.int32),
+                           RIGHTS: right.astype(np.int32),
+                           ROUNDS: np.where(right > 0, 1 << np.maximum(right - 1, 0), 0)
+                           .astype(np.int32),
+                           NEGATIVE_FIXES: (right > 0).astype(np.int32)})
+        return arrays
     return {SCALES: np.broadcast_to(onnx_scale(x_scale, w_scale, y_scale),
                                     (channels,)).astype(np.float32)}
 
@@ -139,6 +157,28 @@ def mbqm(k: Kernel, x: ir.Value, multiplier: ir.Value, shift: ir.Value) -> ir.Va
     left = _select_max(k, shift, zero)
     right = _select_max(k, b.sub(zero, shift), zero)
     return rounding_divide_by_pot(k, srdhm(k, b.shl(x, left), multiplier, True), right)
+
+
+def tflite_split(k: Kernel, acc: ir.Value, multiplier: ir.Value, left: ir.Value,
+                 right: ir.Value, rounding: ir.Value, negative_fix: ir.Value, zero_point: int,
+                 low: int, high: int) -> ir.Value:
+    """The tflite rule with the shift pre-split, the rounding right shift in two steps.
+
+    (acc << left), SRDHM, then one saturating add and an arithmetic shift:
+    RoundingDivideByPOT(x, e) = (x + 2**(e-1) - [x < 0]) >> e for e >= 1 (ties away from
+    zero), x for e = 0; `channel_arrays` provides the split only where the saturation cannot
+    reach the clamped result. Scalars or vectors alike (QADD / VQADD on Arm).
+    """
+    b = k.b
+    x = srdhm(k, b.shl(acc, left), multiplier, True)
+    addend = b.sub(rounding, b.and_(b.lshr(x, const(x, 31)), negative_fix))
+    ty = x.type
+    name = (f"llvm.sadd.sat.v{ty.count}i32" if isinstance(ty, ir.VectorType)
+            else "llvm.sadd.sat.i32")
+    module = k.fn.module
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty, ty]), name)
+    x = b.ashr(b.call(fn, [x, addend]), right)
+    return clamp(k, b.add(x, const(x, zero_point)), low, high)
 
 
 def clamp(k: Kernel, value: ir.Value, low: int, high: int) -> ir.Value:

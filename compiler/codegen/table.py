@@ -20,7 +20,14 @@ from compiler.codegen.pool import avg_divisors_any, emit_pool_any
 from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
 from compiler.codegen.qconcat import emit_qconcat, qconcat_tables
 from compiler.codegen.qconv import emit_qconv, qconv_weights
-from compiler.codegen.qconv_dot import dot_eligible, emit_qconv_dot, qconv_dot_weights
+from compiler.codegen.qconv_dot import (
+    dot_eligible,
+    emit_qconv_dot,
+    emit_qconv_im2col,
+    im2col_eligible,
+    qconv_dot_weights,
+    qconv_im2col_weights,
+)
 from compiler.codegen.qdepthwise_dot import (
     depthwise_dot_eligible,
     emit_qdepthwise_dot,
@@ -124,6 +131,7 @@ SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Ke
                         Callable[..., dict[int, np.ndarray]]]] = [
     ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
     ("QLinearConv", depthwise_dot_eligible, emit_qdepthwise_dot, qdepthwise_dot_weights),
+    ("QLinearConv", im2col_eligible, emit_qconv_im2col, qconv_im2col_weights),
     ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),
 ]
 

@@ -2,8 +2,9 @@
 interpreter's bytes, under QEMU, for the shapes that exercise them.
 
 Convolutions with padding cut windows at every border (the input zero point is folded per
-border class), strides, 1x1 and 3x3 filters, depths that are multiples of 16 and of 8 only,
-fused activations; fully connected layers of several depths. Each case runs a batch of two
+border class), strides, 1x1, 3x3 and 5x4 filters, depths that are multiples of 16 and of 8
+only, shallow inputs gathered into columns (1, 3 and 6 channels), fused activations; fully
+connected layers of several depths. Each case runs a batch of two
 seeded inputs under both requantization rules on cortex-m7 (DSP) and cortex-m55 (Helium).
 """
 
@@ -26,16 +27,17 @@ SAME, VALID = 0, 1
 MACHINES = {"cortex-m7": "mps2-an500", "cortex-m55": "mps3-an547"}
 
 
-def _conv(cin: int, cout: int, kernel: int, stride: int, padding: int, activation: int
-          ) -> bytes:
-    rng = np.random.default_rng(cin * 100 + cout + kernel + stride)
-    h, w = 7, 6
+def _conv(cin: int, cout: int, kernel: int | tuple[int, int], stride: int, padding: int,
+          activation: int) -> bytes:
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    rng = np.random.default_rng(cin * 100 + cout + kh + kw + stride)
+    h, w = 9, 6
     if padding == SAME:
         oh, ow = -(-h // stride), -(-w // stride)
     else:
-        oh, ow = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+        oh, ow = (h - kh) // stride + 1, (w - kw) // stride + 1
     ws = rng.uniform(0.005, 0.03, cout).tolist()
-    wshape = (cout, kernel, kernel, cin)
+    wshape = (cout, kh, kw, cin)
     return write(Model(
         [quantized("x", (2, h, w, cin), 0.04, 9),
          T("w", wshape, "int8", rng.integers(-127, 128, wshape), scale=ws,
@@ -66,6 +68,10 @@ CASES = {
     "conv3x3-same-stride2-c24": lambda: _conv(24, 4, 3, 2, SAME, 3),
     "conv3x3-valid-c8": lambda: _conv(8, 12, 3, 1, VALID, 0),
     "conv1x1-c32": lambda: _conv(32, 8, 1, 1, VALID, 1),
+    # Too shallow for depth dot products: the window is gathered into a column first.
+    "conv3x3-same-stride2-c3": lambda: _conv(3, 8, 3, 2, SAME, 3),
+    "conv5x4-same-stride2-c1": lambda: _conv(1, 12, (5, 4), 2, SAME, 1),
+    "conv3x3-valid-c6": lambda: _conv(6, 4, 3, 1, VALID, 0),
     "fc-64x12": lambda: _fully_connected(64, 12),
     "fc-8x4": lambda: _fully_connected(8, 4),
     "fc-24x8": lambda: _fully_connected(24, 8),
@@ -82,7 +88,8 @@ def test_dot_kernels_equal_the_interpreter_on_cortex_m(case, rule, target, tmp_p
     prepared = compilation(graph).prepared
     core = get_target(target)
     dot_node = next(n for n in prepared.nodes if n.op in ("QLinearConv", "QGemm"))
-    assert lookup(dot_node, core)[0].__name__.endswith("_dot")  # the case exercises it
+    emitter = lookup(dot_node, core)[0].__name__
+    assert emitter.endswith(("_dot", "_im2col")), emitter  # the case exercises them
     net = compile_graph(prepared, core, name="net")
     rng = np.random.default_rng(11)
     feeds = {v.name: rng.integers(-128, 128, v.type.shape).astype(v.type.dtype)

@@ -1,0 +1,133 @@
+"""8-bit depthwise convolution for Cortex-M cores with DSP or Helium instructions.
+
+One channel per group: each output channel sums its own input channel over the window, so
+there is no depth to take dot products over; instead a block of neighbouring channels is
+worked at once. The input zero point is folded into the accumulator starts (`borders`), so the
+taps multiply stored values only:
+- DSP (M4/M7/M33): four channels at a time; a word of four input bytes becomes its (0, 2) and
+  (1, 3) int16 pairs (two SXTB16), the weights are stored as the same pairs, and SMLABB /
+  SMLATT multiply-accumulate each channel's half-word.
+- Helium (M55): eight channels at a time as int32 lanes (two vector registers).
+The block is requantized as one vector. Used for symmetric int8 weights and a channel count
+that is a multiple of the block; other depthwise layers take `qconv`'s kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.borders import STARTS, border_offset, border_starts
+from compiler.codegen.int8dot import WEIGHTS, dsp_pairs, load_vector, requant_arrays, store_block
+from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.targets import Target
+from compiler.codegen.window import each_tap
+from compiler.ir.graph import Node
+
+_BLOCK = {"dsp": 4, "mve": 8}
+
+
+def _first(array, default=0):
+    return default if array is None else np.asarray(array).reshape(-1)[0]
+
+
+def depthwise_dot_eligible(node: Node, target: Target | None) -> bool:
+    """Whether this convolution is depthwise and runs in channel blocks on `target`."""
+    if target is None or target.int8_dot not in _BLOCK:
+        return False
+    channels, out_c = node.inputs[0].type.shape[3], node.output.type.shape[3]
+    if int(node.attrs.get("group", 1)) != channels or out_c != channels:
+        return False
+    if node.inputs[0].type.dtype != "int8" or node.inputs[3].type.dtype != "int8":
+        return False
+    if node.inputs[5] is not None and np.asarray(node.inputs[5].data).any():
+        return False
+    return channels % _BLOCK[target.int8_dot] == 0
+
+
+def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
+    """Weights [C/B, KH, KW, B] (int16 pairs on DSP cores), starts, the rule's data."""
+    w = np.asarray(node.inputs[3].data, np.int64)  # [C, 1, KH, KW]
+    channels, _, kh_n, kw_n = w.shape
+    block = _BLOCK[target.int8_dot]
+    zx = int(_first(node.inputs[2].data))
+    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
+    bias = np.zeros(channels, np.int64) if bias_value is None else np.asarray(
+        bias_value.data, np.int64)
+    blocked = np.ascontiguousarray(
+        w.reshape(channels // block, block, kh_n, kw_n).transpose(0, 2, 3, 1)).astype(np.int8)
+    arrays = {WEIGHTS: dsp_pairs(blocked) if target.int8_dot == "dsp" else blocked,
+              **border_starts(node, w[:, 0], bias, zx)}
+    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
+                                 channels, int(_first(node.inputs[7].data))))
+    return arrays
+
+
+def _arm(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
+    module = k.fn.module
+    fn = module.globals.get(f"llvm.arm.{name}") or ir.Function(
+        module, ir.FunctionType(I32, [I32] * len(args)), f"llvm.arm.{name}")
+    return k.b.call(fn, list(args))
+
+
+def emit_qdepthwise_dot(k: Kernel) -> None:
+    """Per output pixel and block of channels: the starts, every inside tap, requantize."""
+    node, b = k.node, k.b
+    batch, height, width, channels = node.inputs[0].type.shape
+    _, out_h, out_w, _ = node.output.type.shape
+    kw_n = node.inputs[3].type.shape[3]
+    taps = node.inputs[3].type.shape[2] * kw_n
+    dsp = k.target.int8_dot == "dsp"
+    block = _BLOCK[k.target.int8_dot]
+    zp = int(_first(constant_input(k, 7, "output zero point")))
+    accs = [k.alloca(I32) for _ in range(block)] if dsp else None
+    vec = ir.VectorType(I32, block)
+    acc_vec = None if dsp else k.alloca(vec)
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+        border = border_offset(k, oh, ow)
+        pixel = k.index((n, out_h * out_w * channels), (oh, out_w * channels), (ow, channels))
+        with k.loop(channels // block) as cb:
+            c0 = k.index((cb, block))
+            if dsp:
+                for j, slot in enumerate(accs):
+                    b.store(k.load(k.args[STARTS], b.add(border, b.add(c0, I32(j)))), slot)
+            else:
+                b.store(load_vector(k, k.args[STARTS], b.add(border, c0), block, I32), acc_vec)
+
+            def tap(ih, iw, kh, kw, n=n, cb=cb, c0=c0):
+                x_at = b.add(k.index((n, height * width * channels), (ih, width * channels),
+                                     (iw, channels)), c0)
+                w_at = k.index((cb, taps * block), (kh, kw_n * block), (kw, block))
+                if dsp:
+                    _dsp_taps(k, x_at, w_at, accs)
+                else:
+                    x = b.sext(load_vector(k, k.args[0], x_at, block), vec)
+                    w = b.sext(load_vector(k, k.args[WEIGHTS], w_at, block), vec)
+                    b.store(b.add(b.load(acc_vec), b.mul(x, w)), acc_vec)
+
+            each_tap(k, node, oh, ow, tap)
+            if dsp:
+                values = [b.load(slot) for slot in accs]
+            else:
+                total = b.load(acc_vec)
+                values = [b.extract_element(total, I32(j)) for j in range(block)]
+            store_block(k, values, c0, b.add(pixel, c0), zp)
+
+
+def _dsp_taps(k: Kernel, x_at, w_at, accs) -> None:
+    """Four channels of one tap: SXTB16 pairs of the input word times the stored pairs."""
+    b = k.b
+    word = b.load(b.bitcast(b.gep(k.args[0], [x_at], inbounds=True), ir.PointerType(I32)),
+                  align=1)
+    x_even = _arm(k, "sxtb16", word)
+    x_odd = _arm(k, "sxtb16", b.or_(b.lshr(word, I32(8)), b.shl(word, I32(24))))
+    pair = b.load(b.bitcast(b.gep(k.args[WEIGHTS], [w_at], inbounds=True),
+                            ir.PointerType(ir.IntType(64))), align=4)
+    w_even, w_odd = b.trunc(pair, I32), b.trunc(b.lshr(pair, ir.IntType(64)(32)), I32)
+    # Channel 0 and 2 are the bottom and top halves of the even pair; 1 and 3 of the odd one.
+    for slot, name, xs, ws in ((accs[0], "smlabb", x_even, w_even),
+                               (accs[2], "smlatt", x_even, w_even),
+                               (accs[1], "smlabb", x_odd, w_odd),
+                               (accs[3], "smlatt", x_odd, w_odd)):
+        b.store(_arm(k, name, xs, ws, b.load(slot)), slot)
