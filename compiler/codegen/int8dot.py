@@ -152,12 +152,18 @@ def _widen(k: Kernel, vector: ir.Value) -> ir.Value:
 def store_block(k: Kernel, accs: list[ir.Value], oc0: ir.Value, at: ir.Value, zp: int
                 ) -> None:
     """A block of accumulators requantized as one vector by the node's rule and stored."""
-    node, b = k.node, k.b
-    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
-    count = len(accs)
-    values = ir.Constant(ir.VectorType(I32, count), None)
+    b = k.b
+    values = ir.Constant(ir.VectorType(I32, len(accs)), None)
     for j, acc in enumerate(accs):
         values = b.insert_element(values, acc, I32(j))
+    store_vector(k, values, oc0, at, zp)
+
+
+def store_vector(k: Kernel, values: ir.Value, oc0: ir.Value, at: ir.Value, zp: int) -> None:
+    """A vector of accumulators (output channels oc0...) requantized and stored at `at`."""
+    node, b = k.node, k.b
+    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
+    count = values.type.count
     split = len(k.args) > requant.NEGATIVE_FIXES and k.args[requant.NEGATIVE_FIXES] is not None
     if split:
         tables = [load_vector(k, k.args[slot], oc0, count, I32)
@@ -171,7 +177,7 @@ def store_block(k: Kernel, accs: list[ir.Value], oc0: ir.Value, at: ir.Value, zp
                              high)
     else:
         out = requant.onnx(k, values, load_vector(k, k.args[requant.SCALES], oc0, count,
-                                            ir.FloatType()), zp, low, high)
+                                                  ir.FloatType()), zp, low, high)
     ptr = b.bitcast(b.gep(k.outs[0], [at], inbounds=True),
                     ir.PointerType(ir.VectorType(I8, count)))
     b.store(b.trunc(out, ir.VectorType(I8, count)), ptr, align=1)

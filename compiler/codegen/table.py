@@ -28,6 +28,7 @@ from compiler.codegen.qconv_dot import (
     qconv_dot_weights,
     qconv_im2col_weights,
 )
+from compiler.codegen.qconv_vnni import emit_qconv_vnni, qconv_vnni_weights, vnni_eligible
 from compiler.codegen.qdepthwise_dot import (
     depthwise_dot_eligible,
     emit_qdepthwise_dot,
@@ -130,6 +131,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
 SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Kernel], None],
                         Callable[..., dict[int, np.ndarray]]]] = [
     ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
+    ("QLinearConv", vnni_eligible, emit_qconv_vnni, qconv_vnni_weights),
     ("QLinearConv", depthwise_dot_eligible, emit_qdepthwise_dot, qdepthwise_dot_weights),
     ("QLinearConv", im2col_eligible, emit_qconv_im2col, qconv_im2col_weights),
     ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),

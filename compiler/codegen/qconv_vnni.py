@@ -1,0 +1,119 @@
+"""8-bit convolution with x86's VNNI dot products (VPDPBUSD), for hosts that have them.
+
+VPDPBUSD adds to each int32 lane the sum of four products of unsigned bytes by signed bytes.
+Lanes are output channels: the weights are stored [O/L, KH, KW, C/4, L, 4], so one load holds
+four consecutive input channels' weights for L output channels, and the input's four bytes of
+those channels, broadcast to every lane, multiply them all. The input is made unsigned by
+flipping each byte's sign bit (x + 128); the extra 128 * sum(w), with the input zero point,
+is folded into the accumulator starts per border class (`borders`), so the loop is loads and
+dot products only. One pixel keeps up to four vectors of output channels in registers, and
+each is requantized as one vector. Used for int8 inputs, symmetric int8 weights and a depth
+that is a multiple of 4; other convolutions take `qconv`'s kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.borders import STARTS, border_offset, border_starts
+from compiler.codegen.int8dot import WEIGHTS, load_vector, requant_arrays, store_vector
+from compiler.codegen.kernel import I32, Kernel, constant_input, splat
+from compiler.codegen.targets import Target
+from compiler.codegen.window import each_tap
+from compiler.ir.graph import Node
+
+_VECTORS = 4  # vectors of output channels one pixel keeps in registers
+
+
+def _first(array, default=0):
+    return default if array is None else np.asarray(array).reshape(-1)[0]
+
+
+def _lanes(out_c: int) -> int:
+    return 16 if out_c % 16 == 0 else 8
+
+
+def vnni_eligible(node: Node, target: Target | None) -> bool:
+    """Whether this convolution runs on VPDPBUSD on `target`."""
+    if target is None or target.int8_dot != "vnni" or int(node.attrs.get("group", 1)) != 1:
+        return False
+    if node.inputs[0].type.dtype != "int8" or node.inputs[3].type.dtype != "int8":
+        return False
+    if node.inputs[5] is not None and np.asarray(node.inputs[5].data).any():
+        return False
+    return node.inputs[0].type.shape[3] % 4 == 0 and node.output.type.shape[3] % 8 == 0
+
+
+def qconv_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
+    """Weights [O/L, KH, KW, C/4, L, 4], the starts (with the unsigned shift), the rule's data."""
+    w = np.asarray(node.inputs[3].data, np.int64)  # [O, C, KH, KW]
+    out_c, channels, kh_n, kw_n = w.shape
+    lanes = _lanes(out_c)
+    arranged = w.reshape(out_c // lanes, lanes, channels // 4, 4, kh_n, kw_n).transpose(
+        0, 4, 5, 2, 1, 3)
+    zx = int(_first(node.inputs[2].data))
+    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
+    bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
+                                                                            np.int64)
+    arrays = {WEIGHTS: np.ascontiguousarray(arranged).astype(np.int8),
+              **border_starts(node, w.sum(axis=1), bias, zx + 128)}
+    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
+                                 out_c, int(_first(node.inputs[7].data))))
+    return arrays
+
+
+def _vpdpbusd(k: Kernel, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:
+    ty = acc.type
+    name = f"llvm.x86.avx512.vpdpbusd.{32 * ty.count}"
+    module = k.fn.module
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty, ty, ty]),
+                                                 name)
+    return k.b.call(fn, [acc, x, w])
+
+
+def emit_qconv_vnni(k: Kernel) -> None:
+    """Per output pixel and group of channel vectors: starts, every inside tap, requantize."""
+    node, b = k.node, k.b
+    batch, height, width, channels = node.inputs[0].type.shape
+    _, out_h, out_w, out_c = node.output.type.shape
+    kw_n = node.inputs[3].type.shape[3]
+    taps = node.inputs[3].type.shape[2] * kw_n
+    lanes = _lanes(out_c)
+    vec = ir.VectorType(I32, lanes)
+    blocks = out_c // lanes
+    group = max(g for g in range(1, _VECTORS + 1) if blocks % g == 0)
+    zp = int(_first(constant_input(k, 7, "output zero point")))
+    accs = [k.alloca(vec) for _ in range(group)]
+    block_bytes = taps * channels * lanes  # one block of output channels' weights
+    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+        border = border_offset(k, oh, ow)
+        pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
+        with k.loop(blocks // group) as gb:
+            oc0 = k.index((gb, group * lanes))
+            for j, slot in enumerate(accs):
+                b.store(load_vector(k, k.args[STARTS], b.add(border, b.add(oc0, I32(j * lanes))),
+                                    lanes, I32), slot)
+
+            def tap(ih, iw, kh, kw, n=n, gb=gb):
+                x_at = k.index((n, height * width * channels), (ih, width * channels),
+                               (iw, channels))
+                words = b.bitcast(b.gep(k.args[0], [x_at], inbounds=True),
+                                  ir.PointerType(I32))
+                at = k.index((kh, kw_n), (kw, 1))
+                with k.loop(channels // 4) as g:
+                    word = b.xor(b.load(b.gep(words, [g], inbounds=True), align=1),
+                                 I32(-0x7F7F7F80))  # 0x80808080: each byte's sign flipped
+                    x = splat(k, word, vec)
+                    for j, slot in enumerate(accs):
+                        w_at = k.index((gb, group * block_bytes), (at, channels * lanes),
+                                       (g, 4 * lanes), base=j * block_bytes)
+                        w = load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes)
+                        w = b.bitcast(w, vec)
+                        b.store(_vpdpbusd(k, b.load(slot), x, w), slot)
+
+            each_tap(k, node, oh, ow, tap)
+            for j, slot in enumerate(accs):
+                first_channel = b.add(oc0, I32(j * lanes))
+                store_vector(k, b.load(slot), first_channel, b.add(pixel, first_channel), zp)
