@@ -6,9 +6,10 @@ four consecutive input channels' weights for L output channels, and the input's 
 those channels, broadcast to every lane, multiply them all. The input is made unsigned by
 flipping each byte's sign bit (x + 128); the extra 128 * sum(w), with the input zero point,
 is folded into the accumulator starts per border class (`borders`), so the loop is loads and
-dot products only. One pixel keeps up to four vectors of output channels in registers, and
-each is requantized as one vector. Used for int8 inputs, symmetric int8 weights and a depth
-that is a multiple of 4; other convolutions take `qconv`'s kernels.
+dot products only. A shallow input (the first layer) has each pixel's window gathered into a
+column first and taken as one deep tap. One pixel keeps up to four vectors of output channels
+in registers, and each is requantized as one vector. Used for int8 inputs and symmetric int8
+weights; other convolutions take `qconv`'s kernels.
 """
 
 from __future__ import annotations
@@ -42,16 +43,39 @@ def vnni_eligible(node: Node, target: Target | None) -> bool:
         return False
     if node.inputs[5] is not None and np.asarray(node.inputs[5].data).any():
         return False
-    return node.inputs[0].type.shape[3] % 4 == 0 and node.output.type.shape[3] % 8 == 0
+    return node.output.type.shape[3] % 8 == 0 and (
+        node.inputs[0].type.shape[3] % 4 == 0 or _column_depth(node) <= _COLUMN_LIMIT)
+
+
+_COLUMN_LIMIT = 1024  # bytes of one pixel's gathered window
+
+
+def _column_depth(node: Node) -> int:
+    """A shallow input's gathered window, KH * KW * C, rounded up to whole words."""
+    kh_n, kw_n = node.inputs[3].type.shape[2:]
+    return -(-kh_n * kw_n * node.inputs[0].type.shape[3] // 4) * 4
+
+
+def _gathered(node: Node) -> bool:
+    """Whether the input is too shallow for words of four channels: its window is gathered."""
+    return node.inputs[0].type.shape[3] % 4 != 0
 
 
 def qconv_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
-    """Weights [O/L, KH, KW, C/4, L, 4], the starts (with the unsigned shift), the rule's data."""
+    """Weights [O/L, KH, KW, C/4, L, 4], the starts (with the unsigned shift), the rule's data.
+
+    A gathered window is one tap of KH * KW * C channels (zero weights pad it to words).
+    """
     w = np.asarray(node.inputs[3].data, np.int64)  # [O, C, KH, KW]
     out_c, channels, kh_n, kw_n = w.shape
     lanes = _lanes(out_c)
-    arranged = w.reshape(out_c // lanes, lanes, channels // 4, 4, kh_n, kw_n).transpose(
-        0, 4, 5, 2, 1, 3)
+    if _gathered(node):
+        rows = np.zeros((out_c, _column_depth(node)), np.int64)
+        rows[:, :kh_n * kw_n * channels] = w.transpose(0, 2, 3, 1).reshape(out_c, -1)
+        arranged = rows.reshape(out_c // lanes, lanes, -1, 4).transpose(0, 2, 1, 3)
+    else:
+        arranged = w.reshape(out_c // lanes, lanes, channels // 4, 4, kh_n, kw_n).transpose(
+            0, 4, 5, 2, 1, 3)
     zx = int(_first(node.inputs[2].data))
     bias_value = node.inputs[8] if len(node.inputs) > 8 else None
     bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
@@ -86,8 +110,15 @@ def emit_qconv_vnni(k: Kernel) -> None:
     group = max(g for g in range(1, _VECTORS + 1) if blocks % g == 0)
     zp = int(_first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(vec) for _ in range(group)]
-    block_bytes = taps * channels * lanes  # one block of output channels' weights
+    column, column_bytes = None, _column_depth(node)
+    block_bytes = (column_bytes if _gathered(node) else taps * channels) * lanes
+    if _gathered(node):
+        column = k.alloca(ir.ArrayType(ir.IntType(8), column_bytes))
+        column.align = 16
+        column = b.gep(column, [I32(0), I32(0)], inbounds=True)
     with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+        if column is not None:
+            _gather(k, column, column_bytes, n, oh, ow)
         border = border_offset(k, oh, ow)
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(blocks // group) as gb:
@@ -96,24 +127,50 @@ def emit_qconv_vnni(k: Kernel) -> None:
                 b.store(load_vector(k, k.args[STARTS], b.add(border, b.add(oc0, I32(j * lanes))),
                                     lanes, I32), slot)
 
-            def tap(ih, iw, kh, kw, n=n, gb=gb):
-                x_at = k.index((n, height * width * channels), (ih, width * channels),
-                               (iw, channels))
-                words = b.bitcast(b.gep(k.args[0], [x_at], inbounds=True),
-                                  ir.PointerType(I32))
-                at = k.index((kh, kw_n), (kw, 1))
-                with k.loop(channels // 4) as g:
+            def accumulate(x_ptr, x_at, tap_at, depth: int, gb=gb):
+                """The dot products of `depth` bytes at x_ptr[x_at:] with one tap's weights."""
+                words = b.bitcast(b.gep(x_ptr, [x_at], inbounds=True), ir.PointerType(I32))
+                with k.loop(depth // 4) as g:
                     word = b.xor(b.load(b.gep(words, [g], inbounds=True), align=1),
                                  I32(-0x7F7F7F80))  # 0x80808080: each byte's sign flipped
                     x = splat(k, word, vec)
                     for j, slot in enumerate(accs):
-                        w_at = k.index((gb, group * block_bytes), (at, channels * lanes),
+                        w_at = k.index((gb, group * block_bytes), (tap_at, depth * lanes),
                                        (g, 4 * lanes), base=j * block_bytes)
-                        w = load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes)
-                        w = b.bitcast(w, vec)
+                        w = b.bitcast(load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes), vec)
                         b.store(_vpdpbusd(k, b.load(slot), x, w), slot)
 
-            each_tap(k, node, oh, ow, tap)
+            if column is not None:
+                accumulate(column, I32(0), I32(0), column_bytes)
+            else:
+                def tap(ih, iw, kh, kw, n=n):
+                    x_at = k.index((n, height * width * channels), (ih, width * channels),
+                                   (iw, channels))
+                    accumulate(k.args[0], x_at, k.index((kh, kw_n), (kw, 1)), channels)
+
+                each_tap(k, node, oh, ow, tap)
             for j, slot in enumerate(accs):
                 first_channel = b.add(oc0, I32(j * lanes))
                 store_vector(k, b.load(slot), first_channel, b.add(pixel, first_channel), zp)
+
+
+def _gather(k: Kernel, column: ir.Value, column_bytes: int, n, oh, ow) -> None:
+    """One pixel's window into the column.
+
+    A tap in the padding holds -128, which the sign flip makes 0, so it adds nothing.
+    """
+    node, b = k.node, k.b
+    _, height, width, channels = node.inputs[0].type.shape
+    kw_n = node.inputs[3].type.shape[3]
+    words = b.bitcast(column, ir.PointerType(I32))
+    for i in range(column_bytes // 4):
+        b.store(I32(-0x7F7F7F80), b.gep(words, [I32(i)], inbounds=True), align=4)
+
+    def gather(ih, iw, kh, kw):
+        x_at = k.index((n, height * width * channels), (ih, width * channels), (iw, channels))
+        to = k.index((kh, kw_n * channels), (kw, channels))
+        for c in range(channels):
+            b.store(k.load(k.args[0], b.add(x_at, I32(c))),
+                    b.gep(column, [b.add(to, I32(c))], inbounds=True))
+
+    each_tap(k, node, oh, ow, gather)

@@ -102,3 +102,50 @@ def test_dot_kernels_equal_the_interpreter_on_cortex_m(case, rule, target, tmp_p
         differing = int(np.count_nonzero(got[value.name].astype(np.int64)
                                          != want[value.name].astype(np.int64)))
         assert differing == 0, f"{differing} of {want[value.name].size} elements differ"
+
+
+def _depthwise(channels: int, stride: int, padding: int) -> bytes:
+    rng = np.random.default_rng(channels + stride)
+    h, w = 9, 7
+    oh, ow = (-(-h // stride), -(-w // stride)) if padding == SAME else (
+        (h - 3) // stride + 1, (w - 3) // stride + 1)
+    ws = rng.uniform(0.005, 0.03, channels).tolist()
+    return write(Model(
+        [quantized("x", (2, h, w, channels), 0.04, -5),
+         T("w", (1, 3, 3, channels), "int8", rng.integers(-127, 128, (1, 3, 3, channels)),
+           scale=ws, zero_point=[0] * channels, axis=3),
+         T("b", (channels,), "int32", rng.integers(-800, 800, channels),
+           scale=[0.04 * s for s in ws], zero_point=[0] * channels),
+         quantized("y", (2, oh, ow, channels), 0.05, 3)],
+        [Op("DEPTHWISE_CONV_2D", [0, 1, 2], [3], ("DepthwiseConv2DOptions", {
+            "Padding": padding, "StrideH": stride, "StrideW": stride, "DepthMultiplier": 1,
+            "FusedActivationFunction": 3}))], [0], [3]))
+
+
+# The host's kernels: VPDPBUSD convolutions (16 and 8 output lanes, gathered shallow inputs)
+# and 32-channel depthwise blocks, when this CPU has AVX-512 VNNI.
+HOST_CASES = {
+    "conv3x3-same-c16-o32": (lambda: _conv(16, 32, 3, 1, SAME, 1), "emit_qconv_vnni"),
+    "conv3x3-same-stride2-c8-o24": (lambda: _conv(8, 24, 3, 2, SAME, 3), "emit_qconv_vnni"),
+    "conv1x1-c32-o64": (lambda: _conv(32, 64, 1, 1, VALID, 0), "emit_qconv_vnni"),
+    "conv3x3-same-stride2-c3-o16": (lambda: _conv(3, 16, 3, 2, SAME, 1), "emit_qconv_vnni"),
+    "conv5x4-same-c1-o8": (lambda: _conv(1, 8, (5, 4), 1, SAME, 1), "emit_qconv_vnni"),
+    "depthwise-same-c32": (lambda: _depthwise(32, 1, SAME), "emit_qdepthwise_dot"),
+    "depthwise-valid-stride2-c64": (lambda: _depthwise(64, 2, VALID), "emit_qdepthwise_dot"),
+}
+
+
+@pytest.mark.parametrize("rule", ["tflite", "onnx"])
+@pytest.mark.parametrize("case", sorted(HOST_CASES))
+def test_host_int8_kernels_equal_the_interpreter(case, rule, tmp_path):
+    from tests.codegen.test_int8_kernels import _bundle_equals_interpreter
+
+    host = get_target("host")
+    if host.int8_dot != "vnni":
+        pytest.skip("this CPU has no AVX-512 VNNI; its int8 convolutions take the AVX2 kernels")
+    build, emitter = HOST_CASES[case]
+    graph = load_model(build())
+    graph.metadata[REQUANT_KEY] = rule
+    conv = next(n for n in compilation(graph).prepared.nodes if n.op == "QLinearConv")
+    assert lookup(conv, host)[0].__name__ == emitter
+    assert _bundle_equals_interpreter(graph, tmp_path, seeds=range(50)) == 0
