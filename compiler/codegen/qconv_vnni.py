@@ -88,7 +88,8 @@ def qconv_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np
     return arrays
 
 
-def _vpdpbusd(k: Kernel, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:
+def vpdpbusd(k: Kernel, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:
+    """Acc + per lane the four products of x's unsigned bytes by w's signed bytes."""
     ty = acc.type
     name = f"llvm.x86.avx512.vpdpbusd.{32 * ty.count}"
     module = k.fn.module
@@ -138,7 +139,7 @@ def emit_qconv_vnni(k: Kernel) -> None:
                         w_at = k.index((gb, group * block_bytes), (tap_at, depth * lanes),
                                        (g, 4 * lanes), base=j * block_bytes)
                         w = b.bitcast(load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes), vec)
-                        b.store(_vpdpbusd(k, b.load(slot), x, w), slot)
+                        b.store(vpdpbusd(k, b.load(slot), x, w), slot)
 
             if column is not None:
                 accumulate(column, I32(0), I32(0), column_bytes)

@@ -41,6 +41,11 @@ from compiler.codegen.qfully_connected_dot import (
     fc_dot_eligible,
     qgemm_dot_weights,
 )
+from compiler.codegen.qfully_connected_vnni import (
+    emit_qgemm_vnni,
+    fc_vnni_eligible,
+    qgemm_vnni_weights,
+)
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
@@ -135,6 +140,8 @@ SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Ke
     ("QLinearConv", depthwise_dot_eligible, emit_qdepthwise_dot, qdepthwise_dot_weights),
     ("QLinearConv", im2col_eligible, emit_qconv_im2col, qconv_im2col_weights),
     ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),
+    ("QGemm", fc_vnni_eligible, emit_qgemm_vnni, qgemm_vnni_weights),
+    ("QLinearMatMul", fc_vnni_eligible, emit_qgemm_vnni, qgemm_vnni_weights),
 ]
 
 

@@ -123,7 +123,7 @@ def _depthwise(channels: int, stride: int, padding: int) -> bytes:
 
 
 # The host's kernels: VPDPBUSD convolutions (16 and 8 output lanes, gathered shallow inputs)
-# and 32-channel depthwise blocks, when this CPU has AVX-512 VNNI.
+# and fully connected layers, 32-channel depthwise blocks, when this CPU has AVX-512 VNNI.
 HOST_CASES = {
     "conv3x3-same-c16-o32": (lambda: _conv(16, 32, 3, 1, SAME, 1), "emit_qconv_vnni"),
     "conv3x3-same-stride2-c8-o24": (lambda: _conv(8, 24, 3, 2, SAME, 3), "emit_qconv_vnni"),
@@ -132,6 +132,9 @@ HOST_CASES = {
     "conv5x4-same-c1-o8": (lambda: _conv(1, 8, (5, 4), 1, SAME, 1), "emit_qconv_vnni"),
     "depthwise-same-c32": (lambda: _depthwise(32, 1, SAME), "emit_qdepthwise_dot"),
     "depthwise-valid-stride2-c64": (lambda: _depthwise(64, 2, VALID), "emit_qdepthwise_dot"),
+    "fc-64x16": (lambda: _fully_connected(64, 16), "emit_qgemm_vnni"),
+    "fc-19x8": (lambda: _fully_connected(19, 8), "emit_qgemm_vnni"),  # a partial last word
+    "fc-640x128": (lambda: _fully_connected(640, 128), "emit_qgemm_vnni"),
 }
 
 
@@ -146,6 +149,7 @@ def test_host_int8_kernels_equal_the_interpreter(case, rule, tmp_path):
     build, emitter = HOST_CASES[case]
     graph = load_model(build())
     graph.metadata[REQUANT_KEY] = rule
-    conv = next(n for n in compilation(graph).prepared.nodes if n.op == "QLinearConv")
-    assert lookup(conv, host)[0].__name__ == emitter
+    layer = next(n for n in compilation(graph).prepared.nodes
+                 if n.op in ("QLinearConv", "QGemm"))
+    assert lookup(layer, host)[0].__name__ == emitter
     assert _bundle_equals_interpreter(graph, tmp_path, seeds=range(50)) == 0
