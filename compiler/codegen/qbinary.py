@@ -71,8 +71,8 @@ def emit_qbinary(k: Kernel) -> None:
         lanes //= 2
     same = node.inputs[0].type.shape == node.inputs[3].type.shape == node.output.type.shape
     if (same and lanes and node.output.type.numel % lanes == 0 and node.op != "QLinearMul"
-            and (rule == "tflite" or node.op == "QLinearSub")):
-        _emit_add_tflite_vector(k, lanes, (sa, za, sb, zb, sc, zc), low, high)
+            and (rule == "tflite" or node.op == "QLinearSub" or k.target.vector_bits >= 256)):
+        _emit_add_vector(k, lanes, (sa, za, sb, zb, sc, zc), low, high)
         return
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in out]
@@ -106,8 +106,8 @@ def _add_tflite(k: Kernel, x, y, params, sign: int) -> ir.Value:
     return b.add(requant.mbqm(k, total, c(x, m_c), c(x, s_c)), c(x, zc))
 
 
-def _emit_add_tflite_vector(k: Kernel, lanes: int, params, low: int, high: int) -> None:
-    """Same-shape ADD / SUB under TFLite Micro's rule, `lanes` elements at a time."""
+def _emit_add_vector(k: Kernel, lanes: int, params, low: int, high: int) -> None:
+    """Same-shape QLinearAdd / Sub, either rule, `lanes` elements at a time."""
     node, b = k.node, k.b
     bytes_ty, ints = ir.VectorType(I8, lanes), ir.VectorType(I32, lanes)
     widen = b.sext if node.output.type.dtype == "int8" else b.zext
@@ -119,8 +119,11 @@ def _emit_add_tflite_vector(k: Kernel, lanes: int, params, low: int, high: int) 
     with k.loop(node.output.type.numel // lanes) as i:
         at = k.index((i, lanes))
         x, y = widen(load(k.args[0], at), ints), widen(load(k.args[3], at), ints)
-        value = requant.clamp(k, _add_tflite(k, x, y, params,
-                                             -1 if node.op == "QLinearSub" else 1), low, high)
+        if node.attrs.get("requant", "onnx") == "tflite" or node.op == "QLinearSub":
+            value = _add_tflite(k, x, y, params, -1 if node.op == "QLinearSub" else 1)
+        else:
+            value = _add_onnx(k, x, y, params)
+        value = requant.clamp(k, value, low, high)
         ptr = b.bitcast(b.gep(k.outs[0], [at], inbounds=True), ir.PointerType(bytes_ty))
         b.store(b.trunc(value, bytes_ty), ptr, align=1)
 
@@ -129,33 +132,48 @@ def _f32(value) -> ir.Constant:
     return ir.Constant(F32, float(np.float32(value)))
 
 
+def _like(x: ir.Value, scalar: ir.Type) -> ir.Type:
+    return ir.VectorType(scalar, x.type.count) if isinstance(x.type, ir.VectorType) else scalar
+
+
 def _fma(k: Kernel, x, y: ir.Value, z: ir.Value) -> ir.Value:
-    """The product x * y plus z in double, rounded once to float32 (as the reference)."""
+    """The product x * y plus z in double, rounded once to float32 (as the reference).
+
+    x is an int32 (or vector); y and z are float32 scalars or vectors like x.
+    """
     b = k.b
-    return b.fptrunc(b.fadd(b.fmul(b.sitofp(x, F64), b.fpext(y, F64)), b.fpext(z, F64)), F32)
+    f64 = _like(x, F64)
+    return b.fptrunc(b.fadd(b.fmul(b.sitofp(x, f64), b.fpext(y, f64)), b.fpext(z, f64)),
+                     _like(x, F32))
 
 
 def _rint_to_int(k: Kernel, value: ir.Value) -> ir.Value:
-    fn = k.fn.module.declare_intrinsic("llvm.rint", [F32], ir.FunctionType(F32, [F32]))
-    return k.b.fptosi(k.b.call(fn, [value]), I32)
+    return k.b.fptosi(requant.rint(k, value), _like(value, I32))
 
 
 def _add_onnx(k: Kernel, x, y, params) -> ir.Value:
-    """QLinearAdd as onnxruntime: float32 ratios, fused multiply-adds, ties to even."""
+    """QLinearAdd as onnxruntime: float32 ratios, fused multiply-adds, ties to even.
+
+    `x` and `y` are int32 scalars, or vectors when both sides have the output's shape.
+    """
     sa, za, sb, zb, sc, zc = params
     b = k.b
+
+    def f32(value) -> ir.Constant:  # a float32 constant shaped like x
+        return requant.const(x, float(np.float32(value)), F32)
+
     r_ac, r_bc = np.float32(sa / sc), np.float32(sb / sc)
     fixed = np.float32(np.float32(zc) - np.float32(np.float32(r_ac * np.float32(za))
                                                    + np.float32(r_bc * np.float32(zb))))
     node = k.node
     if node.inputs[0].type.numel == 1 and node.inputs[3].type.numel != 1:
         # A scalar side joins the fixed part first, as the reference does.
-        joined = b.fadd(_f32(fixed), b.fmul(b.sitofp(x, F32), _f32(r_ac)))
-        return _rint_to_int(k, _fma(k, y, _f32(r_bc), joined))
+        joined = b.fadd(f32(fixed), b.fmul(b.sitofp(x, F32), f32(r_ac)))
+        return _rint_to_int(k, _fma(k, y, f32(r_bc), joined))
     if node.inputs[3].type.numel == 1 and node.inputs[0].type.numel != 1:
-        joined = b.fadd(_f32(fixed), b.fmul(b.sitofp(y, F32), _f32(r_bc)))
-        return _rint_to_int(k, _fma(k, x, _f32(r_ac), joined))
-    return _rint_to_int(k, _fma(k, x, _f32(r_ac), _fma(k, y, _f32(r_bc), _f32(fixed))))
+        joined = b.fadd(f32(fixed), b.fmul(b.sitofp(y, F32), f32(r_bc)))
+        return _rint_to_int(k, _fma(k, x, f32(r_ac), joined))
+    return _rint_to_int(k, _fma(k, x, f32(r_ac), _fma(k, y, f32(r_bc), f32(fixed))))
 
 
 def _mul(k: Kernel, x, y, params, rule: str) -> ir.Value:

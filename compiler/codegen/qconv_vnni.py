@@ -25,6 +25,7 @@ from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
 _VECTORS = 4  # vectors of output channels one pixel keeps in registers
+_CHAINS = 4  # accumulators per pixel, at least: vectors times chains per vector
 
 
 def _first(array, default=0):
@@ -51,9 +52,12 @@ _COLUMN_LIMIT = 1024  # bytes of one pixel's gathered window
 
 
 def _column_depth(node: Node) -> int:
-    """A shallow input's gathered window, KH * KW * C, rounded up to whole words."""
+    """A shallow input's gathered window, KH * KW * C, rounded up to 16 bytes.
+
+    Four words: one per accumulator chain.
+    """
     kh_n, kw_n = node.inputs[3].type.shape[2:]
-    return -(-kh_n * kw_n * node.inputs[0].type.shape[3] // 4) * 4
+    return -(-kh_n * kw_n * node.inputs[0].type.shape[3] // 16) * 16
 
 
 def _gathered(node: Node) -> bool:
@@ -110,7 +114,11 @@ def emit_qconv_vnni(k: Kernel) -> None:
     blocks = out_c // lanes
     group = max(g for g in range(1, _VECTORS + 1) if blocks % g == 0)
     zp = int(_first(constant_input(k, 7, "output zero point")))
-    accs = [k.alloca(vec) for _ in range(group)]
+    words = (_column_depth(node) if _gathered(node) else channels) // 4
+    # Independent accumulator chains per output vector, summed before requantizing: one
+    # chain would wait on each VPDPBUSD's latency.
+    chains = next(c for c in (_CHAINS // group, 2, 1) if c >= 1 and words % c == 0)
+    accs = [[k.alloca(vec) for _ in range(chains)] for _ in range(group)]
     column, column_bytes = None, _column_depth(node)
     block_bytes = (column_bytes if _gathered(node) else taps * channels) * lanes
     if _gathered(node):
@@ -124,22 +132,27 @@ def emit_qconv_vnni(k: Kernel) -> None:
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(blocks // group) as gb:
             oc0 = k.index((gb, group * lanes))
-            for j, slot in enumerate(accs):
+            for j, slots in enumerate(accs):
                 b.store(load_vector(k, k.args[STARTS], b.add(border, b.add(oc0, I32(j * lanes))),
-                                    lanes, I32), slot)
+                                    lanes, I32), slots[0])
+                for slot in slots[1:]:
+                    b.store(ir.Constant(vec, [0] * lanes), slot)
 
             def accumulate(x_ptr, x_at, tap_at, depth: int, gb=gb):
                 """The dot products of `depth` bytes at x_ptr[x_at:] with one tap's weights."""
-                words = b.bitcast(b.gep(x_ptr, [x_at], inbounds=True), ir.PointerType(I32))
-                with k.loop(depth // 4) as g:
-                    word = b.xor(b.load(b.gep(words, [g], inbounds=True), align=1),
-                                 I32(-0x7F7F7F80))  # 0x80808080: each byte's sign flipped
-                    x = splat(k, word, vec)
-                    for j, slot in enumerate(accs):
-                        w_at = k.index((gb, group * block_bytes), (tap_at, depth * lanes),
-                                       (g, 4 * lanes), base=j * block_bytes)
-                        w = b.bitcast(load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes), vec)
-                        b.store(vpdpbusd(k, b.load(slot), x, w), slot)
+                x_words = b.bitcast(b.gep(x_ptr, [x_at], inbounds=True), ir.PointerType(I32))
+                with k.loop(depth // 4 // chains) as trip:
+                    for c in range(chains):
+                        g = k.index((trip, chains), base=c)
+                        word = b.xor(b.load(b.gep(x_words, [g], inbounds=True), align=1),
+                                     I32(-0x7F7F7F80))  # 0x80808080: each sign bit flipped
+                        x = splat(k, word, vec)
+                        for j, slots in enumerate(accs):
+                            w_at = k.index((gb, group * block_bytes), (tap_at, depth * lanes),
+                                           (g, 4 * lanes), base=j * block_bytes)
+                            w = b.bitcast(load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes),
+                                          vec)
+                            b.store(vpdpbusd(k, b.load(slots[c]), x, w), slots[c])
 
             if column is not None:
                 accumulate(column, I32(0), I32(0), column_bytes)
@@ -150,9 +163,12 @@ def emit_qconv_vnni(k: Kernel) -> None:
                     accumulate(k.args[0], x_at, k.index((kh, kw_n), (kw, 1)), channels)
 
                 each_tap(k, node, oh, ow, tap)
-            for j, slot in enumerate(accs):
+            for j, slots in enumerate(accs):
+                total = b.load(slots[0])
+                for slot in slots[1:]:
+                    total = b.add(total, b.load(slot))
                 first_channel = b.add(oc0, I32(j * lanes))
-                store_vector(k, b.load(slot), first_channel, b.add(pixel, first_channel), zp)
+                store_vector(k, total, first_channel, b.add(pixel, first_channel), zp)
 
 
 def _gather(k: Kernel, column: ir.Value, column_bytes: int, n, oh, ow) -> None:
