@@ -21,6 +21,7 @@ from compiler.codegen.sizes import ObjectSizes, object_sizes
 from compiler.codegen.targets import BOARDS, Board
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, weights_files
 from compiler.errors import KilnError
+from compiler.quant.requant import REQUANT_KEY
 from compiler.stats import node_macs
 
 C_TYPES = {"float32": "float", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
@@ -164,6 +165,17 @@ def report(net: CompiledNet, board: Board | str | None = None) -> dict:
     return doc
 
 
+def quantized_macros(net: CompiledNet) -> set[str]:
+    """The macro prefixes of the 8-bit inputs and outputs NET.h gives a scale and zero point."""
+    values = {v.name: v for v in (*net.graph.inputs, *net.graph.outputs)}
+    found = set()
+    for _, tensor, macro in io_macros(net):
+        quant = values[tensor.name].type.quant if tensor.name in values else None
+        if quant is not None and len(quant.scale) == 1 and tensor.dtype in ("int8", "uint8"):
+            found.add(macro)
+    return found
+
+
 def _tensor_json(tensor: Tensor) -> dict:
     return {"name": tensor.name, "dtype": tensor.dtype, "shape": list(tensor.shape),
             "offset": tensor.offset, "bytes": tensor_bytes(tensor), "region": tensor.region}
@@ -175,7 +187,8 @@ def bundle_files(net: CompiledNet, board: Board | str | None = None) -> dict[str
              f"{net.name}.report.json": (json.dumps(report(net, board), indent=1) + "\n").encode()}
     files.update(weights_files(net))
     if not net.target.mcu:
-        files.update(example_files(net, io_macros(net)))
+        files.update(example_files(net, io_macros(net), quantized_macros(net),
+                                   net.graph.metadata.get(REQUANT_KEY, "onnx")))
     return files
 
 

@@ -2,7 +2,10 @@
 
 The program allocates the regions statically (aligned as NET.h says), fills every input from
 an optional raw .bin file (the inputs' bytes back to back, in header order) or else from a fixed
-pattern, calls the entry point once and prints each output.
+pattern, calls the entry point once and prints each output. With `--float`, the 8-bit inputs
+that NET.h gives a scale and zero point are read as float32 and quantized (rounded as the
+model's runtime rounds: half away from zero for TFLite, half to even for ONNX, saturated), and
+such outputs are printed dequantized.
 
 External weights are read at run time from NET.weights.bin into an aligned static buffer rather
 than compiled in from NET.weights.h: that is how firmware places a blob it keeps in flash or on a
@@ -45,35 +48,68 @@ def _fill(tensor: Tensor, macro: str, region: str) -> list[str]:
             "    }"]
 
 
-def _print(tensor: Tensor, macro: str, region: str) -> list[str]:
+def _print(tensor: Tensor, macro: str, region: str, quantized: bool) -> list[str]:
     ctype = _C_TYPES.get(tensor.dtype, "uint8_t")
     floating = tensor.dtype.startswith("float")
     fmt, cast = (" %.9g", "(double)") if floating else (" %ld", "(long)")
     shape = ",".join(str(d) for d in tensor.shape)
     title = _c_string(f"output {tensor.name} {tensor.dtype}[{shape}]\n")
-    return [f"    {{ /* {c_comment(tensor.name)} */",
-            f"        const {ctype} *p = (const {ctype} *)({region} + {macro}_OFFSET);",
-            f"        fputs({title}, stdout);",
-            f"        for (size_t i = 0; i < {macro}_BYTES / sizeof *p; i++) "
-            f'printf("{fmt}", {cast}p[i]);',
-            '        putchar(\'\\n\');',
+    lines = [f"    {{ /* {c_comment(tensor.name)} */",
+             f"        const {ctype} *p = (const {ctype} *)({region} + {macro}_OFFSET);",
+             f"        fputs({title}, stdout);"]
+    if quantized:
+        lines += ["        if (as_float) {",
+                  f"            for (size_t i = 0; i < {macro}_BYTES; i++) printf(\" %.9g\", "
+                  f"(double)(((long)p[i] - {macro}_ZERO_POINT) * {macro}_SCALE));",
+                  "        } else"]
+    return lines + [f"        for (size_t i = 0; i < {macro}_BYTES / sizeof *p; i++) "
+                    f'printf("{fmt}", {cast}p[i]);',
+                    '        putchar(\'\\n\');',
+                    "    }"]
+
+
+def _quantize(tensor: Tensor, macro: str, region: str) -> list[str]:
+    """Quantize the float32 staging copy of an 8-bit input into its place in the region."""
+    ctype = _C_TYPES[tensor.dtype]
+    low, high = (-128, 127) if tensor.dtype == "int8" else (0, 255)
+    stage = f"stage_{macro.lower()}"
+    return [f"    {{ /* {c_comment(tensor.name)}: float32 -> {tensor.dtype} */",
+            f"        {ctype} *q = ({ctype} *)({region} + {macro}_OFFSET);",
+            f"        for (size_t i = 0; i < {macro}_BYTES; i++) {{",
+            f"            float v = ROUND({stage}[i] / {macro}_SCALE) + {macro}_ZERO_POINT;",
+            f"            q[i] = ({ctype})(v != v || v < {low} ? {low} : v > {high} ? {high} "
+            ": v);",
+            "        }",
             "    }"]
 
 
-def main_c(net: CompiledNet, macros: list[tuple[str, Tensor, str]]) -> str:
-    """The example program; `macros` are NET.h's (kind, tensor, macro prefix) triples."""
+def main_c(net: CompiledNet, macros: list[tuple[str, Tensor, str]],
+           quantized: set[str] = frozenset(), requant: str = "onnx") -> str:
+    """The example program; `macros` are NET.h's (kind, tensor, macro prefix) triples.
+
+    `quantized` names the 8-bit inputs and outputs with a scale and zero point (`--float`),
+    `requant` the model's rounding rule for quantizing them.
+    """
     n, up = net.name, net.name.upper()
     regions = {"mutable": "mutable_region", "activations": "activations"}
     inputs = [(t, m) for kind, t, m in macros if kind == "input"]
     outputs = [(t, m) for kind, t, m in macros if kind == "output"]
+    staged = [(t, m) for t, m in inputs if m in quantized]
     lines = [f"/* main.c: {GENERATED_MARK}. Runs the bundle {n} once and prints its outputs.",
-             f" * usage: {n}_example [INPUTS.bin|-] [WEIGHTS.bin]",
+             f" * usage: {n}_example [--float] [INPUTS.bin|-] [WEIGHTS.bin]",
              " *   INPUTS.bin: every input's raw bytes back to back, in the order of "
              f"{n}.h (\"-\" or",
              " *   nothing: a fixed pattern); WEIGHTS.bin: the external weights (default "
-             f"{n}.weights.bin). */",
-             "#include <stddef.h>", "#include <stdint.h>", "#include <stdio.h>",
+             f"{n}.weights.bin).",
+             " *   --float: quantized 8-bit inputs are given (or patterned) as float32 and "
+             "quantized here,",
+             " *   quantized 8-bit outputs are printed dequantized. */",
+             "#include <math.h>", "#include <stddef.h>", "#include <stdint.h>",
+             "#include <stdio.h>", "#include <string.h>",
              f'#include "{n}.h"', "",
+             "/* The model's rounding: " + ("half away from zero (TFLite)" if requant == "tflite"
+                                             else "half to even (ONNX)") + " */",
+             f"#define ROUND(x) {'roundf' if requant == 'tflite' else 'rintf'}(x)", "",
              "#define NONZERO(n) ((n) > 0 ? (n) : 1) /* C forbids empty arrays */",
              f"static uint8_t mutable_region[NONZERO({up}_MUTABLE_SIZE)] "
              f"__attribute__((aligned({up}_ALIGNMENT)));",
@@ -82,7 +118,9 @@ def main_c(net: CompiledNet, macros: list[tuple[str, Tensor, str]]) -> str:
              f"#if {up}_WEIGHTS_EXTERNAL",
              f"static uint8_t constant_weights[NONZERO({up}_CONSTANT_SIZE)] "
              f"__attribute__((aligned({up}_CONSTANT_ALIGNMENT)));",
-             "#endif", "",
+             "#endif",
+             *[f"static float stage_{m.lower()}[NONZERO({m}_BYTES)]; /* --float input */"
+               for _, m in staged], "",
              "/* Reads exactly `size` bytes from `f` into `dst`; 0 on success. */",
              "static int read_exact(FILE *f, uint8_t *dst, size_t size) {",
              "    return fread(dst, 1, size, f) == size ? 0 : 1;",
@@ -108,6 +146,11 @@ def main_c(net: CompiledNet, macros: list[tuple[str, Tensor, str]]) -> str:
              "    return bad;",
              "}", "",
              "int main(int argc, char **argv) {",
+             "    int as_float = argc > 1 && strcmp(argv[1], \"--float\") == 0;",
+             "    if (as_float) {",
+             "        argc--;",
+             "        argv++;",
+             "    }",
              "    const char *input_path = argc > 1 ? argv[1] : \"-\";",
              "    const uint8_t *constant = NULL;",
              f"#if {up}_WEIGHTS_EXTERNAL",
@@ -122,20 +165,35 @@ def main_c(net: CompiledNet, macros: list[tuple[str, Tensor, str]]) -> str:
              "    if (input_path[0] == '-' && input_path[1] == '\\0') {"]
     for tensor, macro in inputs:
         lines += ["    " + line for line in _fill(tensor, macro, regions[tensor.region])]
+        if macro in quantized:
+            lines += [f"        if (as_float) for (size_t i = 0; i < {macro}_BYTES; i++) "
+                      f"stage_{macro.lower()}[i] = (float)((i * 7) % 17) / 17.0f - 0.5f;"]
     dst = ", ".join(f"{regions[t.region]} + {m}_OFFSET" for t, m in inputs) or "NULL"
     sizes = ", ".join(f"{m}_BYTES" for _, m in inputs) or "0"
     lines += ["    } else {",
               f"        uint8_t *dst[] = {{{dst}}};",
-              f"        size_t size[] = {{{sizes}}};",
-              f"        if (load(input_path, dst, size, {len(inputs)})) return 1;",
-              "    }",
-              f"    int status = {n}(constant, mutable_region, activations);",
+              f"        size_t size[] = {{{sizes}}};"]
+    for k, (_, macro) in enumerate(inputs):
+        if macro in quantized:
+            lines += ["        if (as_float) {",
+                      f"            dst[{k}] = (uint8_t *)stage_{macro.lower()};",
+                      f"            size[{k}] = sizeof stage_{macro.lower()};",
+                      "        }"]
+    lines += [f"        if (load(input_path, dst, size, {len(inputs)})) return 1;",
+              "    }"]
+    if staged:
+        lines.append("    if (as_float) {")
+        for tensor, macro in staged:
+            lines += ["    " + line for line in _quantize(tensor, macro,
+                                                          regions[tensor.region])]
+        lines.append("    }")
+    lines += [f"    int status = {n}(constant, mutable_region, activations);",
               "    if (status != 0) {",
               f'        fprintf(stderr, "{n} returned %d\\n", status);',
               "        return 2;",
               "    }"]
     for tensor, macro in outputs:
-        lines += _print(tensor, macro, regions[tensor.region])
+        lines += _print(tensor, macro, regions[tensor.region], macro in quantized)
     lines += ["    return 0;", "}", ""]
     return "\n".join(lines)
 
@@ -162,6 +220,9 @@ def makefile(net: CompiledNet) -> str:
         ""])
 
 
-def example_files(net: CompiledNet, macros: list[tuple[str, Tensor, str]]) -> dict[str, bytes]:
+def example_files(net: CompiledNet, macros: list[tuple[str, Tensor, str]],
+                  quantized: set[str] = frozenset(), requant: str = "onnx"
+                  ) -> dict[str, bytes]:
     """main.c and Makefile for a bundle whose object runs on the machine that builds it."""
-    return {"main.c": main_c(net, macros).encode(), "Makefile": makefile(net).encode()}
+    return {"main.c": main_c(net, macros, quantized, requant).encode(),
+            "Makefile": makefile(net).encode()}
