@@ -25,7 +25,7 @@ from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES, quantize_multiplier
 from compiler.quant.tables import codes
 
-F32, F64 = ir.FloatType(), ir.DoubleType()
+F32 = ir.FloatType()
 I8 = ir.IntType(8)
 _TABLE = 9  # the weight slot of a one-input operator's 256-entry table
 
@@ -137,14 +137,16 @@ def _like(x: ir.Value, scalar: ir.Type) -> ir.Type:
 
 
 def _fma(k: Kernel, x, y: ir.Value, z: ir.Value) -> ir.Value:
-    """The product x * y plus z in double, rounded once to float32 (as the reference).
+    """float32(x) * y + z rounded once: llvm.fma (the FPU's fused multiply-add, or fmaf).
 
     x is an int32 (or vector); y and z are float32 scalars or vectors like x.
     """
-    b = k.b
-    f64 = _like(x, F64)
-    return b.fptrunc(b.fadd(b.fmul(b.sitofp(x, f64), b.fpext(y, f64)), b.fpext(z, f64)),
-                     _like(x, F32))
+    ty = _like(x, F32)
+    name = (f"llvm.fma.v{ty.count}f32" if isinstance(ty, ir.VectorType) else "llvm.fma.f32")
+    module = k.fn.module
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty, ty, ty]),
+                                                 name)
+    return k.b.call(fn, [k.b.sitofp(x, ty), y, z])
 
 
 def _rint_to_int(k: Kernel, value: ir.Value) -> ir.Value:

@@ -392,9 +392,22 @@ def _infer_qlinear_add(node, ins, values):
 
 
 def _fma32(x, y, z) -> np.ndarray:
-    """float32 x * y + z rounded once (exact in float64 for 8-bit x and float32 y and z)."""
-    exact = np.asarray(x, np.float64) * np.float64(y) + np.asarray(z, np.float64)
-    return exact.astype(np.float32)
+    """float32 x * y + z rounded once, as a fused multiply-add.
+
+    The product of an 8-bit x and a float32 y is exact in float64. Their sum with z is rounded
+    to float64 with its error kept (TwoSum) and, when inexact, moved to the neighbour with an
+    odd last bit (round to odd), so the final rounding to float32 is the single correct one.
+    """
+    product = np.asarray(x, np.float64) * np.float64(y)
+    z = np.asarray(z, np.float64)
+    total = product + z
+    virtual = total - z
+    error = (product - virtual) + (z - (total - virtual))
+    total, error = np.broadcast_arrays(np.asarray(total, np.float64), error)
+    even = (total.view(np.int64) & 1) == 0
+    towards = np.where(error > 0, np.inf, -np.inf)
+    odd = np.where((error != 0) & even, np.nextafter(total, towards), total)
+    return odd.astype(np.float32)
 
 
 def _add_onnx(a, b, sa, za, sb, zb, sc, zc) -> np.ndarray:

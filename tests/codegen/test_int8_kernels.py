@@ -142,17 +142,25 @@ def test_the_int8_mlperf_models_compile_to_the_interpreters_bytes(name, source, 
 @pytest.mark.slow
 # cortex-m7, cortex-m33, cortex-m55
 @pytest.mark.parametrize("machine", ["mps2-an500", "mps2-an505", "mps3-an547"])
+@pytest.mark.parametrize("source", ["tflite", "onnx"])
 @pytest.mark.parametrize("name", INT8_MODELS)
-def test_int8_models_run_exactly_on_cortex_m(machine, name, tmp_path):
-    """Each int8 .tflite model on its real sample input under QEMU: the interpreter's bytes."""
+def test_int8_models_run_exactly_on_cortex_m(machine, source, name, tmp_path):
+    """Each int8 model (.tflite: tflite rule; .onnx: onnx rule) on its real sample input under
+    QEMU: the interpreter's bytes."""
     from tests.codegen import firmware
-    from tests.tflite.test_tflite_models import _sample
+    from tests.samples import int8_sample
 
     firmware.require_tools()
     folder = shared_models()
-    prepared = compilation(load_model(folder / "tflite" / f"{name}.tflite")).prepared
+    prepared = compilation(load_model(folder / source / f"{name}.{source}")).prepared
     net = compile_graph(prepared, get_target(firmware.BOARDS[machine].target), name="net")
-    feeds = {prepared.inputs[0].name: _sample(name, prepared, folder)}
+    x = prepared.inputs[0]
+
+    def quantization():  # the .tflite twin's input parameters (an ONNX int8 input has none)
+        twin = load_model(folder / "tflite" / f"{name}.tflite").inputs[0].type.quant
+        return twin.scale[0], twin.zero_point[0]
+
+    feeds = {x.name: int8_sample(name, x.type.shape, folder, quantization)}
     elf = firmware.build(net, firmware.main_c(net, feeds), machine, tmp_path)
     stdout, _ = firmware.run(elf, machine)
     got = firmware.parse_outputs(net, stdout)
