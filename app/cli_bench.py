@@ -1,0 +1,111 @@
+"""`kiln bench`: the model timed on this host against its peers, or counted on a Cortex-M.
+
+The measuring lives in `compiler.codegen.bench` (host) and `compiler.mcu.bench` (QEMU with
+CMSIS-NN beside it); this module declares the command's arguments and formats the results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.cli_args import UsageError, add_model_args, parse_shape
+
+
+def add_bench_parser(sub) -> None:
+    """The `bench` subcommand's arguments."""
+    bench = sub.add_parser("bench", help="the model compiled for this host against onnxruntime "
+                                         "and LiteRT")
+    add_model_args(bench)
+    bench.add_argument("--json", action="store_true", help="print one JSON document")
+    bench.add_argument("--runs", type=int, metavar="N",
+                       help="inferences per block (default: about 0.2 s worth)")
+    bench.add_argument("--repeats", type=int, default=5, metavar="K",
+                       help="blocks per engine; each keeps its median, the result is their "
+                            "median (default 5)")
+    bench.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    bench.add_argument("--target", metavar="CORE",
+                       help="count executed instructions per layer on an emulated Cortex-M "
+                            "instead of timing on this host (cortex-m7, cortex-m33, "
+                            "cortex-m55; needs arm-none-eabi-gcc and qemu-system-arm)")
+    bench.add_argument("--cmsis-nn", metavar="DIR",
+                       help="with --target: the CMSIS-NN source tree built as the peer "
+                            "(default: $KILN_CMSIS_NN, else the shared third_party copy)")
+    bench.add_argument("--no-peer", action="store_true",
+                       help="with --target: count Kiln only")
+    bench.add_argument("--top", type=int, default=10, metavar="N",
+                       help="with --target: the N layers with the most instructions (default "
+                            "10; 0 lists every layer)")
+    bench.add_argument("--tflite", metavar="FILE",
+                       help="the model's .tflite twin, timed with LiteRT (default: X.tflite "
+                            "beside X.onnx or in a sibling tflite folder, when there is one)")
+
+
+def cmd_bench(args) -> int:
+    """`kiln bench`: the measuring lives in compiler.codegen.bench; this only formats."""
+    from compiler.codegen.bench import bench_model
+
+    if args.repeats < 1 or (args.runs is not None and args.runs < 1):
+        raise UsageError("--runs and --repeats must be at least 1")
+    shapes = dict(parse_shape(s) for s in args.shape or [])
+    if args.target:
+        return _bench_target(args, shapes)
+    result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite)
+    if args.json:
+        print(json.dumps(result.to_json()))
+        return 0
+    print(f"{result.model} on {result.target} ({result.triple}): compiled in "
+          f"{result.compile_s:.2f} s; median of {result.repeats} repeats x {result.runs} runs, "
+          "one thread each, engines interleaved")
+    for name in result.engines:
+        print(f"  {name:<12} {result.ms(name):.4g} ms")
+    for peer in result.peers():
+        short = {"onnxruntime": "ort"}.get(peer, peer)
+        print(f"  kiln/{short:<7} {result.ratio(peer):.3g}   (outputs differ by at most "
+              f"{result.max_abs_diff[peer]:.2g})")
+    print(f"  throughput   {result.kiln_gflops:.1f} GFLOP/s over {result.macs:,} MACs, "
+          f"{100 * result.peak_fraction:.0f}% of this core's measured peak "
+          f"({result.peak_gflops:.0f} GFLOP/s)")
+    return 0
+
+
+def _bench_target(args, shapes) -> int:
+    """`kiln bench --target`: instruction counts, total and per layer, beside CMSIS-NN's."""
+    from compiler.mcu.bench import bench_target
+
+    result = bench_target(args.model, args.target, args.seed, shapes, args.cmsis_nn,
+                          not args.no_peer)
+    ours, peer = result.kiln, result.peer
+    rows = sorted(result.rows(), key=lambda row: -row[2])
+    if args.json:
+        doc = {"model": Path(args.model).name, "target": ours.target, "machine": ours.machine,
+               "instructions": ours.total, "code_bytes": ours.code_bytes,
+               "layers": [{"kernel": la.symbol, "op": la.op, "nodes": list(la.nodes),
+                           "instructions": la.instructions} for la in ours.layers],
+               "cmsis_nn": None if peer is None else {
+                   "instructions": peer.total, "code_bytes": peer.code_bytes,
+                   "uncovered": peer.uncovered,
+                   "layers": [{"node": la.node, "function": la.function,
+                               "instructions": la.instructions} for la in peer.layers]}}
+        print(json.dumps(doc))
+        return 0
+    print(f"{Path(args.model).name} on {ours.target} (QEMU {ours.machine}), executed "
+          f"instructions of one inference")
+    print(f"  kiln      {ours.total:>12,}  code {ours.code_bytes:,} B")
+    if peer is None:
+        print(f"  cmsis-nn  not measured: {result.peer_note}")
+    else:
+        print(f"  cmsis-nn  {peer.total:>12,}  code {peer.code_bytes:,} B (its kernels' "
+              f"calls only; -O3)")
+        print(f"  kiln/cmsis-nn {ours.total / max(peer.total, 1):.3g}")
+        if peer.uncovered:
+            print(f"  CMSIS-NN has no kernel for: {', '.join(peer.uncovered)}")
+    shown = rows if args.top <= 0 else rows[:args.top]
+    print(f"  {'kiln':>12}  {'cmsis-nn':>12}  {'ratio':>5}  layer")
+    for op, nodes, mine, theirs in shown:
+        other = f"{theirs:>12,}" if theirs is not None else f"{'-':>12}"
+        ratio = f"{mine / theirs:5.2f}" if theirs else f"{'':>5}"
+        print(f"  {mine:>12,}  {other}  {ratio}  {op} {nodes}")
+    if len(shown) < len(rows):
+        print(f"  ... {len(rows) - len(shown)} more layers (--top 0 lists them)")
+    return 0
