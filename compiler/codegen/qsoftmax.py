@@ -34,8 +34,27 @@ def _first(k: Kernel, slot: int):
 
 
 def _geometry(node) -> tuple[int, int]:
+    """(rows, length): how many softmaxes, over how many elements each."""
+    rows, length, _ = _layout(node)
+    return rows, length
+
+
+def _layout(node) -> tuple[int, int, int]:
+    """(rows, length, inner): the normalized axis has `length` elements `inner` apart."""
     shape = node.inputs[0].type.shape
-    return int(np.prod(shape[:-1], dtype=np.int64)), shape[-1]
+    axis = int(node.attrs.get("axis", -1)) % len(shape)
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    return int(np.prod(shape, dtype=np.int64)) // shape[axis], shape[axis], inner
+
+
+def _at(k: Kernel, r, c):
+    """The flat index of element c of row r (rows run over every axis but the normalized)."""
+    _, length, inner = _layout(k.node)
+    if inner == 1:
+        return k.index((r, length), (c, 1))
+    b = k.b
+    outer, within = b.udiv(r, I32(inner)), b.urem(r, I32(inner))
+    return b.add(k.index((outer, length * inner), (c, inner)), within)
 
 
 def qsoftmax_tables(node) -> dict[int, np.ndarray]:
@@ -71,7 +90,7 @@ def emit_qsoftmax(k: Kernel) -> None:
     with k.loop(rows) as r:
         b.store(I32(low), top_slot)
         with k.loop(length) as c:
-            x = widen(k.load(k.args[0], k.index((r, length), (c, 1))), I32)
+            x = widen(k.load(k.args[0], _at(k, r, c)), I32)
             top = b.load(top_slot)
             b.store(b.select(b.icmp_signed(">", x, top), x, top), top_slot)
         top = b.load(top_slot)
@@ -87,7 +106,7 @@ def _row_tflite(k: Kernel, r, length: int, top, widen, sum_slot, low: int, high:
     b.store(I32(0), sum_slot)
 
     def distance(c):
-        return b.sub(top, widen(k.load(k.args[0], k.index((r, length), (c, 1))), I32))
+        return b.sub(top, widen(k.load(k.args[0], _at(k, r, c)), I32))
 
     with k.loop(length) as c:
         b.store(b.add(b.load(sum_slot), k.load(k.args[_TERMS], distance(c))), sum_slot)
@@ -105,7 +124,7 @@ def _row_tflite(k: Kernel, r, length: int, top, widen, sum_slot, low: int, high:
         out = requant.clamp(k, b.add(out, I32(low)), low, high)
         used = b.icmp_signed("<=", d, I32(-diff_min))
         k.store(b.trunc(b.select(used, out, I32(low)), I8), k.outs[0],
-                k.index((r, length), (c, 1)))
+                _at(k, r, c))
 
 
 def _shift_left_saturating(k: Kernel, x, bits: int):
@@ -136,7 +155,7 @@ def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> N
     zp = int(_first(k, 4))
 
     def entry(c):
-        x = widen(k.load(k.args[0], k.index((r, length), (c, 1))), I32)
+        x = widen(k.load(k.args[0], _at(k, r, c)), I32)
         index = b.and_(b.add(x, b.sub(I32(high), top)), I32(0xFF))
         return k.load(k.args[_FLOATS], index), x
 
@@ -151,4 +170,4 @@ def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> N
         q = b.add(b.fptosi(b.call(rint, [q]), I32), I32(zp))
         q = b.select(b.icmp_signed(">", q, I32(high)), I32(high), q)
         q = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), x, q)
-        k.store(b.trunc(q, I8), k.outs[0], k.index((r, length), (c, 1)))
+        k.store(b.trunc(q, I8), k.outs[0], _at(k, r, c))
