@@ -153,3 +153,15 @@ def test_host_int8_kernels_equal_the_interpreter(case, rule, tmp_path):
                  if n.op in ("QLinearConv", "QGemm"))
     assert lookup(layer, host)[0].__name__ == emitter
     assert _bundle_equals_interpreter(graph, tmp_path, seeds=range(50)) == 0
+
+
+@pytest.mark.parametrize("case", sorted({**CASES, **HOST_CASES}))
+def test_every_case_compiles_for_every_target(case):
+    """Each core's specialized kernels, and the plain ones of cores without them (M0+, M3,
+    AArch64, RISC-V), compile for these shapes."""
+    from compiler.codegen.targets import target_names
+
+    build = CASES.get(case) or HOST_CASES[case][0]
+    prepared = compilation(load_model(build())).prepared
+    for target in target_names():
+        assert compile_graph(prepared, get_target(target)).object, target
