@@ -15,10 +15,11 @@ KILN_BENCH_MODELS := ad01_fp32 kws_ref_model_float32 pretrainedResnet vww_96_flo
 DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \
   libglib2.0-0 fonts-dejavu-core libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 \
   libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0
-# Cross compiler, newlib (semihosting libc) and QEMU for the Cortex-M firmware tests, and the
-# host C compiler (host bundles, QEMU's instruction-counting plugin); installed without
-# recommends (qemu-system-arm would otherwise pull in hundreds of desktop libraries).
-ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc
+# Cross compiler, newlib (semihosting libc) and QEMU for the Cortex-M firmware tests, the host
+# C compiler (host bundles, QEMU's instruction-counting plugin), and lld with qemu-user for
+# running AArch64 and RISC-V 32 objects; installed without recommends (qemu-system-arm would
+# otherwise pull in hundreds of desktop libraries).
+ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc lld-14 qemu-user
 
 .PHONY: setup system-packages run test lint bench docs clean
 
