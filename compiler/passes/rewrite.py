@@ -19,16 +19,15 @@ PASS_NOTES = "pass_notes"  # graph.metadata key where a running pass leaves note
 
 def live_nodes(graph: Graph) -> set[int]:
     """id() of every node some graph output depends on."""
-    needed = set(map(id, graph.outputs))
+    # Values hash by identity; a stray None among the inputs is harmless in the set.
+    needed: set = set(graph.outputs)
     live: set[int] = set()
     for node in reversed(graph.nodes):
         # Written out rather than with any(): this runs once per pass over every node.
         for out in node.outputs:
-            if id(out) in needed:
+            if out in needed:
                 live.add(id(node))
-                for value in node.inputs:
-                    if value is not None:
-                        needed.add(id(value))
+                needed.update(node.inputs)
                 break
     return live
 
