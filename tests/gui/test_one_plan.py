@@ -17,7 +17,7 @@ from tests.gui.helpers import make_window
 
 FLOAT_MODELS = ("ad01_fp32", "kws_ref_model_float32", "mnist-8", "pretrainedResnet",
                 "vww_96_float")
-# int8 QDQ models: planned and shown today; their int8 kernels come with int8 code generation.
+# int8 QDQ models: planned, shown and exported with their int8 kernels like the float ones.
 INT8_MODELS = ("ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8")
 TIMEOUT = 120000
 
@@ -42,7 +42,7 @@ def _edited(pipeline: Pipeline) -> Pipeline:
     return edited
 
 
-def _panels_agree(qtbot, window, capsys, tmp_path, model, compile_too: bool) -> dict:
+def _panels_agree(qtbot, window, capsys, tmp_path, model) -> dict:
     doc = window.document
     memory, code = window.memory, window.code
     graph, key = doc.graph, doc.pipeline.to_json()
@@ -54,7 +54,8 @@ def _panels_agree(qtbot, window, capsys, tmp_path, model, compile_too: bool) -> 
     qtbot.waitUntil(memory_ready, timeout=TIMEOUT)
     shown = _essentials(memory.current.doc)
 
-    conv = next((n for n in graph.nodes if n.op in ("Conv", "Gemm", "MatMul")), graph.nodes[0])
+    conv = next((n for n in graph.nodes if n.op in ("Conv", "Gemm", "MatMul", "QLinearConv",
+                                                    "QGemm")), graph.nodes[0])
     code.dock.show()
     window.canvas.select(conv.id)
     stamp = (json.dumps(key, sort_keys=True), doc.options(), conv.id)
@@ -68,14 +69,13 @@ def _panels_agree(qtbot, window, capsys, tmp_path, model, compile_too: bool) -> 
     assert cli.main(["memory", str(model), "--json", "--pipeline", str(path)]) == 0
     assert _essentials(json.loads(capsys.readouterr().out)) == shown
 
-    if compile_too:
-        folder = tmp_path / "bundle"
-        job = window.export.start(ExportOptions("host", None, "net", "embedded", False, folder))
-        with qtbot.waitSignal(job.succeeded, timeout=TIMEOUT):
-            pass
-        report = json.loads((folder / "net.report.json").read_text())
-        assert _essentials(report["memory"]) == shown
-        assert report["regions"]["activations"] == shown["activations"]
+    folder = tmp_path / "bundle"
+    job = window.export.start(ExportOptions("host", None, "net", "embedded", False, folder))
+    with qtbot.waitSignal(job.succeeded, timeout=TIMEOUT):
+        pass
+    report = json.loads((folder / "net.report.json").read_text())
+    assert _essentials(report["memory"]) == shown
+    assert report["regions"]["activations"] == shown["activations"]
     return shown
 
 
@@ -84,10 +84,9 @@ def _panels_agree(qtbot, window, capsys, tmp_path, model, compile_too: bool) -> 
 def test_every_panel_and_command_reports_one_plan(qtbot, capsys, tmp_path, name):
     model = _model(name)
     window = make_window(qtbot, model)
-    compile_too = name not in INT8_MODELS
-    default = _panels_agree(qtbot, window, capsys, tmp_path / "default", model, compile_too)
+    default = _panels_agree(qtbot, window, capsys, tmp_path / "default", model)
     window.stepping.run(_edited(window.document.pipeline))  # as the pipeline editor's Run does
-    edited = _panels_agree(qtbot, window, capsys, tmp_path / "edited", model, compile_too)
+    edited = _panels_agree(qtbot, window, capsys, tmp_path / "edited", model)
     # Unfused, the Relus of these two take steps (and buffers) of their own.
     if name in ("sample", "pretrainedResnet"):
         assert edited != default
