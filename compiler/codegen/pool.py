@@ -98,14 +98,19 @@ def as_2d(node: Node) -> Node:
                 [_taller(v) for v in node.outputs], attrs, node.provenance)
 
 
-def emit_pool_any(k: Kernel) -> None:
-    """MaxPool / AveragePool of 1-D or 2-D NHWC tensors."""
+def emit_as_2d(k: Kernel, emit) -> None:
+    """Run the 2-D emitter `emit` on a 1-D or 2-D NHWC node (a 1-D one seen with height 1)."""
     node = k.node
     k.node = as_2d(node)
     try:
-        emit_pool(k)
+        emit(k)
     finally:
         k.node = node
+
+
+def emit_pool_any(k: Kernel) -> None:
+    """MaxPool / AveragePool of 1-D or 2-D NHWC tensors."""
+    emit_as_2d(k, emit_pool)
 
 
 def avg_divisors_any(node: Node) -> dict[int, np.ndarray]:

@@ -84,6 +84,12 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
 
 
 
+def _start(k: Kernel, accs: list, at) -> None:
+    """Each accumulator of a block from its start (bias and zero-point correction)."""
+    for j, slot in enumerate(accs):
+        k.b.store(k.load(k.args[STARTS], k.b.add(at, I32(j))), slot)
+
+
 def emit_qconv_dot(k: Kernel) -> None:
     """Per output pixel and block of output channels: the taps' dot products, requantized."""
     node, b = k.node, k.b
@@ -98,8 +104,7 @@ def emit_qconv_dot(k: Kernel) -> None:
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(out_c // BLOCK) as ob:
             oc0 = k.index((ob, BLOCK))
-            for j, slot in enumerate(accs):
-                b.store(k.load(k.args[STARTS], b.add(border, b.add(oc0, I32(j)))), slot)
+            _start(k, accs, b.add(border, oc0))
 
             def tap(ih, iw, kh, kw, n=n, ob=ob):
                 x_base = k.index((n, height * width * channels), (ih, width * channels),
@@ -209,8 +214,7 @@ def emit_qconv_im2col(k: Kernel) -> None:
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(out_c // BLOCK) as ob:
             oc0 = k.index((ob, BLOCK))
-            for j, slot in enumerate(accs):
-                b.store(k.load(k.args[STARTS], b.add(border, b.add(oc0, I32(j)))), slot)
+            _start(k, accs, b.add(border, oc0))
             w_bases = [k.index((ob, BLOCK * depth), base=j * depth) for j in range(BLOCK)]
             dots(k, I32(0), w_bases, accs, depth, x=base)
             store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0), zp)

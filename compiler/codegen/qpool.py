@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input
-from compiler.codegen.pool import as_2d, avg_divisors
+from compiler.codegen.pool import as_2d, avg_divisors, emit_as_2d
 from compiler.codegen.window import spatial, window
 from compiler.errors import KilnError
 from compiler.ir.graph import Node
@@ -93,12 +93,7 @@ def qaverage_divisors(node: Node) -> dict[int, np.ndarray]:
 
 def emit_qaverage_pool(k: Kernel) -> None:
     """QLinearAveragePool of 1-D or 2-D NHWC tensors."""
-    node = k.node
-    k.node = as_2d(node)
-    try:
-        _emit_qaverage_pool_2d(k)
-    finally:
-        k.node = node
+    emit_as_2d(k, _emit_qaverage_pool_2d)
 
 
 def _emit_qaverage_pool_2d(k: Kernel) -> None:
