@@ -27,6 +27,7 @@ from app.cli_args import (
     parse_input,
 )
 from app.cli_bench import add_bench_parser, cmd_bench
+from app.cli_profile import add_profile_parser, cmd_profile
 from compiler.errors import KilnError, one_line
 
 EXIT_USAGE = 2
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_memory_parser(sub)
     _add_compile_parser(sub)
     add_bench_parser(sub)
+    add_profile_parser(sub)
     return parser
 
 
@@ -461,7 +463,7 @@ def cmd_compile(args) -> int:
 
 
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
-            "compile": cmd_compile, "bench": cmd_bench}
+            "compile": cmd_compile, "bench": cmd_bench, "profile": cmd_profile}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

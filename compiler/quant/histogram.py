@@ -1,0 +1,73 @@
+"""Glow's growing histogram of a tensor's values, batch after batch.
+
+A fixed number of bins spans [min, max]. The first batch sets the range. When a later batch
+goes beyond it, the range grows to cover both; each old bin's count moves to the new bin its
+start falls in, the fraction of it past that bin's end going to the next one (rounded), as
+Glow's `generateTensorHistogram` does. Then the batch is binned with
+min((v - min) / width, bins - 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.errors import KilnError
+
+DEFAULT_BINS = 10  # Glow's default
+
+
+@dataclass
+class Histogram:
+    """Counts over [low, high] in `len(counts)` equal bins."""
+
+    low: float
+    high: float
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(DEFAULT_BINS, np.int64))
+
+    @classmethod
+    def empty(cls, bins: int = DEFAULT_BINS) -> Histogram:
+        """A histogram that has seen nothing yet (its first batch sets the range)."""
+        return cls(np.inf, -np.inf, np.zeros(bins, np.int64))
+
+    def add(self, values: np.ndarray, name: str = "") -> None:
+        """Take one batch of values into the histogram, growing its range when needed."""
+        values = np.asarray(values, np.float64).reshape(-1)
+        if values.size == 0:
+            return
+        if not np.all(np.isfinite(values)):
+            raise KilnError(f"tensor {name!r} holds NaN or infinity; it cannot be profiled")
+        low, high = float(values.min()), float(values.max())
+        if self.low > self.high:  # the first batch
+            self.low, self.high = low, high
+        elif low < self.low or high > self.high:
+            self._grow(min(low, self.low), max(high, self.high))
+        bins = len(self.counts)
+        width = (self.high - self.low) / bins
+        index = (np.zeros(values.size, np.int64) if width == 0 else
+                 np.minimum(((values - self.low) / width).astype(np.int64), bins - 1))
+        self.counts += np.bincount(index, minlength=bins)
+
+    def _grow(self, low: float, high: float) -> None:
+        bins = len(self.counts)
+        old_width = (self.high - self.low) / bins
+        new_width = (high - low) / bins
+        grown = np.zeros(bins, np.int64)
+        for i, count in enumerate(self.counts):
+            if not count:
+                continue
+            start = self.low + i * old_width
+            dest = min(int((start - low) / new_width), bins - 1) if new_width else 0
+            dest_end = low + (dest + 1) * new_width
+            kept = (int(round(count * (dest_end - start) / old_width)) if old_width
+                    else int(count))
+            kept = max(0, min(int(count), kept))
+            grown[dest] += kept
+            if count - kept:
+                grown[min(dest + 1, bins - 1)] += count - kept
+        self.low, self.high, self.counts = low, high, grown
+
+    def to_json(self) -> dict:
+        """min, max and the counts, as the profile stores them."""
+        return {"min": self.low, "max": self.high, "histogram": [int(c) for c in self.counts]}

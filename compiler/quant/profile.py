@@ -1,0 +1,166 @@
+"""A profile: each float tensor's observed range and histogram, as a diffable, editable JSON.
+
+The file records its schema, a hash of the graph it was measured on (the float graph after
+the pipeline, whose tensors the quantizer sees), the data it came from, the histogram bin
+count, and per tensor `min`, `max` and `histogram`. Users edit it by hand through two keys the
+profiler writes empty: `overrides` ({tensor: {"min": .., "max": ..}}, which beat the measured
+range) and `keep_float` (tensors to leave in float). Keys are sorted and the layout is stable,
+so two profiles diff line by line. Applying a profile to another graph is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from compiler.errors import KilnError
+from compiler.ir.graph import Graph
+
+SCHEMA = "kiln-profile-1"
+
+
+def graph_hash(graph: Graph) -> str:
+    """A digest of the graph's structure and constants.
+
+    The same model and pipeline give the same hash; a different graph, even one with other
+    weights, another.
+    """
+    digest = hashlib.sha256()
+    for value in graph.inputs:
+        digest.update(f"in {value.name} {value.type.shape} {value.type.dtype}\n".encode())
+    for name in sorted(graph.constants):
+        data = np.ascontiguousarray(graph.constants[name].data)
+        digest.update(f"const {name} {data.shape} {data.dtype}\n".encode())
+        digest.update(hashlib.sha256(data.tobytes()).digest())
+    for node in graph.nodes:
+        attrs = sorted((k, repr(v)) for k, v in node.attrs.items())
+        digest.update(f"node {node.op} {[v and v.name for v in node.inputs]} "
+                      f"{[v.name for v in node.outputs]} {attrs}\n".encode())
+    for value in graph.outputs:
+        digest.update(f"out {value.name}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+@dataclass
+class TensorRange:
+    """What profiling saw of one tensor."""
+
+    min: float
+    max: float
+    histogram: list[int]
+
+
+@dataclass
+class Profile:
+    """Ranges of a graph's float tensors, the graph's hash, and the user's edits."""
+
+    graph_hash: str
+    model: str
+    data: dict
+    bins: int
+    tensors: dict[str, TensorRange]
+    overrides: dict[str, dict[str, float]] = field(default_factory=dict)
+    keep_float: list[str] = field(default_factory=list)
+
+    def range_of(self, tensor: str) -> tuple[float, float]:
+        """The range quantization uses: an override's bounds, else the measured ones."""
+        measured = self.tensors[tensor]
+        edit = self.overrides.get(tensor, {})
+        return float(edit.get("min", measured.min)), float(edit.get("max", measured.max))
+
+    def check_graph(self, graph: Graph, where: str = "the profile") -> None:
+        """Refuse a profile measured on another graph, saying so in one line."""
+        found = graph_hash(graph)
+        if found != self.graph_hash:
+            raise KilnError(f"{where} was measured on another graph (hash {self.graph_hash}, "
+                            f"this model's is {found}): profile this model again")
+
+    def to_json(self) -> dict:
+        """The file's content: sorted, plain JSON types."""
+        return {"schema": SCHEMA, "graph_hash": self.graph_hash, "model": self.model,
+                "data": self.data, "bins": self.bins,
+                "tensors": {name: {"min": r.min, "max": r.max, "histogram": r.histogram}
+                            for name, r in sorted(self.tensors.items())},
+                "overrides": {name: dict(sorted(v.items()))
+                              for name, v in sorted(self.overrides.items())},
+                "keep_float": sorted(self.keep_float)}
+
+    def save(self, path: str | Path) -> None:
+        """Write the profile atomically (a crash never leaves half a file)."""
+        path = Path(path)
+        text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
+        handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+        try:
+            with os.fdopen(handle, "w") as out:
+                out.write(text)
+            os.replace(partial, path)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+
+
+def load_profile(path: str | Path) -> Profile:
+    """A profile file, or one clear line saying what is wrong with it (KilnError)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise KilnError(f"{path}: cannot read the profile ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise KilnError(f"{path}: not a JSON profile ({exc})") from None
+    try:
+        return _parse(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KilnError(f"{path}: malformed profile: {exc}") from None
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value):
+        raise ValueError(f"{what} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _parse(doc) -> Profile:
+    if not isinstance(doc, dict):
+        raise TypeError("the file must hold a JSON object")
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
+    tensors = {}
+    for name, entry in doc["tensors"].items():
+        low = _number(entry["min"], f"tensor {name!r} min")
+        high = _number(entry["max"], f"tensor {name!r} max")
+        if low > high:
+            raise ValueError(f"tensor {name!r} has min {low} above max {high}")
+        counts = entry["histogram"]
+        if not isinstance(counts, list) or not all(
+                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            raise ValueError(f"tensor {name!r} histogram must be a list of counts")
+        tensors[name] = TensorRange(low, high, counts)
+    overrides = {}
+    for name, edit in doc.get("overrides", {}).items():
+        if name not in tensors:
+            raise ValueError(f"override of {name!r}, a tensor the profile does not have")
+        unknown = set(edit) - {"min", "max"}
+        if unknown:
+            raise ValueError(f"override of {name!r} has keys {sorted(unknown)}; only min and "
+                             "max")
+        overrides[name] = {k: _number(v, f"override of {name!r} {k}") for k, v in edit.items()}
+        low, high = Profile("", "", {}, 0, tensors, overrides).range_of(name)
+        if low > high:
+            raise ValueError(f"override of {name!r} gives min {low} above max {high}")
+    keep = doc.get("keep_float", [])
+    if not isinstance(keep, list) or not all(isinstance(n, str) for n in keep):
+        raise ValueError("keep_float must be a list of tensor names")
+    missing = [n for n in keep if n not in tensors]
+    if missing:
+        raise ValueError(f"keep_float names tensors the profile does not have: {missing}")
+    return Profile(str(doc["graph_hash"]), str(doc.get("model", "")), dict(doc.get("data", {})),
+                   int(doc["bins"]), tensors, overrides, list(keep))

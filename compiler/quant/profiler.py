@@ -1,0 +1,82 @@
+"""Profiling: run the compiled float model on calibration samples and record every tensor.
+
+The float graph after the pipeline (the tensors the quantizer will see) gets every value a
+node computes as an extra graph output, so each keeps a buffer of its own in the bundle; the
+compiled host code runs sample by sample, and each tensor's values go into its min, max and
+Glow histogram batch by batch. Progress is reported and a cancel request stops the run
+between samples.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from compiler.codegen.bundle import write_bundle
+from compiler.codegen.host import HostNet
+from compiler.driver import compilation, compile_graph
+from compiler.errors import KilnError
+from compiler.ir.graph import Graph
+from compiler.quant.calibration_data import CalibrationData
+from compiler.quant.histogram import DEFAULT_BINS, Histogram
+from compiler.quant.profile import Profile, TensorRange, graph_hash
+
+BATCH = 64  # samples whose values enter the histograms together
+
+
+class Cancelled(KilnError):
+    """The caller asked the profiling run to stop."""
+
+
+def profiled_tensors(graph: Graph) -> list[str]:
+    """The float tensors a profile covers: the inputs and every node output, in graph order."""
+    names = [v.name for v in graph.inputs if v.type.dtype == "float32"]
+    names += [v.name for n in graph.nodes for v in n.outputs if v.type.dtype == "float32"]
+    return list(dict.fromkeys(names))
+
+
+def instrumented(graph: Graph) -> Graph:
+    """A copy of `graph` whose outputs are every float tensor computed by a node, in order."""
+    copy = graph.snapshot()
+    wanted = set(profiled_tensors(copy))
+    values = [v for n in copy.nodes for v in n.outputs if v.name in wanted]
+    copy.outputs = list(dict.fromkeys([*copy.outputs, *values]))
+    return copy
+
+
+def profile_model(graph: Graph, data: CalibrationData, model: str = "", bins: int = DEFAULT_BINS,
+                  progress: Callable[[int, int], None] | None = None,
+                  cancelled: Callable[[], bool] | None = None) -> Profile:
+    """Profile `graph` (a loaded model) on `data` with its default float pipeline."""
+    final = compilation(graph).final
+    probe = instrumented(final)
+    net = compile_graph(compilation(probe).prepared, "host")
+    histograms = {name: Histogram.empty(bins) for name in profiled_tensors(final)}
+    inputs = {v.name for v in final.inputs}
+    with tempfile.TemporaryDirectory(prefix="kiln-profile-") as folder:
+        write_bundle(net, Path(folder))
+        runner = HostNet.from_bundle(folder)
+        try:
+            for start in range(0, len(data), BATCH):
+                stop = min(start + BATCH, len(data))
+                batch: dict[str, list[np.ndarray]] = {name: [] for name in histograms}
+                for feeds in data.feeds(start, stop):
+                    if cancelled is not None and cancelled():
+                        raise Cancelled("profiling cancelled")
+                    outputs = runner.run(feeds)
+                    for name in histograms:
+                        source = feeds if name in inputs else outputs
+                        batch[name].append(np.asarray(source[name]))
+                for name, parts in batch.items():
+                    histograms[name].add(np.concatenate([p.reshape(-1) for p in parts]), name)
+                if progress is not None:
+                    progress(stop, len(data))
+        finally:
+            runner.close()
+    tensors = {name: TensorRange(h.low, h.high, [int(c) for c in h.counts])
+               for name, h in histograms.items()}
+    return Profile(graph_hash(final), model, {"source": data.source, "samples": len(data)},
+                   bins, tensors)
