@@ -1,7 +1,7 @@
 """A profile: each float tensor's observed range and histogram, as a diffable, editable JSON.
 
-The file records its schema, a hash of the graph it was measured on (the float graph after
-the pipeline, whose tensors the quantizer sees), the data it came from, the histogram bin
+The file records its schema, a hash of the graph it was measured on (the calibration graph of
+`profiler`, whose tensors the quantizer sees), the data it came from, the histogram bin
 count, and per tensor `min`, `max` and `histogram`. Users edit it by hand through two keys the
 profiler writes empty: `overrides` ({tensor: {"min": .., "max": ..}}, which beat the measured
 range) and `keep_float` (tensors to leave in float). Keys are sorted and the layout is stable,

@@ -1,10 +1,10 @@
 """Profiling: run the compiled float model on calibration samples and record every tensor.
 
-The float graph after the pipeline (the tensors the quantizer will see) gets every value a
-node computes as an extra graph output, so each keeps a buffer of its own in the bundle; the
-compiled host code runs sample by sample, and each tensor's values go into its min, max and
-Glow histogram batch by batch. Progress is reported and a cancel request stops the run
-between samples.
+The calibration graph (the loaded float graph cleaned and folded: the tensors the quantizer will
+see and rewrite) gets every value a node computes as an extra graph output, so each keeps a
+buffer of its own in the bundle; the compiled host code runs sample by sample, and each tensor's
+values go into its min, max and Glow histogram batch by batch. Progress is reported and a cancel
+request stops the run between samples.
 """
 
 from __future__ import annotations
@@ -20,11 +20,23 @@ from compiler.codegen.host import HostNet
 from compiler.driver import compilation, compile_graph
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
+from compiler.passes import PassConfig, Pipeline, run_pipeline
 from compiler.quant.calibration_data import CalibrationData
 from compiler.quant.histogram import DEFAULT_BINS, Histogram
 from compiler.quant.profile import Profile, TensorRange, graph_hash
 
 BATCH = 64  # samples whose values enter the histograms together
+# The passes that decide which float tensors will exist, with the operators still ONNX's (so
+# quantize-dequantize pairs can go around them): cleanup, constant folding, BatchNorm folded
+# into the convolution before it.
+CALIBRATION_PASSES = ("remove_identity", "fold_constant_layout", "fold_constants",
+                      "fold_batchnorm", "dce")
+
+
+def calibration_graph(graph: Graph) -> Graph:
+    """The float graph a profile describes and the quantizer rewrites."""
+    pipeline = Pipeline([PassConfig(name) for name in CALIBRATION_PASSES])
+    return run_pipeline(graph, pipeline, snapshots=False, diffs=False).graph
 
 
 class Cancelled(KilnError):
@@ -50,8 +62,8 @@ def instrumented(graph: Graph) -> Graph:
 def profile_model(graph: Graph, data: CalibrationData, model: str = "", bins: int = DEFAULT_BINS,
                   progress: Callable[[int, int], None] | None = None,
                   cancelled: Callable[[], bool] | None = None) -> Profile:
-    """Profile `graph` (a loaded model) on `data` with its default float pipeline."""
-    final = compilation(graph).final
+    """Profile `graph` (a loaded model) on `data`: the tensors of its calibration graph."""
+    final = calibration_graph(graph)
     probe = instrumented(final)
     net = compile_graph(compilation(probe).prepared, "host")
     histograms = {name: Histogram.empty(bins) for name in profiled_tensors(final)}

@@ -15,14 +15,13 @@ import pytest
 from onnx import helper
 
 from app.cli import main
-from compiler.driver import compilation
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
 from compiler.quant.calibration_data import Normalization, load_calibration
 from compiler.quant.histogram import Histogram
 from compiler.quant.profile import load_profile
-from compiler.quant.profiler import Cancelled, instrumented, profile_model
+from compiler.quant.profiler import Cancelled, calibration_graph, instrumented, profile_model
 from tests.conftest import SAMPLE_MODEL
 from tests.helpers import make_model
 
@@ -47,7 +46,7 @@ def test_ranges_are_those_of_the_interpreter_on_the_same_samples():
     graph = load_model(SAMPLE_MODEL)
     data = load_calibration("digits:test", graph)
     profile = profile_model(graph, data, "digits_cnn.onnx")
-    probe = instrumented(compilation(graph).final)
+    probe = instrumented(calibration_graph(graph))
     seen: dict[str, list[np.ndarray]] = {}
     for feeds in data.feeds(0, len(data)):
         values = {**feeds, **run(probe, feeds)}
@@ -76,7 +75,7 @@ def test_the_profile_file_round_trips_and_takes_hand_edits(tmp_path, capsys):
     edited = load_profile(path)
     assert edited.range_of(name) == (entry.min, entry.max / 2)
     assert all(edited.range_of(n) == profile.range_of(n) for n in profile.tensors if n != name)
-    profile.check_graph(compilation(load_model(SAMPLE_MODEL)).final)  # its own graph: fine
+    profile.check_graph(calibration_graph(load_model(SAMPLE_MODEL)))  # its own graph: fine
 
 
 def test_a_profile_of_another_graph_is_refused(tmp_path):
@@ -89,7 +88,7 @@ def test_a_profile_of_another_graph_is_refused(tmp_path):
     weights.CopyFrom(onnx.numpy_helper.from_array(array, weights.name))
     other = load_model(model.SerializeToString(), label="other.onnx")
     with pytest.raises(KilnError, match="measured on another graph") as caught:
-        load_profile(path).check_graph(compilation(other).final, str(path))
+        load_profile(path).check_graph(calibration_graph(other), str(path))
     assert "\n" not in str(caught.value)
 
 
