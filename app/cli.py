@@ -27,7 +27,7 @@ from app.cli_args import (
     parse_input,
 )
 from app.cli_bench import add_bench_parser, cmd_bench
-from app.cli_profile import add_profile_parser, cmd_profile
+from app.cli_profile import add_profile_parser, add_quantize_parser, cmd_profile, cmd_quantize
 from compiler.errors import KilnError, one_line
 
 EXIT_USAGE = 2
@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile_parser(sub)
     add_bench_parser(sub)
     add_profile_parser(sub)
+    add_quantize_parser(sub)
     return parser
 
 
@@ -463,7 +464,8 @@ def cmd_compile(args) -> int:
 
 
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
-            "compile": cmd_compile, "bench": cmd_bench, "profile": cmd_profile}
+            "compile": cmd_compile, "bench": cmd_bench, "profile": cmd_profile,
+            "quantize": cmd_quantize}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

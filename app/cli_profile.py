@@ -70,3 +70,53 @@ def cmd_profile(args) -> int:
     print(f"profiled {len(profile.tensors)} tensors of {Path(args.model).name} on "
           f"{len(data):,} samples of {data.source}; wrote {output}")
     return 0
+
+
+def add_quantize_parser(sub) -> None:
+    """The `quantize` subcommand's arguments."""
+    from compiler.quant.calibrate import METHODS, SCHEMAS
+
+    quantize = sub.add_parser("quantize", help="quantize a float model with a profile; write "
+                                               "a QDQ ONNX model")
+    add_model_args(quantize)
+    quantize.add_argument("--profile", required=True, metavar="PROFILE.json",
+                          help="the profile `kiln profile` wrote for this model")
+    quantize.add_argument("--method", choices=METHODS, default="minmax",
+                          help="how each tensor's range is chosen (default minmax)")
+    quantize.add_argument("--percentile", type=float, default=99.99, metavar="P",
+                          help="with --method percentile: the percent of values kept "
+                               "(default 99.99)")
+    quantize.add_argument("--schema", choices=SCHEMAS, default="tflite",
+                          help="activations' integer form (default tflite: int8 asymmetric; "
+                               "weights are symmetric per-channel int8, biases int32)")
+    quantize.add_argument("--requant", choices=("tflite", "onnx"), default="tflite",
+                          help="the integer operators' rounding (default tflite)")
+    quantize.add_argument("--keep-float", action="append", default=[], metavar="TENSOR",
+                          help="a tensor to leave in float (repeatable)")
+    quantize.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
+                          help="the QDQ ONNX model to write")
+
+
+def cmd_quantize(args) -> int:
+    """`kiln quantize`: profile + choices -> QDQ graph -> ONNX file, and what became integer."""
+    from compiler.driver import compilation
+    from compiler.frontends.onnx.export import save_onnx
+    from compiler.quant.profile import load_profile
+    from compiler.quant.quantize import Options, quantize
+
+    output = Path(args.output)
+    if output.suffix.lower() != ".onnx":
+        raise UsageError(f"-o {output}: kiln quantize writes an .onnx model")
+    if not output.parent.is_dir():
+        raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
+    graph = load_graph(args)
+    profile = load_profile(args.profile)
+    options = Options(args.method, args.percentile, args.schema, args.requant,
+                      tuple(args.keep_float))
+    qdq = quantize(graph, profile, options)
+    final = compilation(qdq).final
+    integer = sum(1 for n in final.nodes if n.op.startswith(("QLinear", "QGemm")))
+    save_onnx(qdq, output)
+    print(f"quantized {Path(args.model).name} ({args.method}, {args.schema} schema, "
+          f"{args.requant} rounding): {integer} integer operators; wrote {output}")
+    return 0

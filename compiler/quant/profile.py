@@ -68,6 +68,7 @@ class Profile:
     tensors: dict[str, TensorRange]
     overrides: dict[str, dict[str, float]] = field(default_factory=dict)
     keep_float: list[str] = field(default_factory=list)
+    path: str = ""  # the file it was read from, for messages
 
     def range_of(self, tensor: str) -> tuple[float, float]:
         """The range quantization uses: an override's bounds, else the measured ones."""
@@ -75,8 +76,9 @@ class Profile:
         edit = self.overrides.get(tensor, {})
         return float(edit.get("min", measured.min)), float(edit.get("max", measured.max))
 
-    def check_graph(self, graph: Graph, where: str = "the profile") -> None:
+    def check_graph(self, graph: Graph, where: str = "") -> None:
         """Refuse a profile measured on another graph, saying so in one line."""
+        where = where or self.path or "the profile"
         found = graph_hash(graph)
         if found != self.graph_hash:
             raise KilnError(f"{where} was measured on another graph (hash {self.graph_hash}, "
@@ -116,9 +118,11 @@ def load_profile(path: str | Path) -> Profile:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise KilnError(f"{path}: not a JSON profile ({exc})") from None
     try:
-        return _parse(doc)
+        profile = _parse(doc)
     except (KeyError, TypeError, ValueError) as exc:
         raise KilnError(f"{path}: malformed profile: {exc}") from None
+    profile.path = str(path)
+    return profile
 
 
 def _number(value, what: str) -> float:

@@ -1,0 +1,172 @@
+"""Post-training quantization: a float graph and its profile become a QDQ graph.
+
+The calibration graph (`profiler.calibration_graph`) gets a QuantizeLinear / DequantizeLinear
+pair on every profiled activation (parameters from the chosen method and schema), its
+convolution, Gemm and MatMul weights stored as symmetric per-channel int8 (scale max|w| / 127)
+behind a DequantizeLinear, and their biases as int32 at scale x_scale * w_scale. An activation
+read only by a Relu or Clip gets no pair of its own: the clamp folds into the range of its
+output (as Glow folds it). Tensors in `keep_float` stay float. The result is the QDQ form
+onnxruntime's quantizer writes, so `to_integer` turns it into integer operators and
+`save_onnx` writes a model onnxruntime runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import ops
+from compiler.errors import KilnError
+from compiler.ir.graph import Constant, Graph, Value
+from compiler.ir.types import TensorType
+from compiler.ops.registry import REQUIRED
+from compiler.quant.calibrate import QuantParams, choose_range, params_for
+from compiler.quant.profile import Profile
+from compiler.quant.profiler import calibration_graph
+from compiler.quant.requant import MODES, REQUANT_KEY
+
+_CLAMPS = ("Relu", "Clip")
+# Weight and bias input slots, and the weight's output-channel axis.
+_WEIGHTED = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1, None)}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to quantize: calibration method, schema, requantization rule, what stays float."""
+
+    method: str = "minmax"
+    percentile: float = 99.99
+    schema: str = "tflite"
+    requant: str = "tflite"
+    keep_float: tuple[str, ...] = ()
+
+
+def activation_params(profile: Profile, options: Options) -> dict[str, QuantParams]:
+    """Each profiled tensor's quantization (overrides and the method decide its range)."""
+    chosen = {}
+    for name, entry in profile.tensors.items():
+        if name in profile.overrides:
+            low, high = profile.range_of(name)
+        else:
+            low, high = choose_range(entry, options.method, options.percentile)
+        chosen[name] = params_for(low, high, options.schema)
+    return chosen
+
+
+def quantize(graph: Graph, profile: Profile, options: Options = Options()) -> Graph:
+    """The QDQ graph of the loaded float `graph` (KilnError if the profile is another's)."""
+    if options.requant not in MODES:
+        raise KilnError(f"--requant must be one of {', '.join(MODES)}")
+    base = calibration_graph(graph)
+    profile.check_graph(base)
+    unknown = [n for n in options.keep_float if n not in profile.tensors]
+    if unknown:
+        raise KilnError(f"--keep-float names tensors the model does not have: {unknown}")
+    out = base.snapshot()
+    out.metadata[REQUANT_KEY] = options.requant
+    params = activation_params(profile, options)
+    keep = set(options.keep_float) | set(profile.keep_float)
+    users: dict[int, list] = {}
+    for node in out.nodes:
+        for i, value in enumerate(node.inputs):
+            if value is not None:
+                users.setdefault(id(value), []).append((node, i))
+    scales: dict[str, float] = {}
+    for value in [*out.inputs, *(v for n in list(out.nodes) for v in n.outputs)]:
+        readers = users.get(id(value), [])
+        if (value.name not in params or value.name in keep or value.type.dtype != "float32"
+                or (readers and all(n.op in _CLAMPS for n, _ in readers))):
+            continue
+        scales[value.name] = params[value.name].scale
+        name = value.name
+        if value in out.outputs:  # the model's output keeps its name, now after the pair
+            value.name = out.unique_name(f"{name}_float")
+            scales[value.name] = scales[name]
+        real = _qdq(out, value, params[name], name if value.name != name else None)
+        for node, i in readers:
+            node.inputs[i] = real
+        out.outputs = [real if v is value else v for v in out.outputs]
+    for node in list(out.nodes):
+        if node.op in _WEIGHTED:
+            _quantize_weights(out, node, scales)
+    out.sort()
+    return out
+
+
+def _add(graph: Graph, op: str, inputs: list, output: TensorType, name: str,
+         attrs: dict | None = None, exact: bool = False) -> Value:
+    """A new node with its schema's default attributes and one output.
+
+    The output is named `name`, made unique unless `exact`.
+    """
+    full = {k: a.default for k, a in ops.lookup(op).attrs.items() if a.default is not REQUIRED}
+    full.update(attrs or {})
+    node = graph.add_node(op, inputs, [output], full,
+                          output_names=[name if exact else graph.unique_name(name)])
+    return node.output
+
+
+def _qdq(graph: Graph, value: Value, params: QuantParams, output_name: str | None = None
+         ) -> Value:
+    """A QuantizeLinear and DequantizeLinear after `value`; returns the dequantized value.
+
+    It is named `output_name` when given (a graph output keeps its name).
+    """
+    base = output_name or value.name
+    scale = graph.add_constant(f"{base}_scale", np.array(params.scale, np.float32))
+    zero = graph.add_constant(f"{base}_zero_point", np.array(params.zero_point, params.dtype))
+    shape = value.type.shape
+    q = _add(graph, "QuantizeLinear", [value, scale, zero], TensorType(shape, params.dtype),
+             f"{base}_quantized")
+    return _add(graph, "DequantizeLinear", [q, scale, zero], TensorType(shape, "float32"),
+                output_name or f"{value.name}_dequantized", exact=output_name is not None)
+
+
+def _weight_axis(node) -> int:
+    if node.op == "Gemm":
+        return 0 if node.attrs.get("transB") else 1
+    return 0 if node.op == "Conv" else node.inputs[1].type.rank - 1
+
+
+def _quantize_weights(graph: Graph, node, scales: dict[str, float]) -> None:
+    """Symmetric per-channel int8 weights and int32 bias behind DequantizeLinear nodes."""
+    w_slot, b_slot = _WEIGHTED[node.op]
+    weight = node.inputs[w_slot]
+    x = node.inputs[0]
+    x_scale = scales.get(_source_name(x))
+    if not isinstance(weight, Constant) or x_scale is None or node.attrs.get("transA"):
+        return  # a runtime weight, or an input left float: the node stays float
+    data = np.asarray(weight.data, np.float32)
+    axis = _weight_axis(node)
+    reduce = tuple(i for i in range(data.ndim) if i != axis)
+    w_scale = (np.max(np.abs(data), axis=reduce) / 127.0).astype(np.float32)
+    w_scale = np.where(w_scale > 0, w_scale, np.float32(1.0)).astype(np.float32)
+    shaped = w_scale.reshape([-1 if i == axis else 1 for i in range(data.ndim)])
+    q = np.clip(np.rint(data / shaped), -127, 127).astype(np.int8)
+    node.inputs[w_slot] = _dequantized_constant(graph, weight.name, q, w_scale, axis)
+    bias = node.inputs[b_slot] if b_slot is not None and len(node.inputs) > b_slot else None
+    if isinstance(bias, Constant) and np.asarray(bias.data).ndim == 1:
+        b_scale = (np.float32(x_scale) * w_scale).astype(np.float32)
+        b = np.asarray(bias.data, np.float64)
+        qb = np.clip(np.rint(b / b_scale), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
+        node.inputs[b_slot] = _dequantized_constant(graph, bias.name, qb, b_scale, 0)
+
+
+def _source_name(value: Value) -> str:
+    """The name of the activation a DequantizeLinear output reads back (or its own)."""
+    producer = value.producer
+    if producer is not None and producer.op == "DequantizeLinear":
+        quantize_node = producer.inputs[0].producer
+        if quantize_node is not None and quantize_node.op == "QuantizeLinear":
+            return quantize_node.inputs[0].name
+    return value.name
+
+
+def _dequantized_constant(graph: Graph, name: str, q: np.ndarray, scale: np.ndarray,
+                          axis: int) -> Value:
+    stored = graph.add_constant(f"{name}_quantized", q)
+    scales = graph.add_constant(f"{name}_scale", scale)
+    zeros = graph.add_constant(f"{name}_zero_point", np.zeros(scale.shape, q.dtype))
+    return _add(graph, "DequantizeLinear", [stored, scales, zeros],
+                TensorType(q.shape, "float32"), f"{name}_dequantized", {"axis": axis})
