@@ -95,6 +95,14 @@ def add_quantize_parser(sub) -> None:
                           help="a tensor to leave in float (repeatable)")
     quantize.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
                           help="the QDQ ONNX model to write")
+    quantize.add_argument("--report", metavar="DATA",
+                          help="compare with float on these held-out samples (same forms as "
+                               "kiln profile --data): per tensor range, clipping, SQNR and "
+                               "rmse/scale; output SQNR, top-1 agreement, accuracy")
+    quantize.add_argument("--json", action="store_true", help="with --report: print JSON")
+    quantize.add_argument("--plots", metavar="DIR",
+                          help="with --report: save the per-tensor SQNR chart and each "
+                               "tensor's histogram with its range as PNG files in DIR")
 
 
 def cmd_quantize(args) -> int:
@@ -117,6 +125,41 @@ def cmd_quantize(args) -> int:
     final = compilation(qdq).final
     integer = sum(1 for n in final.nodes if n.op.startswith(("QLinear", "QGemm")))
     save_onnx(qdq, output)
-    print(f"quantized {Path(args.model).name} ({args.method}, {args.schema} schema, "
-          f"{args.requant} rounding): {integer} integer operators; wrote {output}")
+    if not (args.report and args.json):
+        print(f"quantized {Path(args.model).name} ({args.method}, {args.schema} schema, "
+              f"{args.requant} rounding): {integer} integer operators; wrote {output}")
+    if args.report:
+        _report(args, graph, qdq, profile)
     return 0
+
+
+def _report(args, graph, qdq, profile) -> None:
+    import json
+
+    from compiler.quant.calibration_data import load_calibration
+    from compiler.quant.evaluate import evaluate
+
+    data = load_calibration(args.report, graph)
+    report = evaluate(graph, qdq, data)
+    if args.plots:
+        from app.quant_plots import save_plots
+
+        save_plots(report, profile, Path(args.plots))
+    if args.json:
+        print(json.dumps(report.to_json()))
+        return
+    print(f"on {report.samples:,} samples of {data.source}:")
+    for name, value in report.output_sqnr.items():
+        print(f"  output {name}: SQNR {value:.1f} dB")
+    print(f"  top-1 agreement with float {100 * report.top1_agreement:.2f} %")
+    if report.accuracy_float is not None:
+        print(f"  accuracy: float {100 * report.accuracy_float:.2f} %, quantized "
+              f"{100 * report.accuracy_quantized:.2f} %")
+    print(f"  {'tensor':28} {'min':>10} {'max':>10} {'clipped':>8} {'SQNR dB':>8} "
+          f"{'rmse/scale':>10}")
+    for t in report.tensors:
+        print(f"  {t.name[:28]:28} {t.low:>10.4g} {t.high:>10.4g} {100 * t.clipped:>7.3f}% "
+              f"{t.sqnr:>8.1f} {t.rmse_over_scale:>10.3f}")
+    worst = report.worst()
+    if worst is not None:
+        print(f"  loses most: {worst.name} ({worst.sqnr:.1f} dB; ideal rmse/scale is 0.289)")

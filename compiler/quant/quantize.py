@@ -27,6 +27,7 @@ from compiler.quant.profiler import calibration_graph
 from compiler.quant.requant import MODES, REQUANT_KEY
 
 _CLAMPS = ("Relu", "Clip")
+RENAMED_KEY = "kiln.quant.renamed"  # metadata: float tensor renamed for its output -> its name
 # Weight and bias input slots, and the weight's output-channel axis.
 _WEIGHTED = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1, None)}
 
@@ -83,6 +84,7 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options()) -> Gr
         if value in out.outputs:  # the model's output keeps its name, now after the pair
             value.name = out.unique_name(f"{name}_float")
             scales[value.name] = scales[name]
+            out.metadata.setdefault(RENAMED_KEY, {})[value.name] = name
         real = _qdq(out, value, params[name], name if value.name != name else None)
         for node, i in readers:
             node.inputs[i] = real

@@ -143,3 +143,29 @@ def test_kiln_quantize_refuses_what_it_cannot_do(digits, tmp_path, capsys):
     assert main(["quantize", str(other), "--profile", str(tmp_path / "p.json"),
                  "-o", str(tmp_path / "q.onnx")]) == 2
     assert "measured on another graph" in capsys.readouterr().err
+
+
+def test_the_report_measures_the_loss_per_tensor_and_at_the_output(digits, tmp_path, capsys):
+    graph, profile, _ = digits
+    profile.save(tmp_path / "p.json")
+    assert main(["quantize", str(SAMPLE_MODEL), "--profile", str(tmp_path / "p.json"),
+                 "-o", str(tmp_path / "q.onnx"), "--report", "digits:test", "--json",
+                 "--plots", str(tmp_path / "plots")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["samples"] == 450 and doc["top1_agreement"] >= 0.98
+    assert doc["accuracy_quantized"] >= doc["accuracy_float"] - 0.005
+    assert doc["output_sqnr_db"]["logits"] > 30
+    names = [t["name"] for t in doc["tensors"]]
+    assert {"image", "relu1_out", "relu3_out", "logits"} <= set(names)
+    for t in doc["tensors"]:  # only rounding, no clipping: rmse/scale near 1/sqrt(12)
+        assert 0.1 < t["rmse_over_scale"] < 1.0 and t["clipped"] < 1e-3
+    assert (tmp_path / "plots" / "sqnr.png").stat().st_size > 0
+    assert (tmp_path / "plots" / "hist_relu3_out.png").stat().st_size > 0
+    # A range cut in half clips: the report says so for that tensor.
+    doc_p = json.loads((tmp_path / "p.json").read_text())
+    doc_p["overrides"] = {"relu3_out": {"max": doc_p["tensors"]["relu3_out"]["max"] / 4}}
+    (tmp_path / "p.json").write_text(json.dumps(doc_p))
+    assert main(["quantize", str(SAMPLE_MODEL), "--profile", str(tmp_path / "p.json"),
+                 "-o", str(tmp_path / "q.onnx"), "--report", "digits:test", "--json"]) == 0
+    clipped = {t["name"]: t["clipped"] for t in json.loads(capsys.readouterr().out)["tensors"]}
+    assert clipped["relu3_out"] > 0.001
