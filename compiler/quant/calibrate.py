@@ -6,8 +6,8 @@ Methods, all on the profile's histogram (bin centres stand for the values in the
   from each end.
 - `entropy`: TensorRT's KL-divergence search: among shrunk ranges, the one whose 255-level
   quantization of the histogram stays closest (KL divergence) to the clipped histogram.
-- `mse`: among shrunk ranges, the one whose quantization error (clipping plus rounding) has the
-  least mean square over the histogram.
+- `mse`: among shrunk ranges, the one with the least expected square error over the histogram:
+  rounding noise (scale squared over 12) inside the range, the clipping distance outside.
 Then the schema turns a range into a scale and zero point: TFLite's int8 asymmetric (the
 default), symmetric int8, uint8 asymmetric, or any of them with power-of-two scales. Every
 range is widened to include 0, so zero is exact (padding, ReLU).
@@ -88,10 +88,16 @@ def _search(entry: TensorRange, cost) -> tuple[float, float]:
 
 
 def _mse_cost(values, counts, low, high) -> float:
+    """The expected square error of a candidate range.
+
+    scale**2 / 12 of rounding for each value inside it (the values of a bin spread over the
+    bin), the clipping distance squared for each value outside.
+    """
     scale = (high - low) / 255.0
     clipped = np.clip(values, low, high)
-    quantized = np.round((clipped - low) / scale) * scale + low
-    return float(np.sum(counts * (values - quantized) ** 2))
+    inside = clipped == values
+    rounding = scale * scale / 12.0
+    return float(np.sum(counts * np.where(inside, rounding, (values - clipped) ** 2)))
 
 
 def _kl_cost(values, counts, low, high) -> float:

@@ -44,9 +44,17 @@ class Cancelled(KilnError):
 
 
 def profiled_tensors(graph: Graph) -> list[str]:
-    """The float tensors a profile covers: the inputs and every node output, in graph order."""
+    """The float tensors a profile covers, in graph order.
+
+    The inputs and every node output computed from them: a weight dequantized from int8 is a
+    constant, not an activation.
+    """
+    runtime = {id(v) for v in graph.inputs}
     names = [v.name for v in graph.inputs if v.type.dtype == "float32"]
-    names += [v.name for n in graph.nodes for v in n.outputs if v.type.dtype == "float32"]
+    for node in graph.nodes:
+        if any(v is not None and id(v) in runtime for v in node.inputs):
+            runtime.update(id(v) for v in node.outputs)
+            names += [v.name for v in node.outputs if v.type.dtype == "float32"]
     return list(dict.fromkeys(names))
 
 
