@@ -30,6 +30,8 @@ _CLAMPS = ("Relu", "Clip")
 RENAMED_KEY = "kiln.quant.renamed"  # metadata: float tensor renamed for its output -> its name
 # Weight and bias input slots, and the weight's output-channel axis.
 _WEIGHTED = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1, None)}
+# Operators whose float constant operands are quantized per tensor (a bias added after a MatMul).
+_ELEMENTWISE = ("Add", "Sub", "Mul")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options()) -> Gr
     for node in list(out.nodes):
         if node.op in _WEIGHTED:
             _quantize_weights(out, node, scales)
+        elif node.op in _ELEMENTWISE:
+            _quantize_operands(out, node, options.schema)
     out.sort()
     return out
 
@@ -137,22 +141,62 @@ def _quantize_weights(graph: Graph, node, scales: dict[str, float]) -> None:
     weight = node.inputs[w_slot]
     x = node.inputs[0]
     x_scale = scales.get(_source_name(x))
-    if not isinstance(weight, Constant) or x_scale is None or node.attrs.get("transA"):
-        return  # a runtime weight, or an input left float: the node stays float
-    data = np.asarray(weight.data, np.float32)
+    if x_scale is None or node.attrs.get("transA"):
+        return  # an input left float: the node stays float
     axis = _weight_axis(node)
+    if not isinstance(weight, Constant):  # already int8 behind a DequantizeLinear (hybrid)
+        w_scale = _dequantized_scale(weight)
+        if w_scale is None:
+            return
+        _quantize_bias(graph, node, b_slot, x_scale, w_scale)
+        return
+    data = np.asarray(weight.data, np.float32)
     reduce = tuple(i for i in range(data.ndim) if i != axis)
     w_scale = (np.max(np.abs(data), axis=reduce) / 127.0).astype(np.float32)
     w_scale = np.where(w_scale > 0, w_scale, np.float32(1.0)).astype(np.float32)
     shaped = w_scale.reshape([-1 if i == axis else 1 for i in range(data.ndim)])
     q = np.clip(np.rint(data / shaped), -127, 127).astype(np.int8)
     node.inputs[w_slot] = _dequantized_constant(graph, weight.name, q, w_scale, axis)
+    _quantize_bias(graph, node, b_slot, x_scale, w_scale)
+
+
+def _dequantized_scale(weight: Value) -> np.ndarray | None:
+    """The scales of a weight the model already stores as int8 behind a DequantizeLinear."""
+    node = weight.producer
+    if (node is None or node.op != "DequantizeLinear" or not isinstance(node.inputs[0], Constant)
+            or not isinstance(node.inputs[1], Constant)):
+        return None
+    zero = node.inputs[2] if len(node.inputs) > 2 else None
+    if zero is not None and np.asarray(zero.data).any():
+        return None
+    return np.asarray(node.inputs[1].data, np.float32).reshape(-1)
+
+
+def _quantize_bias(graph: Graph, node, b_slot, x_scale: float, w_scale: np.ndarray) -> None:
+    """The bias as int32 at scale x_scale * w_scale behind a DequantizeLinear."""
     bias = node.inputs[b_slot] if b_slot is not None and len(node.inputs) > b_slot else None
     if isinstance(bias, Constant) and np.asarray(bias.data).ndim == 1:
         b_scale = (np.float32(x_scale) * w_scale).astype(np.float32)
         b = np.asarray(bias.data, np.float64)
         qb = np.clip(np.rint(b / b_scale), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
         node.inputs[b_slot] = _dequantized_constant(graph, bias.name, qb, b_scale, 0)
+
+
+def _quantize_operands(graph: Graph, node, schema: str) -> None:
+    """Float constant operands of an element-wise operator as 8-bit behind DequantizeLinear.
+
+    Per tensor, over the constant's own range, so the operator can become integer.
+    """
+    for i, value in enumerate(node.inputs):
+        if isinstance(value, Constant) and np.asarray(value.data).dtype == np.float32:
+            data = np.asarray(value.data, np.float32)
+            p = params_for(float(data.min()), float(data.max()), schema)
+            info = np.iinfo(p.dtype)
+            q = np.clip(np.rint(data / np.float32(p.scale)) + p.zero_point, info.min,
+                        info.max).astype(p.dtype)
+            node.inputs[i] = _dequantized_constant(graph, value.name, q,
+                                                   np.array(p.scale, np.float32), None,
+                                                   p.zero_point)
 
 
 def _source_name(value: Value) -> str:
@@ -166,9 +210,11 @@ def _source_name(value: Value) -> str:
 
 
 def _dequantized_constant(graph: Graph, name: str, q: np.ndarray, scale: np.ndarray,
-                          axis: int) -> Value:
+                          axis: int | None, zero_point: int = 0) -> Value:
+    """Integer constant `q` behind a DequantizeLinear (per axis when `axis` is given)."""
     stored = graph.add_constant(f"{name}_quantized", q)
     scales = graph.add_constant(f"{name}_scale", scale)
-    zeros = graph.add_constant(f"{name}_zero_point", np.zeros(scale.shape, q.dtype))
+    zeros = graph.add_constant(f"{name}_zero_point", np.full(scale.shape, zero_point, q.dtype))
+    attrs = {"axis": axis} if axis is not None else {}
     return _add(graph, "DequantizeLinear", [stored, scales, zeros],
-                TensorType(q.shape, "float32"), f"{name}_dequantized", {"axis": axis})
+                TensorType(q.shape, "float32"), f"{name}_dequantized", attrs)

@@ -169,3 +169,41 @@ def test_the_report_measures_the_loss_per_tensor_and_at_the_output(digits, tmp_p
                  "-o", str(tmp_path / "q.onnx"), "--report", "digits:test", "--json"]) == 0
     clipped = {t["name"]: t["clipped"] for t in json.loads(capsys.readouterr().out)["tensors"]}
     assert clipped["relu3_out"] > 0.001
+
+
+# onnxruntime runs ResNet-8's average pool in float between its Quantize/Dequantize pair (no
+# QLinear fusion for it), summing in its own order; Kiln's integer pool sums exactly.
+KNOWN_DIFFERENCES = {"pretrainedResnet": 3}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ad01_fp32", "kws_ref_model_float32", "pretrainedResnet",
+                                  "vww_96_float"])
+def test_the_mlperf_float_models_quantize_to_what_onnxruntime_runs(name, tmp_path):
+    """Each float MLPerf Tiny model, calibrated as the quantizer benchmark does: every conv and
+    dense layer becomes integer, and onnxruntime running Kiln's QDQ file gives the bytes of
+    Kiln's interpreter (onnx rule)."""
+    require_module("onnxruntime", "the test extra installs it")
+    import onnxruntime as ort
+
+    from compiler.frontends.onnx.export import save_onnx
+    from tests.bench.bench_quantizer import _data
+    from tests.conftest import shared_models
+
+    path = shared_models() / "onnx" / f"{name}.onnx"
+    graph = load_model(path)
+    calib, held = _data(name, graph)
+    profile = profile_model(graph, calib, path.name, bins=256)
+    qdq = quantize(graph, profile, Options(requant="onnx"))
+    final = compilation(qdq).final
+    assert not any(n.op in ("Conv", "Gemm", "MatMul", "FullyConnected") for n in final.nodes)
+    save_onnx(qdq, tmp_path / "q.onnx")
+    session = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    differing = total = 0
+    for feeds in held.feeds(0, min(4, len(held))):
+        (want,) = session.run(None, feeds)
+        (got,) = run(final, feeds).values()
+        differing += int(np.count_nonzero(got != want))
+        total += want.size
+    print(f"{name}: {differing} of {total} output elements differ from onnxruntime")
+    assert differing == KNOWN_DIFFERENCES.get(name, 0)
