@@ -22,6 +22,7 @@ from app.cli_args import (
     UsageError,
     add_model_args,
     add_pipeline_arg,
+    add_profile_arg,
     compilation_of,
     load_graph,
     parse_input,
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also print quantized (int8/uint8) outputs as real values, "
                           "scale x (q - zero_point)")
     add_pipeline_arg(run)
+    add_profile_arg(run)
     _add_passes_parser(sub)
     _add_memory_parser(sub)
     _add_compile_parser(sub)
@@ -369,6 +371,7 @@ def _add_compile_parser(sub) -> None:
                           help="place inputs and outputs inside the activation arena so their "
                                "space is reused once dead")
     compile_.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_profile_arg(compile_)
 
 
 def _target_and_board(target_name: str | None, board_name: str | None):

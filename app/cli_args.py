@@ -46,11 +46,34 @@ def parse_input(text: str) -> tuple[str, Path]:
 
 
 def load_graph(args):
-    """The model named on the command line, loaded with its `--shape` overrides."""
+    """The model named on the command line, loaded with its `--shape` overrides.
+
+    For the commands with `--profile`, quantized with that profile on the fly.
+    """
     from compiler.frontends.load import load_model
 
     shapes = dict(parse_shape(s) for s in args.shape or [])
-    return load_model(args.model, shapes)
+    graph = load_model(args.model, shapes)
+    if getattr(args, "quantize_on_load", False) and getattr(args, "profile", None):
+        from compiler.quant.profile import load_profile
+        from compiler.quant.quantize import Options, quantize
+
+        options = Options(method=args.method, requant=getattr(args, "requant", None)
+                          or "tflite")
+        graph = quantize(graph, load_profile(args.profile), options)
+    return graph
+
+
+def add_profile_arg(parser: argparse.ArgumentParser) -> None:
+    """`--profile` and `--method`: quantize the float model with a profile before the rest."""
+    from compiler.quant.calibrate import METHODS
+
+    parser.add_argument("--profile", metavar="PROFILE.json",
+                        help="quantize the float model on the fly with this profile (`kiln "
+                             "profile`), default schema")
+    parser.add_argument("--method", choices=METHODS, default="minmax",
+                        help="with --profile: how ranges are chosen (default minmax)")
+    parser.set_defaults(quantize_on_load=True)
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:

@@ -207,3 +207,17 @@ def test_the_mlperf_float_models_quantize_to_what_onnxruntime_runs(name, tmp_pat
         total += want.size
     print(f"{name}: {differing} of {total} output elements differ from onnxruntime")
     assert differing == KNOWN_DIFFERENCES.get(name, 0)
+
+
+def test_run_and_compile_quantize_on_the_fly_with_a_profile(digits, tmp_path, capsys):
+    graph, profile, test = digits
+    profile.save(tmp_path / "p.json")
+    np.save(tmp_path / "x.npy", test.samples[:1])
+    assert main(["run", str(SAMPLE_MODEL), "--profile", str(tmp_path / "p.json"), "--stage",
+                 "final", "--input", f"image={tmp_path / 'x.npy'}"]) == 0
+    assert f"argmax={test.labels[0]}" in capsys.readouterr().out
+    assert main(["compile", str(SAMPLE_MODEL), "--profile", str(tmp_path / "p.json"),
+                 "--method", "mse", "--target", "cortex-m7", "-o", str(tmp_path / "b"),
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {"QLinearConv", "QGemm"} <= {layer["op"] for layer in report["layers"]}
