@@ -136,8 +136,21 @@ class HostNet:
         raw = self.regions[tensor.region][tensor.offset:tensor.offset + nbytes]
         return raw.view(tensor.dtype).reshape(tensor.shape)
 
+    def output_views(self) -> dict[str, np.ndarray]:
+        """Each output's place in the regions, by name, read in place after `call`.
+
+        No copy: valid until the next call (a profiler copies them into its own batch).
+        """
+        return dict(self._out_views)
+
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Outputs by name for inputs by name (shapes and element types must match)."""
+        self.set_inputs(feeds)
+        self.call()
+        return {name: view.copy() for name, view in self._out_views}
+
+    def set_inputs(self, feeds: dict[str, np.ndarray]) -> None:
+        """Copy the inputs by name into their places (shapes and element types must match)."""
         for name, dtype, view in self._in_views:
             if name not in feeds:
                 raise KilnError(f"input {name} is missing")
@@ -145,8 +158,6 @@ class HostNet:
             if value.dtype != dtype or value.shape != view.shape:
                 value = np.asarray(value, dtype).reshape(view.shape)
             view[...] = value
-        self.call()
-        return {name: view.copy() for name, view in self._out_views}
 
     def call(self) -> None:
         """Run the entry point once on the regions as they are (inputs already in place)."""

@@ -33,20 +33,26 @@ class Histogram:
 
     def add(self, values: np.ndarray, name: str = "") -> None:
         """Take one batch of values into the histogram, growing its range when needed."""
-        values = np.asarray(values, np.float64).reshape(-1)
+        values = np.asarray(values).reshape(-1)
         if values.size == 0:
             return
-        if not np.all(np.isfinite(values)):
-            raise KilnError(f"tensor {name!r} holds NaN or infinity; it cannot be profiled")
         low, high = float(values.min()), float(values.max())
+        if not (np.isfinite(low) and np.isfinite(high)):  # NaN reaches min and max too
+            raise KilnError(f"tensor {name!r} holds NaN or infinity; it cannot be profiled")
         if self.low > self.high:  # the first batch
             self.low, self.high = low, high
         elif low < self.low or high > self.high:
             self._grow(min(low, self.low), max(high, self.high))
         bins = len(self.counts)
         width = (self.high - self.low) / bins
-        index = (np.zeros(values.size, np.int64) if width == 0 else
-                 np.minimum(((values - self.low) / width).astype(np.int64), bins - 1))
+        if width == 0:
+            self.counts[0] += values.size
+            return
+        # float32 throughout: one pass for the offsets, one for the integer bins.
+        scaled = values.astype(np.float32, copy=False) - np.float32(self.low)
+        scaled *= np.float32(1.0 / width)
+        index = scaled.astype(np.intp)
+        np.clip(index, 0, bins - 1, out=index)
         self.counts += np.bincount(index, minlength=bins)
 
     def _grow(self, low: float, high: float) -> None:

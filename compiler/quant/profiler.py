@@ -80,18 +80,22 @@ def profile_model(graph: Graph, data: CalibrationData, model: str = "", bins: in
         write_bundle(net, Path(folder))
         runner = HostNet.from_bundle(folder)
         try:
+            views = runner.output_views()
+            batch = {name: np.empty((BATCH, views[name].size if name in views
+                                     else data.samples[0].size), np.float32)
+                     for name in histograms}
             for start in range(0, len(data), BATCH):
                 stop = min(start + BATCH, len(data))
-                batch: dict[str, list[np.ndarray]] = {name: [] for name in histograms}
-                for feeds in data.feeds(start, stop):
+                for row, feeds in enumerate(data.feeds(start, stop)):
                     if cancelled is not None and cancelled():
                         raise Cancelled("profiling cancelled")
-                    outputs = runner.run(feeds)
-                    for name in histograms:
-                        source = feeds if name in inputs else outputs
-                        batch[name].append(np.asarray(source[name]))
-                for name, parts in batch.items():
-                    histograms[name].add(np.concatenate([p.reshape(-1) for p in parts]), name)
+                    runner.set_inputs(feeds)
+                    runner.call()
+                    for name, rows in batch.items():
+                        source = feeds[name] if name in inputs else views[name]
+                        rows[row] = source.reshape(-1)
+                for name, rows in batch.items():
+                    histograms[name].add(rows[:stop - start], name)
                 if progress is not None:
                     progress(stop, len(data))
         finally:
