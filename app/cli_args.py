@@ -55,12 +55,12 @@ def load_graph(args):
     shapes = dict(parse_shape(s) for s in args.shape or [])
     graph = load_model(args.model, shapes)
     if getattr(args, "quantize_on_load", False) and getattr(args, "profile", None):
-        from compiler.quant.profile import load_profile
+        from compiler.quant.glow_yaml import read_profile
         from compiler.quant.quantize import Options, quantize
 
         options = Options(method=args.method, requant=getattr(args, "requant", None)
                           or "tflite")
-        graph = quantize(graph, load_profile(args.profile), options)
+        graph = quantize(graph, read_profile(args.profile), options)
     return graph
 
 

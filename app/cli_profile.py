@@ -21,7 +21,8 @@ def add_profile_parser(sub) -> None:
                          help="a folder of .npy files or images, an .npz or .npy file, or "
                               "'digits', 'digits:train', 'digits:test' (scikit-learn's digits)")
     profile.add_argument("-o", "--output", required=True, metavar="PROFILE.json",
-                         help="where to write the profile")
+                         help="where to write the profile (a .yaml or .yml name writes Glow's "
+                              "profile format)")
     profile.add_argument("--bins", type=int, default=10, metavar="N",
                          help="histogram bins per tensor (default 10, as Glow)")
     profile.add_argument("--scale", type=float, default=1 / 255, metavar="S",
@@ -45,6 +46,7 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
 def cmd_profile(args) -> int:
     """`kiln profile`: load, profile on the compiled float code, write the JSON."""
     from compiler.quant.calibration_data import Normalization, load_calibration
+    from compiler.quant.glow_yaml import write_profile
     from compiler.quant.profiler import profile_model
 
     if args.bins < 1:
@@ -66,7 +68,7 @@ def cmd_profile(args) -> int:
     profile = profile_model(graph, data, Path(args.model).name, args.bins, progress)
     if show:
         print(file=sys.stderr)
-    profile.save(output)
+    write_profile(profile, output)
     print(f"profiled {len(profile.tensors)} tensors of {Path(args.model).name} on "
           f"{len(data):,} samples of {data.source}; wrote {output}")
     return 0
@@ -80,7 +82,8 @@ def add_quantize_parser(sub) -> None:
                                                "a QDQ ONNX model")
     add_model_args(quantize)
     quantize.add_argument("--profile", required=True, metavar="PROFILE.json",
-                          help="the profile `kiln profile` wrote for this model")
+                          help="the profile `kiln profile` wrote for this model (JSON, or "
+                               "Glow's YAML)")
     quantize.add_argument("--method", choices=METHODS, default="minmax",
                           help="how each tensor's range is chosen (default minmax)")
     quantize.add_argument("--percentile", type=float, default=99.99, metavar="P",
@@ -109,7 +112,7 @@ def cmd_quantize(args) -> int:
     """`kiln quantize`: profile + choices -> QDQ graph -> ONNX file, and what became integer."""
     from compiler.driver import compilation
     from compiler.frontends.onnx.export import save_onnx
-    from compiler.quant.profile import load_profile
+    from compiler.quant.glow_yaml import read_profile
     from compiler.quant.quantize import Options, quantize
 
     output = Path(args.output)
@@ -118,7 +121,7 @@ def cmd_quantize(args) -> int:
     if not output.parent.is_dir():
         raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
     graph = load_graph(args)
-    profile = load_profile(args.profile)
+    profile = read_profile(args.profile)
     options = Options(args.method, args.percentile, args.schema, args.requant,
                       tuple(args.keep_float))
     qdq = quantize(graph, profile, options)

@@ -80,7 +80,8 @@ class Profile:
         """Refuse a profile measured on another graph, saying so in one line."""
         where = where or self.path or "the profile"
         found = graph_hash(graph)
-        if found != self.graph_hash:
+        # A Glow-format profile keeps 64 bits of the hash (Glow's field is a Hex64).
+        if not self.graph_hash or not found.startswith(self.graph_hash):
             raise KilnError(f"{where} was measured on another graph (hash {self.graph_hash}, "
                             f"this model's is {found}): profile this model again")
 
@@ -95,7 +96,7 @@ class Profile:
                 "keep_float": sorted(self.keep_float)}
 
     def save(self, path: str | Path) -> None:
-        """Write the profile atomically (a crash never leaves half a file)."""
+        """Write the JSON profile atomically (a crash never leaves half a file)."""
         path = Path(path)
         text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
         handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
@@ -109,7 +110,7 @@ class Profile:
 
 
 def load_profile(path: str | Path) -> Profile:
-    """A profile file, or one clear line saying what is wrong with it (KilnError)."""
+    """A JSON profile file, or one clear line saying what is wrong with it (KilnError)."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())

@@ -160,3 +160,39 @@ def test_profiling_reports_progress_and_stops_when_cancelled():
     assert seen[-1] == (450, 450) and len(seen) == 8  # batches of 64
     with pytest.raises(Cancelled):
         profile_model(graph, data, cancelled=lambda: True)
+
+
+def test_glow_yaml_profiles_round_trip_and_are_checked(tmp_path, capsys):
+    from compiler.quant.glow_yaml import read_profile
+
+    assert main(["profile", str(SAMPLE_MODEL), "--data", "digits:test", "-o",
+                 str(tmp_path / "p.json"), "--bins", "8"]) == 0
+    assert main(["profile", str(SAMPLE_MODEL), "--data", "digits:test", "-o",
+                 str(tmp_path / "p.yaml"), "--bins", "8"]) == 0
+    capsys.readouterr()
+    ours, glow = read_profile(tmp_path / "p.json"), read_profile(tmp_path / "p.yaml")
+    assert sorted(ours.tensors) == sorted(glow.tensors)
+    for name, entry in ours.tensors.items():  # every decimal survives the text
+        assert (glow.tensors[name].min, glow.tensors[name].max) == (entry.min, entry.max)
+        assert glow.tensors[name].histogram == entry.histogram
+    glow.check_graph(calibration_graph(load_model(SAMPLE_MODEL)))
+    text = (tmp_path / "p.yaml").read_text().splitlines()
+    text = [("GraphPreLowerHash: 0x00000000000012AB" if line.startswith("GraphPreLowerHash")
+             else line) for line in text]
+    (tmp_path / "other.yaml").write_text("\n".join(text) + "\n")
+    with pytest.raises(KilnError, match="measured on another graph"):
+        read_profile(tmp_path / "other.yaml").check_graph(
+            calibration_graph(load_model(SAMPLE_MODEL)))
+    # Glow writes a histogram as a block sequence of floats: read as well.
+    (tmp_path / "block.yaml").write_text(
+        "---\nGlowToolsVersion: ''\n...\n---\nGraphPreLowerHash: 0x1\n...\n---\n"
+        "- NodeOutputName:  'x'\n  Min:             -1.5\n  Max:             2.0\n"
+        "  Histogram:\n    - 1.0\n    - 2.0\n...\n")
+    block = read_profile(tmp_path / "block.yaml")
+    assert block.tensors["x"].histogram == [1, 2] and block.tensors["x"].min == -1.5
+    (tmp_path / "bad.yaml").write_text("---\n- [unclosed\n")
+    with pytest.raises(KilnError, match="bad.yaml: not a YAML profile"):
+        read_profile(tmp_path / "bad.yaml")
+    (tmp_path / "short.yaml").write_text("---\nGlowToolsVersion: ''\n")
+    with pytest.raises(KilnError, match="expected three documents"):
+        read_profile(tmp_path / "short.yaml")
