@@ -12,6 +12,20 @@ from pathlib import Path
 from compiler.errors import ModelError
 
 
+def model_source(source, label: str | None, limit: int, why: str
+                 ) -> tuple[str, bytes, Path | None]:
+    """(label, bytes, path) of a model given as raw bytes or as a file path.
+
+    The label defaults to the file's name ("<bytes>" for raw bytes); the path is None for
+    bytes. A file is read by `read_model_file`.
+    """
+    if isinstance(source, (bytes, bytearray)):
+        return label or "<bytes>", bytes(source), None
+    path = Path(source)
+    label = label or path.name
+    return label, read_model_file(path, label, limit, why), path
+
+
 def read_model_file(path: Path, label: str, limit: int, why: str) -> bytes:
     """The bytes of a model file, or a ModelError naming `label` (`why` explains `limit`)."""
     if not path.exists():

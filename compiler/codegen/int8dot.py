@@ -91,18 +91,26 @@ def mve_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
             b.store(_mve_dot(k, b.load(slot), xv, wv), slot)
 
 
-def _arm(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
+def arm_intrinsic(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
+    """A call of `llvm.arm.NAME` on int32 arguments (SXTB16, SMLAD, SMLABB, ...)."""
     module = k.fn.module
     fn = module.globals.get(f"llvm.arm.{name}") or ir.Function(
         module, ir.FunctionType(I32, [I32] * len(args)), f"llvm.arm.{name}")
     return k.b.call(fn, list(args))
 
 
-def _pairs(k: Kernel, word: ir.Value) -> tuple[ir.Value, ir.Value]:
+def sxtb16_pairs(k: Kernel, word: ir.Value) -> tuple[ir.Value, ir.Value]:
     """Bytes 0 and 2, and bytes 1 and 3, of a word as two pairs of int16 (two SXTB16)."""
     b = k.b
     rotated = b.or_(b.lshr(word, I32(8)), b.shl(word, I32(24)))
-    return _arm(k, "sxtb16", word), _arm(k, "sxtb16", rotated)
+    return arm_intrinsic(k, "sxtb16", word), arm_intrinsic(k, "sxtb16", rotated)
+
+
+def weight_pair(k: Kernel, ptr: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The two words of stored int16 pairs at i64 pointer `ptr`, in one 64-bit load (LDRD)."""
+    b = k.b
+    pair = b.load(ptr, align=4)
+    return b.trunc(pair, I32), b.trunc(b.lshr(pair, ir.IntType(64)(32)), I32)
 
 
 def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
@@ -122,14 +130,11 @@ def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
     with k.loop(words // unroll) as trip:
         for u in range(unroll):
             i = k.index((trip, unroll), base=u)
-            x_even, x_odd = _pairs(k, b.load(b.gep(x_words, [i], inbounds=True), align=1))
+            x_even, x_odd = sxtb16_pairs(k, b.load(b.gep(x_words, [i], inbounds=True), align=1))
             for w_ptr, slot in zip(w_pairs, accs):
-                # Both words of the pair in one 64-bit load (an LDRD).
-                pair = b.load(b.gep(w_ptr, [i], inbounds=True), align=4)
-                w_even = b.trunc(pair, I32)
-                w_odd = b.trunc(b.lshr(pair, ir.IntType(64)(32)), I32)
-                acc = _arm(k, "smlad", x_even, w_even, b.load(slot))
-                b.store(_arm(k, "smlad", x_odd, w_odd, acc), slot)
+                w_even, w_odd = weight_pair(k, b.gep(w_ptr, [i], inbounds=True))
+                acc = arm_intrinsic(k, "smlad", x_even, w_even, b.load(slot))
+                b.store(arm_intrinsic(k, "smlad", x_odd, w_odd, acc), slot)
 
 
 def dots(k: Kernel, x_base, w_bases, accs, depth: int, x: ir.Value | None = None) -> None:

@@ -126,6 +126,19 @@ def strides(shape) -> list[int]:
     return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
 
 
+def first(array, default=0):
+    """The first element of a (scalar or one-element) parameter array, or `default` for None."""
+    return default if array is None else np.asarray(array).reshape(-1)[0]
+
+
+def conv_bias(node: Node) -> np.ndarray:
+    """A QLinearConv's int32 bias (input 8) as int64, zeros when it has none."""
+    value = node.inputs[8] if len(node.inputs) > 8 else None
+    out_c = node.inputs[3].type.shape[0]  # the weights are [O, C/group, KH, KW]
+    return (np.zeros(out_c, np.int64) if value is None
+            else np.asarray(value.data, np.int64))
+
+
 def constant_input(k: Kernel, slot: int, what: str) -> np.ndarray | None:
     """The data of input `slot`, which kernels need at compile time (None when omitted).
 

@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
-from compiler.codegen.kernel import I32, Kernel, constant_input, splat
+from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first, splat
 from compiler.codegen.window import window
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES
@@ -23,9 +23,6 @@ from compiler.quant.requant import RANGES
 _WEIGHTS, _BIAS = 3, 8
 _MULTIPLIERS, _SHIFTS, _SCALES = requant.MULTIPLIERS, requant.SHIFTS, requant.SCALES
 
-
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
 
 
 def qconv_weights(node: Node) -> dict[int, np.ndarray]:
@@ -40,13 +37,11 @@ def qconv_weights(node: Node) -> dict[int, np.ndarray]:
     arranged = np.transpose(shifted.reshape(groups, out_c // groups, cg, kh, kw), (3, 4, 0, 2, 1))
     fits = node.inputs[3].type.dtype == "int8" and not zw.any()
     dtype = np.int8 if fits else np.int16  # read with a sign extension either way
-    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
-    bias = np.zeros(out_c, np.int32) if bias_value is None else np.asarray(bias_value.data,
-                                                                            np.int32)
+    bias = conv_bias(node).astype(np.int32)
     arrays = {_WEIGHTS: np.ascontiguousarray(arranged).astype(dtype), _BIAS: bias}
-    arrays.update(requant.channel_arrays(node, np.float32(_first(node.inputs[1].data)),
+    arrays.update(requant.channel_arrays(node, np.float32(first(node.inputs[1].data)),
                                          node.inputs[4].data,
-                                         np.float32(_first(node.inputs[6].data)), out_c))
+                                         np.float32(first(node.inputs[6].data)), out_c))
     return arrays
 
 
@@ -95,8 +90,8 @@ def _emit_vector(k: Kernel, depthwise: bool) -> None:
     cg = 1 if depthwise else channels
     vec = ir.VectorType(I32, lanes)
     w_ty = k.args[_WEIGHTS].type.pointee
-    zx = int(_first(constant_input(k, 2, "input zero point")))
-    zp = int(_first(constant_input(k, 7, "output zero point")))
+    zx = int(first(constant_input(k, 2, "input zero point")))
+    zp = int(first(constant_input(k, 7, "output zero point")))
     low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
     x_signed = node.inputs[0].type.dtype == "int8"
     kw_n = (node.attrs.get("kernel_shape") or node.inputs[3].type.shape[2:])[1]
@@ -147,8 +142,8 @@ def _emit_scalar(k: Kernel) -> None:
     _, out_h, out_w, out_c = node.output.type.shape
     groups = int(node.attrs.get("group", 1))
     cg, og = channels // groups, out_c // groups
-    zx = int(_first(constant_input(k, 2, "input zero point")))
-    zp = int(_first(constant_input(k, 7, "output zero point")))
+    zx = int(first(constant_input(k, 2, "input zero point")))
+    zp = int(first(constant_input(k, 7, "output zero point")))
     low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
     widen_x = b.sext if node.inputs[0].type.dtype == "int8" else b.zext
     kw_n = (node.attrs.get("kernel_shape") or node.inputs[3].type.shape[2:])[1]

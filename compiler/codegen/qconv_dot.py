@@ -23,16 +23,13 @@ from compiler.codegen.int8dot import (
     requant_arrays,
     store_block,
 )
-from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
 from compiler.codegen.targets import Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
 _WEIGHTS = 3
 
-
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
 
 
 def dot_eligible(node: Node, target: Target | None) -> bool:
@@ -59,16 +56,14 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     """
     w = np.asarray(node.inputs[3].data, np.int64)
     out_c, _, kh_n, kw_n = w.shape
-    zx = int(_first(node.inputs[2].data))
-    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
-    bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
-                                                                            np.int64)
+    zx = int(first(node.inputs[2].data))
+    bias = conv_bias(node)
     blocked = w.reshape(out_c // BLOCK, BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
     arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
-                                 out_c, int(_first(node.inputs[7].data))))
+    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
+                                 out_c, int(first(node.inputs[7].data))))
     if target is not None and target.int8_dot == "dsp":
         arrays[_WEIGHTS] = dsp_pairs(arrays[_WEIGHTS])
     return arrays
@@ -97,7 +92,7 @@ def emit_qconv_dot(k: Kernel) -> None:
     _, out_h, out_w, out_c = node.output.type.shape
     kw_n = node.inputs[3].type.shape[3]
     taps = node.inputs[3].type.shape[2] * kw_n
-    zp = int(_first(constant_input(k, 7, "output zero point")))
+    zp = int(first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(I32) for _ in range(BLOCK)]
     with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
         border = border_offset(k, oh, ow)
@@ -168,15 +163,13 @@ def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, 
     rows = np.zeros((out_c, _column_depth(node, target)), np.int8)
     flat = w.transpose(0, 2, 3, 1).reshape(out_c, -1)
     rows[:, :flat.shape[1]] = flat
-    zx = int(_first(node.inputs[2].data))
-    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
-    bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
-                                                                            np.int64)
+    zx = int(first(node.inputs[2].data))
+    bias = conv_bias(node)
     arrays = {_WEIGHTS: dsp_pairs(rows) if target.int8_dot == "dsp" else rows,
               **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
-                                 out_c, int(_first(node.inputs[7].data))))
+    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
+                                 out_c, int(first(node.inputs[7].data))))
     return arrays
 
 
@@ -191,7 +184,7 @@ def emit_qconv_im2col(k: Kernel) -> None:
     _, out_h, out_w, out_c = node.output.type.shape
     kw_n = node.inputs[3].type.shape[3]
     depth = _column_depth(node, k.target)
-    zp = int(_first(constant_input(k, 7, "output zero point")))
+    zp = int(first(constant_input(k, 7, "output zero point")))
     column = k.alloca(ir.ArrayType(ir.IntType(8), depth))
     column.align = 16
     base = b.gep(column, [I32(0), I32(0)], inbounds=True)

@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import WEIGHTS, load_vector, requant_arrays, store_vector
-from compiler.codegen.kernel import I32, Kernel, constant_input, splat
+from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first, splat
 from compiler.codegen.targets import Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
@@ -27,9 +27,6 @@ from compiler.ir.graph import Node
 _VECTORS = 4  # vectors of output channels one pixel keeps in registers
 _CHAINS = 4  # accumulators per pixel, at least: vectors times chains per vector
 
-
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
 
 
 def _lanes(out_c: int) -> int:
@@ -80,15 +77,13 @@ def qconv_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np
     else:
         arranged = w.reshape(out_c // lanes, lanes, channels // 4, 4, kh_n, kw_n).transpose(
             0, 4, 5, 2, 1, 3)
-    zx = int(_first(node.inputs[2].data))
-    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
-    bias = np.zeros(out_c, np.int64) if bias_value is None else np.asarray(bias_value.data,
-                                                                            np.int64)
+    zx = int(first(node.inputs[2].data))
+    bias = conv_bias(node)
     arrays = {WEIGHTS: np.ascontiguousarray(arranged).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx + 128)}
-    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
-                                 out_c, int(_first(node.inputs[7].data))))
+    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
+                                 out_c, int(first(node.inputs[7].data))))
     return arrays
 
 
@@ -113,7 +108,7 @@ def emit_qconv_vnni(k: Kernel) -> None:
     vec = ir.VectorType(I32, lanes)
     blocks = out_c // lanes
     group = max(g for g in range(1, _VECTORS + 1) if blocks % g == 0)
-    zp = int(_first(constant_input(k, 7, "output zero point")))
+    zp = int(first(constant_input(k, 7, "output zero point")))
     words = (_column_depth(node) if _gathered(node) else channels) // 4
     # Independent accumulator chains per output vector, summed before requantizing: one
     # chain would wait on each VPDPBUSD's latency.

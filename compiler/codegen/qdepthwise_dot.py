@@ -22,22 +22,22 @@ from llvmlite import ir
 from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import (
     WEIGHTS,
+    arm_intrinsic,
     dsp_pairs,
     load_vector,
     requant_arrays,
     store_block,
     store_vector,
+    sxtb16_pairs,
+    weight_pair,
 )
-from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
 from compiler.codegen.targets import Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
 _BLOCK = {"dsp": 4, "mve": 8, "vnni": 32}
 
-
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
 
 
 def depthwise_dot_eligible(node: Node, target: Target | None) -> bool:
@@ -59,25 +59,17 @@ def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int
     w = np.asarray(node.inputs[3].data, np.int64)  # [C, 1, KH, KW]
     channels, _, kh_n, kw_n = w.shape
     block = _BLOCK[target.int8_dot]
-    zx = int(_first(node.inputs[2].data))
-    bias_value = node.inputs[8] if len(node.inputs) > 8 else None
-    bias = np.zeros(channels, np.int64) if bias_value is None else np.asarray(
-        bias_value.data, np.int64)
+    zx = int(first(node.inputs[2].data))
+    bias = conv_bias(node)
     blocked = np.ascontiguousarray(
         w.reshape(channels // block, block, kh_n, kw_n).transpose(0, 2, 3, 1)).astype(np.int8)
     arrays = {WEIGHTS: dsp_pairs(blocked) if target.int8_dot == "dsp" else blocked,
               **border_starts(node, w[:, 0], bias, zx)}
-    arrays.update(requant_arrays(node, np.float32(_first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(_first(node.inputs[6].data)),
-                                 channels, int(_first(node.inputs[7].data))))
+    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
+                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
+                                 channels, int(first(node.inputs[7].data))))
     return arrays
 
-
-def _arm(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
-    module = k.fn.module
-    fn = module.globals.get(f"llvm.arm.{name}") or ir.Function(
-        module, ir.FunctionType(I32, [I32] * len(args)), f"llvm.arm.{name}")
-    return k.b.call(fn, list(args))
 
 
 def emit_qdepthwise_dot(k: Kernel) -> None:
@@ -89,7 +81,7 @@ def emit_qdepthwise_dot(k: Kernel) -> None:
     taps = node.inputs[3].type.shape[2] * kw_n
     dsp = k.target.int8_dot == "dsp"
     block = _BLOCK[k.target.int8_dot]
-    zp = int(_first(constant_input(k, 7, "output zero point")))
+    zp = int(first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(I32) for _ in range(block)] if dsp else None
     vec = ir.VectorType(I32, block)
     half = ir.VectorType(ir.IntType(16), block)
@@ -128,14 +120,12 @@ def _dsp_taps(k: Kernel, x_at, w_at, accs) -> None:
     b = k.b
     word = b.load(b.bitcast(b.gep(k.args[0], [x_at], inbounds=True), ir.PointerType(I32)),
                   align=1)
-    x_even = _arm(k, "sxtb16", word)
-    x_odd = _arm(k, "sxtb16", b.or_(b.lshr(word, I32(8)), b.shl(word, I32(24))))
-    pair = b.load(b.bitcast(b.gep(k.args[WEIGHTS], [w_at], inbounds=True),
-                            ir.PointerType(ir.IntType(64))), align=4)
-    w_even, w_odd = b.trunc(pair, I32), b.trunc(b.lshr(pair, ir.IntType(64)(32)), I32)
+    x_even, x_odd = sxtb16_pairs(k, word)
+    w_even, w_odd = weight_pair(k, b.bitcast(b.gep(k.args[WEIGHTS], [w_at], inbounds=True),
+                                             ir.PointerType(ir.IntType(64))))
     # Channel 0 and 2 are the bottom and top halves of the even pair; 1 and 3 of the odd one.
     for slot, name, xs, ws in ((accs[0], "smlabb", x_even, w_even),
                                (accs[2], "smlatt", x_even, w_even),
                                (accs[1], "smlabb", x_odd, w_odd),
                                (accs[3], "smlatt", x_odd, w_odd)):
-        b.store(_arm(k, name, xs, ws, b.load(slot)), slot)
+        b.store(arm_intrinsic(k, name, xs, ws, b.load(slot)), slot)

@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
-from compiler.codegen.kernel import I32, Kernel, constant_input, splat
+from compiler.codegen.kernel import I32, Kernel, constant_input, first, splat
 from compiler.errors import KilnError
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES
@@ -28,16 +28,13 @@ _BIAS = 6  # the folded bias: QGemm's own bias slot (QLinearMatMul's y_scale, re
 _SLOTS = {"QGemm": (7, 8, 6), "QLinearMatMul": (6, 7, None)}
 
 
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
-
 
 def _input(node: Node, slot: int | None):
     value = node.inputs[slot] if slot is not None and len(node.inputs) > slot else None
     return None if value is None else value.data
 
 
-def _rows(node: Node) -> np.ndarray:
+def weight_rows(node: Node) -> np.ndarray:
     """The weights as [N, K] int64 (QGemm with transB stores them so; [K, N] otherwise)."""
     w = np.asarray(node.inputs[3].data, np.int64)
     return w if node.attrs.get("transB") else w.T
@@ -50,19 +47,19 @@ def _lanes(count: int) -> int:
 
 def qgemm_weights(node: Node) -> dict[int, np.ndarray]:
     """Weights [N, K] int8, the folded int32 bias, the weight zero points and the rule's data."""
-    w = _rows(node)
+    w = weight_rows(node)
     n, depth = w.shape
     y_scale_slot, _, bias_slot = _SLOTS[node.op]
-    zx = int(_first(_input(node, 2)))
+    zx = int(first(_input(node, 2)))
     zw_data = _input(node, 5)
     zw = np.broadcast_to(np.asarray(0 if zw_data is None else zw_data, np.int64).reshape(-1),
                          (n,))
     bias_data = _input(node, bias_slot)
     bias = np.zeros(n, np.int64) if bias_data is None else np.asarray(bias_data, np.int64)
     folded = bias - zx * w.sum(axis=1) + depth * zx * zw
-    x_scale = np.float32(_first(node.inputs[1].data))
+    x_scale = np.float32(first(node.inputs[1].data))
     w_scale = np.asarray(node.inputs[4].data, np.float32).reshape(-1)
-    y_scale = np.float32(_first(node.inputs[y_scale_slot].data))
+    y_scale = np.float32(first(node.inputs[y_scale_slot].data))
     # [K, N] when a vector of outputs can run along a row of it, else [N, K].
     stored = w.T if _lanes(n) else w
     arrays = {3: np.ascontiguousarray(stored).astype(node.inputs[3].type.dtype),
@@ -83,7 +80,7 @@ def emit_qgemm(k: Kernel) -> None:
     rows, depth, outs = x_type.shape[0], x_type.shape[1], y_type.shape[1]
     signed = x_type.dtype == "int8"
     b = k.b
-    zp = int(_first(constant_input(k, _SLOTS[node.op][1], "output zero point")))
+    zp = int(first(constant_input(k, _SLOTS[node.op][1], "output zero point")))
     low, high = node.attrs.get("output_range") or RANGES[y_type.dtype]
     zw = np.asarray(constant_input(k, 5, "weight zero point") if node.inputs[5] is not None
                     else 0).reshape(-1)

@@ -21,15 +21,13 @@ from compiler.codegen.int8dot import (
     requant_arrays,
     store_block,
 )
-from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.kernel import I32, Kernel, constant_input, first
+from compiler.codegen.qfully_connected import weight_rows
 from compiler.codegen.targets import Target
 from compiler.ir.graph import Node
 
 _BIAS = 9  # the folded bias, after QGemm's own inputs
 
-
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
 
 
 def fc_dot_eligible(node: Node, target: Target | None) -> bool:
@@ -47,10 +45,9 @@ def fc_dot_eligible(node: Node, target: Target | None) -> bool:
 
 def qgemm_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
     """Weight rows [N, K] (int16 pairs on DSP cores), the folded bias, the rule's data."""
-    w = np.asarray(node.inputs[3].data, np.int64)
-    rows = w if node.attrs.get("transB") else w.T
+    rows = weight_rows(node)
     outs = rows.shape[0]
-    zx = int(_first(node.inputs[2].data))
+    zx = int(first(node.inputs[2].data))
     bias = node.inputs[6].data if len(node.inputs) > 6 and node.inputs[6] is not None else 0
     folded = np.broadcast_to(np.asarray(bias, np.int64), (outs,)) - zx * rows.sum(axis=1)
     stored = np.ascontiguousarray(rows).astype(np.int8)
@@ -58,8 +55,8 @@ def qgemm_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
         stored = dsp_pairs(stored)
     arrays = {WEIGHTS: stored, _BIAS: folded.astype(np.int32)}
     arrays.update(requant_arrays(
-        node, np.float32(_first(node.inputs[1].data)), node.inputs[4].data,
-        np.float32(_first(node.inputs[7].data)), outs, int(_first(node.inputs[8].data)),
+        node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,
+        np.float32(first(node.inputs[7].data)), outs, int(first(node.inputs[8].data)),
         fully_connected=True))
     return arrays
 
@@ -69,7 +66,7 @@ def emit_qgemm_dot(k: Kernel) -> None:
     node, b = k.node, k.b
     rows, depth = node.inputs[0].type.shape
     outs = node.output.type.shape[1]
-    zp = int(_first(constant_input(k, 8, "output zero point")))
+    zp = int(first(constant_input(k, 8, "output zero point")))
     accs = [k.alloca(I32) for _ in range(BLOCK)]
     with k.loop(rows) as m, k.loop(outs // BLOCK) as ob:
         n0 = k.index((ob, BLOCK))

@@ -13,8 +13,9 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.int8dot import WEIGHTS, load_vector, requant_arrays, store_vector
-from compiler.codegen.kernel import I32, Kernel, constant_input, splat
+from compiler.codegen.kernel import I32, Kernel, constant_input, first, splat
 from compiler.codegen.qconv_vnni import vpdpbusd
+from compiler.codegen.qfully_connected import weight_rows
 from compiler.codegen.targets import Target
 from compiler.ir.graph import Node
 
@@ -22,9 +23,6 @@ _BIAS = 9  # the folded bias, after the node's inputs
 _VECTORS = 4  # vectors of outputs one row keeps in registers
 _SLOTS = {"QGemm": (7, 8, 6), "QLinearMatMul": (6, 7, None)}  # y scale, y zero point, bias
 
-
-def _first(array, default=0):
-    return default if array is None else np.asarray(array).reshape(-1)[0]
 
 
 def _lanes(outs: int) -> int:
@@ -44,31 +42,26 @@ def fc_vnni_eligible(node: Node, target: Target | None) -> bool:
     return node.output.type.shape[1] % 8 == 0
 
 
-def _rows(node: Node) -> np.ndarray:
-    """The weights as [N, K] (QGemm with transB stores them so; [K, N] otherwise)."""
-    w = np.asarray(node.inputs[3].data, np.int64)
-    return w if node.op == "QGemm" and node.attrs.get("transB") else w.T
-
 
 def qgemm_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
     """Weights [N/L, K/4, L, 4] (zero-padded depth), the folded bias, the rule's data."""
-    rows = _rows(node)
+    rows = weight_rows(node)
     outs, depth = rows.shape
     lanes = _lanes(outs)
     padded = np.zeros((outs, -(-depth // 4) * 4), np.int64)
     padded[:, :depth] = rows
     arranged = padded.reshape(outs // lanes, lanes, -1, 4).transpose(0, 2, 1, 3)
     y_scale, y_zero, bias_slot = _SLOTS[node.op]
-    zx = int(_first(node.inputs[2].data))
+    zx = int(first(node.inputs[2].data))
     bias = 0 if bias_slot is None or len(node.inputs) <= bias_slot or node.inputs[
         bias_slot] is None else np.asarray(node.inputs[bias_slot].data, np.int64)
     folded = np.broadcast_to(np.asarray(bias, np.int64), (outs,)) - (zx + 128) * rows.sum(1)
     arrays = {WEIGHTS: np.ascontiguousarray(arranged).astype(np.int8),
               _BIAS: folded.astype(np.int32)}
     arrays.update(requant_arrays(
-        node, np.float32(_first(node.inputs[1].data)), node.inputs[4].data,
-        np.float32(_first(node.inputs[y_scale].data)), outs,
-        int(_first(node.inputs[y_zero].data)), fully_connected=True))
+        node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,
+        np.float32(first(node.inputs[y_scale].data)), outs,
+        int(first(node.inputs[y_zero].data)), fully_connected=True))
     return arrays
 
 
@@ -95,7 +88,7 @@ def emit_qgemm_vnni(k: Kernel) -> None:
     blocks = outs // lanes
     group = max(g for g in range(1, _VECTORS + 1) if blocks % g == 0)
     words = -(-depth // 4)
-    zp = int(_first(constant_input(k, _SLOTS[node.op][1], "output zero point")))
+    zp = int(first(constant_input(k, _SLOTS[node.op][1], "output zero point")))
     accs = [k.alloca(vec) for _ in range(group)]
     block_bytes = words * 4 * lanes
     with k.loop(rows) as m, k.loop(blocks // group) as gb:
@@ -118,5 +111,5 @@ def emit_qgemm_vnni(k: Kernel) -> None:
         if depth % 4:
             step(depth // 4, True)
         for j, slot in enumerate(accs):
-            first = b.add(n0, I32(j * lanes))
-            store_vector(k, b.load(slot), first, b.add(k.index((m, outs)), first), zp)
+            first_out = b.add(n0, I32(j * lanes))
+            store_vector(k, b.load(slot), first_out, b.add(k.index((m, outs)), first_out), zp)

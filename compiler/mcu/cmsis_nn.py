@@ -21,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.codegen.qfully_connected import weight_rows
 from compiler.codegen.window import spatial
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.mcu import firmware
-from compiler.mcu.counting import _cache_dir, count
+from compiler.mcu.counting import cache_dir, count
 from compiler.quant.requant import RANGES, quantize_multiplier, tflite_multiplier
 from compiler.quant.tflite_softmax import softmax_params
 
@@ -84,7 +85,7 @@ def library(root: Path, board: firmware.QemuBoard) -> Path:
     for source in sources:
         digest.update(str(source.relative_to(root)).encode() + source.read_bytes())
     digest.update(" ".join(_flags(Path("."), board)).encode())
-    path = _cache_dir() / f"cmsis-nn-{board.target}-{digest.hexdigest()[:16]}.a"
+    path = cache_dir() / f"cmsis-nn-{board.target}-{digest.hexdigest()[:16]}.a"
     if path.is_file():
         return path
     build = path.with_suffix(f".{os.getpid()}.d")
@@ -132,8 +133,8 @@ def _array(ctype: str, name: str, values, const: bool = True) -> str:
 
 
 def _dims(shape) -> str:
-    n, h, w, c = (list(shape) + [1, 1, 1, 1])[:4] if len(shape) == 4 else (shape[0], 1, 1,
-                                                                             shape[-1])
+    """A cmsis_nn_dims initializer: NHWC as it is, [N, C] as N x 1 x 1 x C."""
+    n, h, w, c = shape if len(shape) == 4 else (shape[0], 1, 1, shape[-1])
     return f"{{{n}, {h}, {w}, {c}}}"
 
 
@@ -217,8 +218,7 @@ def _conv(program: _Program, node: Node) -> bool:
 def _fully_connected(program: _Program, node: Node) -> bool:
     if node.op != "QGemm" or np.asarray(node.inputs[4].data).size != 1:
         return False
-    w = np.asarray(node.inputs[3].data)
-    w = w if node.attrs.get("transB") else w.T  # [N, K]
+    w = weight_rows(node)  # [N, K]
     units, depth = w.shape
     batch = node.output.type.numel // units
     multiplier, shift = (int(v) for v in np.asarray(tflite_multiplier(

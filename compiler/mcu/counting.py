@@ -66,7 +66,8 @@ class NetCount:
     code_bytes: int
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """Where built tools (the plugin, CMSIS-NN's library) are kept between runs."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kiln"
 
@@ -74,7 +75,7 @@ def _cache_dir() -> Path:
 def plugin() -> Path:
     """The instruction-counting plugin, compiled once per version of its source."""
     source = PLUGIN_SOURCE.read_bytes()
-    path = _cache_dir() / f"insn_count-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    path = cache_dir() / f"insn_count-{hashlib.sha256(source).hexdigest()[:16]}.so"
     if path.is_file():
         return path
     compiler = shutil.which("cc") or shutil.which("gcc")

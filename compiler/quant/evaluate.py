@@ -78,16 +78,14 @@ class QuantReport:
 
 def _pairs(qdq: Graph) -> dict[str, tuple[str, float, int, str]]:
     """Float tensor -> (its dequantized twin, scale, zero point, integer type), QDQ graph."""
+    readers = {id(n.inputs[0]): n for n in qdq.nodes if n.op == "DequantizeLinear"}
     found = {}
     for node in qdq.nodes:
-        if node.op != "QuantizeLinear":
-            continue
-        readers = [n for n in qdq.nodes if n.op == "DequantizeLinear"
-                   and n.inputs[0] is node.output]
-        if readers:
-            scale = float(np.asarray(node.inputs[1].data).reshape(-1)[0])
-            zero = int(np.asarray(node.inputs[2].data).reshape(-1)[0])
-            found[node.inputs[0].name] = (readers[0].output.name, scale, zero,
+        reader = readers.get(id(node.output)) if node.op == "QuantizeLinear" else None
+        if reader is not None:
+            found[node.inputs[0].name] = (reader.output.name,
+                                          float(np.asarray(node.inputs[1].data).reshape(-1)[0]),
+                                          int(np.asarray(node.inputs[2].data).reshape(-1)[0]),
                                           node.output.type.dtype)
     return found
 

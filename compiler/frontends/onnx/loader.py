@@ -18,7 +18,7 @@ import onnx
 
 from compiler import ops
 from compiler.errors import KilnError, ModelError
-from compiler.fileio import read_model_file
+from compiler.fileio import model_source
 from compiler.frontends.onnx.attributes import check_attributes, decode_attributes
 from compiler.frontends.onnx.expand import REQUANT_PROP
 from compiler.frontends.onnx.tensors import check_size, elem_type_name, tensor_to_array
@@ -60,14 +60,9 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
         label = label or "<model>"
         model = source
     else:
-        if isinstance(source, (bytes, bytearray)):
-            label = label or "<bytes>"
-            data = bytes(source)
-        else:
-            path = Path(source)
-            label = label or path.name
-            base_dir = path.resolve().parent
-            data = read_model_file(path, label, MAX_FILE_BYTES, "the limit of an ONNX protobuf")
+        label, data, path = model_source(source, label, MAX_FILE_BYTES,
+                                         "the limit of an ONNX protobuf")
+        base_dir = path.resolve().parent if path is not None else None
         model = _parse(data, label)
     importer = None
     try:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from compiler.errors import KilnError, ModelError
-from compiler.fileio import read_model_file
+from compiler.fileio import model_source
 from compiler.frontends.source import SOURCE_OPS
 from compiler.frontends.tflite.builder import Builder, tensor_type
 from compiler.frontends.tflite.builtins import CONVERTERS
@@ -36,13 +36,7 @@ def load_tflite(source: str | os.PathLike | bytes,
     Raises:
         ModelError: for anything wrong with the file, naming the file, the operator and the reason.
     """
-    if isinstance(source, (bytes, bytearray)):
-        label = label or "<bytes>"
-        data = bytes(source)
-    else:
-        path = Path(source)
-        label = label or path.name
-        data = read_model_file(path, label, MAX_FILE_BYTES, "the limit of a flatbuffer")
+    label, data, _ = model_source(source, label, MAX_FILE_BYTES, "the limit of a flatbuffer")
     where = "the model"
     try:
         model = read_model(data)
