@@ -17,10 +17,17 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
-from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.kernel import I32, Kernel, first
 from compiler.quant.requant import RANGES
 
 WEIGHTS = 3  # the weight slot: QLinearConv's and QGemm's weights both come fourth
+
+
+def conv_requant_arrays(node) -> dict[int, np.ndarray]:
+    """`requant_arrays` of a QLinearConv, read from its own inputs (x, w and y parameters)."""
+    return requant_arrays(node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,
+                          np.float32(first(node.inputs[6].data)), node.inputs[3].type.shape[0],
+                          int(first(node.inputs[7].data)))
 
 
 def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: int,

@@ -18,9 +18,9 @@ from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import (
     BLOCK,
     DEPTH_STEP,
+    conv_requant_arrays,
     dots,
     dsp_pairs,
-    requant_arrays,
     store_block,
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
@@ -61,9 +61,7 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     blocked = w.reshape(out_c // BLOCK, BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
     arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
-                                 out_c, int(first(node.inputs[7].data))))
+    arrays.update(conv_requant_arrays(node))
     if target is not None and target.int8_dot == "dsp":
         arrays[_WEIGHTS] = dsp_pairs(arrays[_WEIGHTS])
     return arrays
@@ -167,9 +165,7 @@ def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, 
     bias = conv_bias(node)
     arrays = {_WEIGHTS: dsp_pairs(rows) if target.int8_dot == "dsp" else rows,
               **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
-                                 out_c, int(first(node.inputs[7].data))))
+    arrays.update(conv_requant_arrays(node))
     return arrays
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.borders import STARTS, border_offset, border_starts
-from compiler.codegen.int8dot import WEIGHTS, load_vector, requant_arrays, store_vector
+from compiler.codegen.int8dot import WEIGHTS, conv_requant_arrays, load_vector, store_vector
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first, splat
 from compiler.codegen.targets import Target
 from compiler.codegen.window import each_tap
@@ -81,9 +81,7 @@ def qconv_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np
     bias = conv_bias(node)
     arrays = {WEIGHTS: np.ascontiguousarray(arranged).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx + 128)}
-    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
-                                 out_c, int(first(node.inputs[7].data))))
+    arrays.update(conv_requant_arrays(node))
     return arrays
 
 

@@ -23,9 +23,9 @@ from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import (
     WEIGHTS,
     arm_intrinsic,
+    conv_requant_arrays,
     dsp_pairs,
     load_vector,
-    requant_arrays,
     store_block,
     store_vector,
     sxtb16_pairs,
@@ -65,9 +65,7 @@ def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int
         w.reshape(channels // block, block, kh_n, kw_n).transpose(0, 2, 3, 1)).astype(np.int8)
     arrays = {WEIGHTS: dsp_pairs(blocked) if target.int8_dot == "dsp" else blocked,
               **border_starts(node, w[:, 0], bias, zx)}
-    arrays.update(requant_arrays(node, np.float32(first(node.inputs[1].data)),
-                                 node.inputs[4].data, np.float32(first(node.inputs[6].data)),
-                                 channels, int(first(node.inputs[7].data))))
+    arrays.update(conv_requant_arrays(node))
     return arrays
 
 
