@@ -8,6 +8,7 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from compiler.cache import cached_object
 from compiler.codegen.armattrs import mark_vfp_args_compatible
 from compiler.codegen.targets import Target
 
@@ -67,9 +68,17 @@ def _optimize(module: ir.Module | str, target: Target, level: int) -> llvm.Modul
 
 
 def emit_object(module: ir.Module | str, target: Target, level: int = 3) -> bytes:
-    """An ELF object for `target`; the same module always gives the same bytes."""
+    """An ELF object for `target`; the same module always gives the same bytes (so a module
+    compiled before comes from the object cache)."""
+    text = str(module)
+    key = (f"{'.'.join(map(str, llvm.llvm_version_info))}|{target.triple}|{target.cpu}|"
+           f"{target.features}|O{level}")
+    return cached_object(key, text, lambda: _emit_object(text, target, level))
+
+
+def _emit_object(text: str, target: Target, level: int) -> bytes:
     with LLVM_LOCK:
-        ref = optimize(module, target, level)
+        ref = optimize(text, target, level)
         obj = target_machine(target).emit_object(ref)
         del ref
     if target.triple.endswith("eabihf"):

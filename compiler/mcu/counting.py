@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from elftools.elf.elffile import ELFFile
 
+from compiler.cache import cache_dir
 from compiler.codegen.build import CompiledNet
 from compiler.errors import KilnError
 from compiler.mcu import firmware
@@ -64,12 +65,6 @@ class NetCount:
     layers: list[LayerCount]
     separate_total: int
     code_bytes: int
-
-
-def cache_dir() -> Path:
-    """Where built tools (the plugin, CMSIS-NN's library) are kept between runs."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kiln"
 
 
 def plugin() -> Path:

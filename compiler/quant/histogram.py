@@ -42,7 +42,7 @@ class Histogram:
         if self.low > self.high:  # the first batch
             self.low, self.high = low, high
         elif low < self.low or high > self.high:
-            self._grow(min(low, self.low), max(high, self.high))
+            self.grow(min(low, self.low), max(high, self.high))
         bins = len(self.counts)
         width = (self.high - self.low) / bins
         if width == 0:
@@ -55,7 +55,8 @@ class Histogram:
         np.clip(index, 0, bins - 1, out=index)
         self.counts += np.bincount(index, minlength=bins)
 
-    def _grow(self, low: float, high: float) -> None:
+    def grow(self, low: float, high: float) -> None:
+        """Widen the range to [low, high], moving each old bin's count as Glow does."""
         bins = len(self.counts)
         old_width = (self.high - self.low) / bins
         new_width = (high - low) / bins

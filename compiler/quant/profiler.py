@@ -2,30 +2,27 @@
 
 The calibration graph (the loaded float graph cleaned and folded: the tensors the quantizer will
 see and rewrite) gets every value a node computes as an extra graph output, so each keeps a
-buffer of its own in the bundle; the compiled host code runs sample by sample, and each tensor's
-values go into its min, max and Glow histogram batch by batch. Progress is reported and a cancel
+buffer of its own in the compiled network; the host code runs sample by sample, and compiled
+accumulators (`binning`) take each tensor's values into its min, max and Glow histogram
+straight from those buffers, each sample a batch. Progress is reported and a cancel
 request stops the run between samples.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
-import numpy as np
-
-from compiler.codegen.bundle import write_bundle
 from compiler.codegen.host import HostNet
 from compiler.driver import compilation, compile_graph
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 from compiler.passes import PassConfig, Pipeline, run_pipeline
+from compiler.quant.binning import CompiledHistogram
 from compiler.quant.calibration_data import CalibrationData
-from compiler.quant.histogram import DEFAULT_BINS, Histogram
+from compiler.quant.histogram import DEFAULT_BINS
 from compiler.quant.profile import Profile, TensorRange, graph_hash
 
-BATCH = 64  # samples whose values enter the histograms together
+BATCH = 64  # samples between progress reports and cancel checks
 # The passes that decide which float tensors will exist, with the operators still ONNX's (so
 # quantize-dequantize pairs can go around them): cleanup, constant folding, BatchNorm folded
 # into the convolution before it.
@@ -70,37 +67,41 @@ def instrumented(graph: Graph) -> Graph:
 def profile_model(graph: Graph, data: CalibrationData, model: str = "", bins: int = DEFAULT_BINS,
                   progress: Callable[[int, int], None] | None = None,
                   cancelled: Callable[[], bool] | None = None) -> Profile:
-    """Profile `graph` (a loaded model) on `data`: the tensors of its calibration graph."""
+    """Profile `graph` (a loaded model) on `data`: the tensors of its calibration graph.
+
+    Each sample is one batch of every tensor's histogram (as each inference is in Glow); the
+    compiled accumulators read the network's output buffers where they are.
+    """
     final = calibration_graph(graph)
     probe = instrumented(final)
     net = compile_graph(compilation(probe).prepared, "host")
-    histograms = {name: Histogram.empty(bins) for name in profiled_tensors(final)}
+    names = profiled_tensors(final)
+    histograms = {name: CompiledHistogram(name, bins) for name in names}
     inputs = {v.name for v in final.inputs}
-    with tempfile.TemporaryDirectory(prefix="kiln-profile-") as folder:
-        write_bundle(net, Path(folder))
-        runner = HostNet.from_bundle(folder)
-        try:
-            views = runner.output_views()
-            batch = {name: np.empty((BATCH, views[name].size if name in views
-                                     else data.samples[0].size), np.float32)
-                     for name in histograms}
-            for start in range(0, len(data), BATCH):
-                stop = min(start + BATCH, len(data))
-                for row, feeds in enumerate(data.feeds(start, stop)):
-                    if cancelled is not None and cancelled():
-                        raise Cancelled("profiling cancelled")
-                    runner.set_inputs(feeds)
-                    runner.call()
-                    for name, rows in batch.items():
-                        source = feeds[name] if name in inputs else views[name]
-                        rows[row] = source.reshape(-1)
-                for name, rows in batch.items():
-                    histograms[name].add(rows[:stop - start], name)
-                if progress is not None:
-                    progress(stop, len(data))
-        finally:
-            runner.close()
-    tensors = {name: TensorRange(h.low, h.high, [int(c) for c in h.counts])
-               for name, h in histograms.items()}
+    runner = HostNet(net)
+    try:
+        views = runner.output_views()
+        buffers = [(histograms[name], views[name].ctypes.data, views[name].size)
+                   for name in names if name not in inputs]
+        fed = [histograms[name] for name in names if name in inputs]
+        for start in range(0, len(data), BATCH):
+            stop = min(start + BATCH, len(data))
+            for feeds in data.feeds(start, stop):
+                if cancelled is not None and cancelled():
+                    raise Cancelled("profiling cancelled")
+                runner.set_inputs(feeds)
+                runner.call()
+                for histogram in fed:
+                    histogram.add(feeds[histogram.name])
+                for histogram, address, size in buffers:
+                    histogram.add_buffer(address, size)
+            if progress is not None:
+                progress(stop, len(data))
+    finally:
+        runner.close()
+    tensors = {}
+    for name, compiled in histograms.items():
+        h = compiled.histogram()
+        tensors[name] = TensorRange(h.low, h.high, [int(c) for c in h.counts])
     return Profile(graph_hash(final), model, {"source": data.source, "samples": len(data)},
                    bins, tensors)

@@ -18,6 +18,7 @@ from app.cli import main
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
+from compiler.quant.binning import CompiledHistogram
 from compiler.quant.calibration_data import Normalization, load_calibration
 from compiler.quant.histogram import Histogram
 from compiler.quant.profile import load_profile
@@ -196,3 +197,31 @@ def test_glow_yaml_profiles_round_trip_and_are_checked(tmp_path, capsys):
     (tmp_path / "short.yaml").write_text("---\nGlowToolsVersion: ''\n")
     with pytest.raises(KilnError, match="expected three documents"):
         read_profile(tmp_path / "short.yaml")
+
+
+@pytest.mark.parametrize("bins", [1, 3, 10, 12, 13, 512])
+def test_the_compiled_histogram_counts_as_the_numpy_one(bins):
+    """Same batches, same ranges and counts: the vector-counter path (few bins), the scatter
+    path (many), growth, empty and constant batches."""
+    rng = np.random.default_rng(bins)
+    for _ in range(10):
+        reference, compiled = Histogram.empty(bins), CompiledHistogram("t", bins)
+        for _ in range(25):
+            size = int(rng.integers(0, 300))
+            values = (rng.standard_normal(size) * rng.uniform(0.1, 5)
+                      + rng.uniform(-3, 3)).astype(np.float32)
+            if rng.random() < 0.1:
+                values[:] = 1.5
+            reference.add(values)
+            compiled.add(values)
+        merged = compiled.histogram()
+        assert (merged.low, merged.high) == (reference.low, reference.high)
+        assert merged.counts.tolist() == reference.counts.tolist()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_the_compiled_histogram_refuses_nan_and_infinity(bad):
+    values = np.linspace(-1, 1, 101, dtype=np.float32)
+    values[57] = bad
+    with pytest.raises(KilnError, match="'conv1' holds NaN or infinity"):
+        CompiledHistogram("conv1", 10).add(values)

@@ -1,0 +1,275 @@
+"""Glow's growing histograms, accumulated by compiled code straight from the network's buffers.
+
+Profiling feeds every tensor of every sample into its histogram. In numpy that costs five
+passes over the values (subtract, scale, convert, clip, count) plus a copy out of the network's
+buffers; here one compiled function per call finds the tensor's min, max and any NaN or
+infinity (eight lanes at a time), and when the values fit the current range bins them in one
+pass into four interleaved copies of the counts (so equal bins in a row do not wait on each
+other's stores). Growing the range is rare: the function then returns without binning, and the
+caller grows the merged counts with `Histogram`'s own rule and calls again. The arithmetic is
+`Histogram.add`'s, operation for operation (float32 offset and scale, truncation, clamp), so
+both give the same counts for the same batches.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.llvm import LLVM_LOCK, new_module, optimize, target_machine
+from compiler.codegen.targets import get_target
+from compiler.errors import KilnError
+from compiler.quant.histogram import Histogram
+
+COPIES = 4  # interleaved count arrays
+SMALL_BINS = 12  # up to this many bins, counted in vector registers
+LANES = 8  # floats per min/max step
+BINNED, GROW, NOT_FINITE = 0, 1, 2  # what a call did
+
+_F32, _F64, _I64, _I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(64), ir.IntType(32)
+
+
+class _Builder:
+    """An IR builder with counted loops (a phi index from 0, step `step`, while index < end)."""
+
+    def __init__(self, fn: ir.Function):
+        self.fn = fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def loop(self, start: ir.Value, end: ir.Value, step: int, carried: list[ir.Value], body):
+        """Emit `body(i, carried) -> carried` for i = start, start + step, ... (i + step <= end).
+
+        Returns the final carried values and the first index not visited.
+        """
+        b = self.b
+        before = b.block
+        head = self.fn.append_basic_block("head")
+        work = self.fn.append_basic_block("body")
+        done = self.fn.append_basic_block("done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(_I64)
+        i.add_incoming(start, before)
+        phis = []
+        for value in carried:
+            phi = b.phi(value.type)
+            phi.add_incoming(value, before)
+            phis.append(phi)
+        b.cbranch(b.icmp_signed("<=", b.add(i, _I64(step)), end), work, done)
+        b.position_at_end(work)
+        new = body(i, phis)
+        nxt = b.add(i, _I64(step))
+        i.add_incoming(nxt, b.block)
+        for phi, value in zip(phis, new):
+            phi.add_incoming(value, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        return phis, i
+
+
+def _min_max(k: _Builder, x, n) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(min, max, some value is NaN) of x[0:n], eight lanes at a time, then a scalar tail."""
+    b = k.b
+    vec = ir.VectorType(_F32, LANES)
+    bits = ir.VectorType(ir.IntType(1), LANES)
+    vptr = b.bitcast(x, vec.as_pointer())
+
+    def wide(i, acc):
+        lo, hi, nan = acc
+        v = b.load(b.gep(vptr, [b.sdiv(i, _I64(LANES))]), align=4)
+        return [b.select(b.fcmp_ordered("<", v, lo), v, lo),
+                b.select(b.fcmp_ordered(">", v, hi), v, hi),
+                b.or_(nan, b.fcmp_unordered("uno", v, v))]
+
+    (lo, hi, nan), i = k.loop(_I64(0), n, LANES, [
+        ir.Constant(vec, [float("inf")] * LANES), ir.Constant(vec, [float("-inf")] * LANES),
+        ir.Constant(bits, [0] * LANES)], wide)
+    low, high = b.extract_element(lo, _I32(0)), b.extract_element(hi, _I32(0))
+    bad = b.extract_element(nan, _I32(0))
+    for lane in range(1, LANES):
+        a, c = b.extract_element(lo, _I32(lane)), b.extract_element(hi, _I32(lane))
+        low = b.select(b.fcmp_ordered("<", a, low), a, low)
+        high = b.select(b.fcmp_ordered(">", c, high), c, high)
+        bad = b.or_(bad, b.extract_element(nan, _I32(lane)))
+
+    def tail(j, acc):
+        lo1, hi1, nan1 = acc
+        v = b.load(b.gep(x, [j]))
+        return [b.select(b.fcmp_ordered("<", v, lo1), v, lo1),
+                b.select(b.fcmp_ordered(">", v, hi1), v, hi1),
+                b.or_(nan1, b.fcmp_unordered("uno", v, v))]
+
+    (low, high, bad), _ = k.loop(i, n, 1, [low, high, bad], tail)
+    return low, high, bad
+
+
+def _module(bin_count: int) -> str:
+    """The IR of `int kiln_bin(x, n, range[2], counts[COPIES * bins], seen[2])`.
+
+    For `bin_count` bins; it returns BINNED, GROW or NOT_FINITE.
+    """
+    target = get_target("host")
+    module = new_module("kiln_binning", target)
+    fnty = ir.FunctionType(_I32, [_F32.as_pointer(), _I64, _F64.as_pointer(),
+                                  _I64.as_pointer(), _F32.as_pointer()])
+    fn = ir.Function(module, fnty, "kiln_bin")
+    x, n, span, counts, seen = fn.args
+    bins = _I64(bin_count)
+    k = _Builder(fn)
+    b = k.b
+    low, high, nan = _min_max(k, x, n)
+    b.store(low, b.gep(seen, [_I64(0)]))
+    b.store(high, b.gep(seen, [_I64(1)]))
+    inf = ir.Constant(_F32, float("inf"))
+    not_finite = b.or_(nan, b.or_(b.fcmp_ordered("==", low, b.fsub(ir.Constant(_F32, 0.0), inf)),
+                                  b.fcmp_ordered("==", high, inf)))
+    bad = fn.append_basic_block("not_finite")
+    finite = fn.append_basic_block("finite")
+    b.cbranch(b.and_(not_finite, b.icmp_signed(">", n, _I64(0))), bad, finite)
+    b.position_at_end(bad)
+    b.ret(_I32(NOT_FINITE))
+    b.position_at_end(finite)
+    r_low, r_high = b.load(b.gep(span, [_I64(0)])), b.load(b.gep(span, [_I64(1)]))
+    outside = b.or_(b.fcmp_ordered("<", b.fpext(low, _F64), r_low),
+                    b.fcmp_ordered(">", b.fpext(high, _F64), r_high))
+    empty = b.fcmp_ordered(">", r_low, r_high)
+    grow = fn.append_basic_block("grow")
+    fits = fn.append_basic_block("fits")
+    b.cbranch(b.and_(b.or_(outside, empty), b.icmp_signed(">", n, _I64(0))), grow, fits)
+    b.position_at_end(grow)
+    b.ret(_I32(GROW))
+    b.position_at_end(fits)
+    width = b.fdiv(b.fsub(r_high, r_low), b.sitofp(bins, _F64))
+    flat = fn.append_basic_block("flat")
+    spread = fn.append_basic_block("spread")
+    b.cbranch(b.fcmp_ordered("==", width, ir.Constant(_F64, 0.0)), flat, spread)
+    b.position_at_end(flat)
+    b.store(b.add(b.load(counts), n), counts)
+    b.ret(_I32(BINNED))
+    b.position_at_end(spread)
+    offset = b.fptrunc(r_low, _F32)
+    inverse = b.fptrunc(b.fdiv(ir.Constant(_F64, 1.0), width), _F32)
+    last = b.sub(bins, _I64(1))
+
+    def slot(index, copy: int):
+        """Increment counts[copy * bins + index]."""
+        place = b.gep(counts, [b.add(index, b.mul(bins, _I64(copy)))])
+        b.store(b.add(b.load(place), _I64(1)), place)
+
+    def clamp(index, zero, top):
+        index = b.select(b.icmp_signed("<", index, zero), zero, index)
+        return b.select(b.icmp_signed(">", index, top), top, index)
+
+    # Eight indices at a time in vector registers (the float32 offset and scale, truncation
+    # and clamp of `Histogram.add`), then eight increments spread over the copies.
+    vec = ir.VectorType(_F32, LANES)
+    ivec = ir.VectorType(_I32, LANES)
+    vptr = b.bitcast(x, vec.as_pointer())
+    v_offset = b.insert_element(ir.Constant(vec, ir.Undefined), offset, _I32(0))
+    v_offset = b.shuffle_vector(v_offset, v_offset, ir.Constant(ivec, [0] * LANES))
+    v_inverse = b.insert_element(ir.Constant(vec, ir.Undefined), inverse, _I32(0))
+    v_inverse = b.shuffle_vector(v_inverse, v_inverse, ir.Constant(ivec, [0] * LANES))
+    last32 = b.trunc(last, _I32)
+    v_last = b.insert_element(ir.Constant(ivec, ir.Undefined), last32, _I32(0))
+    v_last = b.shuffle_vector(v_last, v_last, ir.Constant(ivec, [0] * LANES))
+
+    def indices(i):
+        v = b.load(b.gep(vptr, [b.sdiv(i, _I64(LANES))]), align=4)
+        return clamp(b.fptosi(b.fmul(b.fsub(v, v_offset), v_inverse), ivec),
+                     ir.Constant(ivec, [0] * LANES), v_last)
+
+    if bin_count <= SMALL_BINS:
+        # Few bins: one vector of lane counters per bin, bumped by comparing indices with it
+        # (no memory traffic), added into the counts once at the end.
+        def compare(i, acc):
+            index = indices(i)
+            return [b.sub(a, b.sext(b.icmp_signed("==", index, ir.Constant(ivec, [j] * LANES)),
+                                    ivec)) for j, a in enumerate(acc)]
+
+        acc, i = k.loop(_I64(0), n, LANES, [ir.Constant(ivec, [0] * LANES)] * bin_count,
+                        compare)
+        for j, lanes in enumerate(acc):
+            total = b.extract_element(lanes, _I32(0))
+            for lane in range(1, LANES):
+                total = b.add(total, b.extract_element(lanes, _I32(lane)))
+            slot_j = b.gep(counts, [_I64(j)])
+            b.store(b.add(b.load(slot_j), b.zext(total, _I64)), slot_j)
+    else:
+        def scatter(i, _):
+            index = indices(i)
+            for lane in range(LANES):
+                slot(b.sext(b.extract_element(index, _I32(lane)), _I64), lane % COPIES)
+            return []
+
+        _, i = k.loop(_I64(0), n, LANES, [], scatter)
+
+    def tail(j, _):
+        value = b.load(b.gep(x, [j]))
+        index = clamp(b.fptosi(b.fmul(b.fsub(value, offset), inverse), _I64), _I64(0), last)
+        slot(index, 0)
+        return []
+
+    k.loop(i, n, 1, [], tail)
+    b.ret(_I32(BINNED))
+    return str(module)
+
+
+@cache
+def _compiled(bins: int):
+    """The JIT-compiled `kiln_bin` for `bins` bins (the engine is kept alive with it)."""
+    target = get_target("host")
+    with LLVM_LOCK:
+        ref = optimize(_module(bins), target)
+        engine = llvm.create_mcjit_compiler(ref, target_machine(target))
+        engine.finalize_object()
+    fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                          ctypes.c_void_p, ctypes.c_void_p)(
+        engine.get_function_address("kiln_bin"))
+    return engine, fn
+
+
+class CompiledHistogram:
+    """One tensor's growing histogram, fed from float32 buffers by compiled code."""
+
+    def __init__(self, name: str, bins: int):
+        self.name = name
+        self.bins = bins
+        self.span = np.array([np.inf, -np.inf])  # empty: the first batch sets the range
+        self.counts = np.zeros(COPIES * bins, np.int64)
+        self.seen = np.zeros(2, np.float32)
+        self._fn = _compiled(bins)[1]
+        self._args = (self.span.ctypes.data, self.counts.ctypes.data, self.seen.ctypes.data)
+
+    def add_buffer(self, address: int, size: int) -> None:
+        """Take `size` float32 values at `address` (a buffer that stays alive meanwhile)."""
+        status = self._fn(address, size, *self._args)
+        if status == GROW:
+            self._grow()
+            status = self._fn(address, size, *self._args)
+        if status == NOT_FINITE:
+            raise KilnError(f"tensor {self.name!r} holds NaN or infinity; it cannot be profiled")
+
+    def add(self, values: np.ndarray) -> None:
+        """Take an array of values (float32, contiguous copy when needed)."""
+        values = np.ascontiguousarray(values, np.float32)
+        self.add_buffer(values.ctypes.data, values.size)
+
+    def _grow(self) -> None:
+        low, high = float(self.seen[0]), float(self.seen[1])
+        merged = self.histogram()
+        if merged.low > merged.high:
+            merged.low, merged.high = low, high
+        else:
+            merged.grow(min(low, merged.low), max(high, merged.high))
+        self.span[:] = merged.low, merged.high
+        self.counts[:] = 0
+        self.counts[:self.bins] = merged.counts
+
+    def histogram(self) -> Histogram:
+        """The merged counts and range as a `Histogram`."""
+        return Histogram(float(self.span[0]), float(self.span[1]),
+                         self.counts.reshape(COPIES, self.bins).sum(axis=0))
