@@ -93,11 +93,15 @@ def patches(x: np.ndarray, win: Window) -> np.ndarray:
     return view[(slice(None), slice(None), *steps, *taps)]
 
 
-def convolve(node, x, w, b=None):
-    """im2col (one copy of the patches) and one batched matmul over the groups."""
+def convolve(node, x, w, b=None, work=None):
+    """im2col (one copy of the patches) and one batched matmul over the groups.
+
+    `work` is the element type the sums are made in (by default float64 for float32, for
+    results that do not depend on the BLAS; the quantization workbench trades that for speed).
+    """
     layout = layout_of(node)
     x = to_nchw(x, layout)
-    work = _work_dtype(x.dtype)
+    work = _work_dtype(x.dtype) if work is None else np.dtype(work)
     win = conv_window(node, x.shape, w.shape)
     group = node.attrs["group"]
     n, c = x.shape[:2]

@@ -26,9 +26,18 @@ from compiler.quant.quantize import RENAMED_KEY
 
 def sqnr_db(reference: np.ndarray, approximate: np.ndarray) -> float:
     """10 log10(signal power / noise power); infinity when they are equal."""
-    reference = np.asarray(reference, np.float64)
-    noise = float(np.sum((reference - np.asarray(approximate, np.float64)) ** 2))
-    signal = float(np.sum(reference ** 2))
+    return _sqnr(*_powers(reference, approximate))
+
+
+def _powers(reference: np.ndarray, approximate: np.ndarray) -> tuple[float, float]:
+    """(signal, noise): sums of squares of the reference and of the difference, in float64."""
+    r = np.asarray(reference).reshape(-1)
+    d = np.subtract(r, np.asarray(approximate).reshape(-1), dtype=np.float64)
+    r = r.astype(np.float64, copy=False)
+    return float(r @ r), float(d @ d)
+
+
+def _sqnr(signal: float, noise: float) -> float:
     if noise == 0:
         return math.inf
     return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
@@ -76,7 +85,21 @@ class QuantReport:
                              "rmse_over_scale": t.rmse_over_scale} for t in self.tensors]}
 
 
-def _pairs(qdq: Graph) -> dict[str, tuple[str, float, int, str]]:
+def tensor_report(name: str, f: np.ndarray, q: np.ndarray, scale: float, zero: int,
+                  dtype: str) -> TensorReport:
+    """How the dequantized values `q` of one tensor differ from its float values `f`."""
+    qmin, qmax = (0, 255) if dtype == "uint8" else (-128, 127)
+    low, high = (qmin - zero) * scale, (qmax - zero) * scale
+    f = np.asarray(f).reshape(-1)
+    if not f.size:
+        return TensorReport(name, low, high, scale, 0.0, math.inf, 0.0)
+    clipped = (np.count_nonzero(f < low) + np.count_nonzero(f > high)) / f.size
+    signal, noise = _powers(f, q)
+    return TensorReport(name, low, high, scale, clipped, _sqnr(signal, noise),
+                        math.sqrt(noise / f.size) / scale)
+
+
+def quantized_pairs(qdq: Graph) -> dict[str, tuple[str, float, int, str]]:
     """Float tensor -> (its dequantized twin, scale, zero point, integer type), QDQ graph."""
     readers = {id(n.inputs[0]): n for n in qdq.nodes if n.op == "DequantizeLinear"}
     found = {}
@@ -97,7 +120,7 @@ def evaluate(graph: Graph, qdq: Graph, data: CalibrationData, limit: int | None 
     base = instrumented(calibration_graph(graph))
     fake = instrumented(qdq)
     integer = compilation(qdq).final
-    pairs = _pairs(qdq)
+    pairs = quantized_pairs(qdq)
     renamed = qdq.metadata.get(RENAMED_KEY, {})  # a model output's float tensor, renamed
     outputs = [v.name for v in graph.outputs]
     floats: dict[str, list] = {name: [] for name in pairs}
@@ -114,16 +137,9 @@ def evaluate(graph: Graph, qdq: Graph, data: CalibrationData, limit: int | None 
         for name in outputs:
             out_float[name].append(f_values[name].reshape(-1))
             out_int[name].append(np.asarray(i_values[name], np.float64).reshape(-1))
-    tensors = []
-    for name, (_, scale, zero, dtype) in pairs.items():
-        f, q = np.concatenate(floats[name]), np.concatenate(quants[name])
-        qmin, qmax = (0, 255) if dtype == "uint8" else (-128, 127)
-        low, high = (qmin - zero) * scale, (qmax - zero) * scale
-        clipped = float(np.mean((f < low) | (f > high))) if f.size else 0.0
-        rmse = float(np.sqrt(np.mean((f.astype(np.float64) - q) ** 2))) if f.size else 0.0
-        tensors.append(TensorReport(renamed.get(name, name), low, high, scale, clipped,
-                                    sqnr_db(f, q),
-                                    rmse / scale))
+    tensors = [tensor_report(renamed.get(name, name), np.concatenate(floats[name]),
+                             np.concatenate(quants[name]), scale, zero, dtype)
+               for name, (_, scale, zero, dtype) in pairs.items()]
     agree = correct_f = correct_q = 0
     first = outputs[0]
     for i in range(count):

@@ -76,6 +76,15 @@ class Profile:
         edit = self.overrides.get(tensor, {})
         return float(edit.get("min", measured.min)), float(edit.get("max", measured.max))
 
+    def set_override(self, tensor: str, low: float, high: float) -> None:
+        """Quantize `tensor` over [low, high] whatever the calibration method finds."""
+        if tensor not in self.tensors:
+            raise KilnError(f"the profile has no tensor named {tensor!r}")
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise KilnError(f"range [{low}, {high}] of {tensor!r} must be finite with "
+                            f"min <= max")
+        self.overrides[tensor] = {"min": float(low), "max": float(high)}
+
     def check_graph(self, graph: Graph, where: str = "") -> None:
         """Refuse a profile measured on another graph, saying so in one line."""
         where = where or self.path or "the profile"
