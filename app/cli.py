@@ -496,6 +496,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kiln: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (kiln ... | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:  # the last line of defence: never a traceback for the user
         if os.environ.get("KILN_DEBUG"):
             raise

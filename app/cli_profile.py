@@ -23,6 +23,9 @@ def add_profile_parser(sub) -> None:
     profile.add_argument("-o", "--output", required=True, metavar="PROFILE.json",
                          help="where to write the profile (a .yaml or .yml name writes Glow's "
                               "profile format)")
+    profile.add_argument("--equalize", action="store_true",
+                         help="equalize the weight ranges of consecutive convolutions first "
+                              "(cross-layer equalization); the profile records it")
     profile.add_argument("--bins", type=int, default=10, metavar="N",
                          help="histogram bins per tensor (default 10, as Glow)")
     profile.add_argument("--scale", type=float, default=1 / 255, metavar="S",
@@ -49,8 +52,8 @@ def cmd_profile(args) -> int:
     from compiler.quant.glow_yaml import write_profile
     from compiler.quant.profiler import profile_model
 
-    if args.bins < 1:
-        raise UsageError("--bins must be at least 1")
+    if not 1 <= args.bins <= 1_000_000:
+        raise UsageError("--bins must be between 1 and 1,000,000")
     output = Path(args.output)
     if not output.parent.is_dir():
         raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
@@ -65,7 +68,8 @@ def cmd_profile(args) -> int:
             print(f"\rprofiling: {done:,} of {total:,} samples", end="", file=sys.stderr,
                   flush=True)
 
-    profile = profile_model(graph, data, Path(args.model).name, args.bins, progress)
+    profile = profile_model(graph, data, Path(args.model).name, args.bins, progress,
+                            equalized=args.equalize)
     if show:
         print(file=sys.stderr)
     write_profile(profile, output)
@@ -96,6 +100,9 @@ def add_quantize_parser(sub) -> None:
                           help="the integer operators' rounding (default tflite)")
     quantize.add_argument("--keep-float", action="append", default=[], metavar="TENSOR",
                           help="a tensor to leave in float (repeatable)")
+    quantize.add_argument("--bias-correction", metavar="DATA",
+                          help="measure each layer's mean output error on these samples (same "
+                               "forms as kiln profile --data) and fold it into its bias")
     quantize.add_argument("-o", "--output", required=True, metavar="OUT.onnx",
                           help="the QDQ ONNX model to write")
     quantize.add_argument("--report", metavar="DATA",
@@ -124,13 +131,22 @@ def cmd_quantize(args) -> int:
     profile = read_profile(args.profile)
     options = Options(args.method, args.percentile, args.schema, args.requant,
                       tuple(args.keep_float))
-    qdq = quantize(graph, profile, options)
+    corrections = None
+    if args.bias_correction:
+        from compiler.quant.bias_correction import bias_corrections
+        from compiler.quant.calibration_data import load_calibration
+
+        corrections = bias_corrections(graph, profile,
+                                       load_calibration(args.bias_correction, graph), options)
+    qdq = quantize(graph, profile, options, corrections)
     final = compilation(qdq).final
     integer = sum(1 for n in final.nodes if n.op.startswith(("QLinear", "QGemm")))
     save_onnx(qdq, output)
     if not (args.report and args.json):
+        extras = "".join([", equalized" if profile.equalized else "",
+                          f", {len(corrections)} biases corrected" if corrections else ""])
         print(f"quantized {Path(args.model).name} ({args.method}, {args.schema} schema, "
-              f"{args.requant} rounding): {integer} integer operators; wrote {output}")
+              f"{args.requant} rounding{extras}): {integer} integer operators; wrote {output}")
     if args.report:
         _report(args, graph, qdq, profile)
     return 0

@@ -68,8 +68,10 @@ def _optimize(module: ir.Module | str, target: Target, level: int) -> llvm.Modul
 
 
 def emit_object(module: ir.Module | str, target: Target, level: int = 3) -> bytes:
-    """An ELF object for `target`; the same module always gives the same bytes (so a module
-    compiled before comes from the object cache)."""
+    """An ELF object for `target`; the same module always gives the same bytes.
+
+    So a module compiled before comes from the object cache.
+    """
     text = str(module)
     key = (f"{'.'.join(map(str, llvm.llvm_version_info))}|{target.triple}|{target.cpu}|"
            f"{target.features}|O{level}")

@@ -21,7 +21,7 @@ from compiler.interpreter import run
 from compiler.ir.graph import Graph
 from compiler.quant.calibration_data import CalibrationData
 from compiler.quant.profiler import calibration_graph, instrumented
-from compiler.quant.quantize import RENAMED_KEY
+from compiler.quant.quantize import EQUALIZED_KEY, RENAMED_KEY
 
 
 def sqnr_db(reference: np.ndarray, approximate: np.ndarray) -> float:
@@ -117,7 +117,7 @@ def evaluate(graph: Graph, qdq: Graph, data: CalibrationData, limit: int | None 
              ) -> QuantReport:
     """Compare the float model `graph` and its QDQ form `qdq` on `data` (the first `limit`)."""
     count = len(data) if limit is None else min(limit, len(data))
-    base = instrumented(calibration_graph(graph))
+    base = instrumented(calibration_graph(graph, bool(qdq.metadata.get(EQUALIZED_KEY))))
     fake = instrumented(qdq)
     integer = compilation(qdq).final
     pairs = quantized_pairs(qdq)

@@ -48,6 +48,9 @@ def _float(value: float) -> str:
 
 def save_glow(profile: Profile, path: str | Path) -> None:
     """Write `profile` as Glow's three YAML documents."""
+    if profile.equalized:
+        raise KilnError(f"{path}: Glow's profile format cannot say the graph was equalized; "
+                        f"write the profile as JSON")
     lines = ["---", "GlowToolsVersion: 'kiln'", "...", "---",
              f"GraphPreLowerHash: 0x{profile.graph_hash[:16].upper()}", "...", "---"]
     for name in sorted(profile.tensors):

@@ -56,7 +56,8 @@ class IncrementalEvaluator:
         self._input = data.input_name
         stacked = data.samples[:self.count]
         self._feed = stacked.reshape(self.count, *graph.inputs[0].type.shape)
-        self._float = self._run_all(calibration_graph(graph))
+        self.corrections: dict[str, np.ndarray] = {}
+        self._float = self._run_all(calibration_graph(graph, self.profile.equalized))
         self.qdq = quantize(graph, self.profile, self.options)
         self._runtime = _runtime_values(self.qdq)
         self._values = self._run_all(self.qdq, self._runtime)
@@ -73,9 +74,22 @@ class IncrementalEvaluator:
         self.profile.overrides.pop(tensor, None)
         return self._requantize()
 
+    def set_corrections(self, corrections: dict[str, np.ndarray]) -> Evaluation:
+        """Add these to the float biases (by node) before quantizing; the new errors."""
+        self.corrections = {k: np.asarray(v, np.float64) for k, v in corrections.items()}
+        return self._requantize()
+
+    def float_value(self, name: str) -> np.ndarray:
+        """A tensor of the float calibration graph on the samples, stacked."""
+        return self._float[name]
+
+    def quantized_value(self, name: str) -> np.ndarray:
+        """A tensor of the current QDQ graph on the samples, stacked."""
+        return self._values[name]
+
     def _requantize(self) -> Evaluation:
         start = time.perf_counter()
-        new = quantize(self.graph, self.profile, self.options)
+        new = quantize(self.graph, self.profile, self.options, self.corrections)
         runtime = _runtime_values(new)
         old_nodes = {n.name: n for n in self.qdq.nodes}
         changed: set[str] = set()  # names of values recomputed

@@ -68,6 +68,7 @@ class Profile:
     tensors: dict[str, TensorRange]
     overrides: dict[str, dict[str, float]] = field(default_factory=dict)
     keep_float: list[str] = field(default_factory=list)
+    equalized: bool = False  # measured on the graph after cross-layer equalization
     path: str = ""  # the file it was read from, for messages
 
     def range_of(self, tensor: str) -> tuple[float, float]:
@@ -102,7 +103,7 @@ class Profile:
                             for name, r in sorted(self.tensors.items())},
                 "overrides": {name: dict(sorted(v.items()))
                               for name, v in sorted(self.overrides.items())},
-                "keep_float": sorted(self.keep_float)}
+                "keep_float": sorted(self.keep_float), "equalized": self.equalized}
 
     def save(self, path: str | Path) -> None:
         """Write the JSON profile atomically (a crash never leaves half a file)."""
@@ -176,5 +177,8 @@ def _parse(doc) -> Profile:
     missing = [n for n in keep if n not in tensors]
     if missing:
         raise ValueError(f"keep_float names tensors the profile does not have: {missing}")
+    equalized = doc.get("equalized", False)
+    if not isinstance(equalized, bool):
+        raise ValueError("equalized must be true or false")
     return Profile(str(doc["graph_hash"]), str(doc.get("model", "")), dict(doc.get("data", {})),
-                   int(doc["bins"]), tensors, overrides, list(keep))
+                   int(doc["bins"]), tensors, overrides, list(keep), equalized)

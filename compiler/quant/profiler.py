@@ -19,6 +19,7 @@ from compiler.ir.graph import Graph
 from compiler.passes import PassConfig, Pipeline, run_pipeline
 from compiler.quant.binning import CompiledHistogram
 from compiler.quant.calibration_data import CalibrationData
+from compiler.quant.equalize import equalize
 from compiler.quant.histogram import DEFAULT_BINS
 from compiler.quant.profile import Profile, TensorRange, graph_hash
 
@@ -30,10 +31,14 @@ CALIBRATION_PASSES = ("remove_identity", "fold_constant_layout", "fold_constants
                       "fold_batchnorm", "dce")
 
 
-def calibration_graph(graph: Graph) -> Graph:
-    """The float graph a profile describes and the quantizer rewrites."""
+def calibration_graph(graph: Graph, equalized: bool = False) -> Graph:
+    """The float graph a profile describes and the quantizer rewrites.
+
+    With `equalized`, after cross-layer equalization of its convolution pairs.
+    """
     pipeline = Pipeline([PassConfig(name) for name in CALIBRATION_PASSES])
-    return run_pipeline(graph, pipeline, snapshots=False, diffs=False).graph
+    folded = run_pipeline(graph, pipeline, snapshots=False, diffs=False).graph
+    return equalize(folded)[0] if equalized else folded
 
 
 class Cancelled(KilnError):
@@ -66,13 +71,14 @@ def instrumented(graph: Graph) -> Graph:
 
 def profile_model(graph: Graph, data: CalibrationData, model: str = "", bins: int = DEFAULT_BINS,
                   progress: Callable[[int, int], None] | None = None,
-                  cancelled: Callable[[], bool] | None = None) -> Profile:
+                  cancelled: Callable[[], bool] | None = None,
+                  equalized: bool = False) -> Profile:
     """Profile `graph` (a loaded model) on `data`: the tensors of its calibration graph.
 
     Each sample is one batch of every tensor's histogram (as each inference is in Glow); the
     compiled accumulators read the network's output buffers where they are.
     """
-    final = calibration_graph(graph)
+    final = calibration_graph(graph, equalized)
     probe = instrumented(final)
     net = compile_graph(compilation(probe).prepared, "host")
     names = profiled_tensors(final)
@@ -104,4 +110,4 @@ def profile_model(graph: Graph, data: CalibrationData, model: str = "", bins: in
         h = compiled.histogram()
         tensors[name] = TensorRange(h.low, h.high, [int(c) for c in h.counts])
     return Profile(graph_hash(final), model, {"source": data.source, "samples": len(data)},
-                   bins, tensors)
+                   bins, tensors, equalized=equalized)

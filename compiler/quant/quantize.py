@@ -27,6 +27,7 @@ from compiler.quant.profiler import calibration_graph
 from compiler.quant.requant import MODES, REQUANT_KEY
 
 _CLAMPS = ("Relu", "Clip")
+EQUALIZED_KEY = "kiln.quant.equalized"  # metadata: the profile's graph was equalized
 RENAMED_KEY = "kiln.quant.renamed"  # metadata: float tensor renamed for its output -> its name
 # Weight and bias input slots, and the weight's output-channel axis.
 _WEIGHTED = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1, None)}
@@ -57,17 +58,23 @@ def activation_params(profile: Profile, options: Options) -> dict[str, QuantPara
     return chosen
 
 
-def quantize(graph: Graph, profile: Profile, options: Options = Options()) -> Graph:
-    """The QDQ graph of the loaded float `graph` (KilnError if the profile is another's)."""
+def quantize(graph: Graph, profile: Profile, options: Options = Options(),
+             corrections: dict[str, np.ndarray] | None = None) -> Graph:
+    """The QDQ graph of the loaded float `graph` (KilnError if the profile is another's).
+
+    `corrections` maps a Conv or Gemm node to what to add to its float bias before it is
+    quantized, one value per output channel (bias correction).
+    """
     if options.requant not in MODES:
         raise KilnError(f"--requant must be one of {', '.join(MODES)}")
-    base = calibration_graph(graph)
+    base = calibration_graph(graph, profile.equalized)
     profile.check_graph(base)
     unknown = [n for n in options.keep_float if n not in profile.tensors]
     if unknown:
         raise KilnError(f"--keep-float names tensors the model does not have: {unknown}")
     out = base.snapshot()
     out.metadata[REQUANT_KEY] = options.requant
+    out.metadata[EQUALIZED_KEY] = profile.equalized
     params = activation_params(profile, options)
     keep = set(options.keep_float) | set(profile.keep_float)
     users: dict[int, list] = {}
@@ -93,7 +100,7 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options()) -> Gr
         out.outputs = [real if v is value else v for v in out.outputs]
     for node in list(out.nodes):
         if node.op in _WEIGHTED:
-            _quantize_weights(out, node, scales)
+            _quantize_weights(out, node, scales, (corrections or {}).get(node.name))
         elif node.op in _ELEMENTWISE:
             _quantize_operands(out, node, options.schema)
     out.sort()
@@ -135,7 +142,8 @@ def _weight_axis(node) -> int:
     return 0 if node.op == "Conv" else node.inputs[1].type.rank - 1
 
 
-def _quantize_weights(graph: Graph, node, scales: dict[str, float]) -> None:
+def _quantize_weights(graph: Graph, node, scales: dict[str, float],
+                      correction: np.ndarray | None = None) -> None:
     """Symmetric per-channel int8 weights and int32 bias behind DequantizeLinear nodes."""
     w_slot, b_slot = _WEIGHTED[node.op]
     weight = node.inputs[w_slot]
@@ -148,7 +156,7 @@ def _quantize_weights(graph: Graph, node, scales: dict[str, float]) -> None:
         w_scale = _dequantized_scale(weight)
         if w_scale is None:
             return
-        _quantize_bias(graph, node, b_slot, x_scale, w_scale)
+        _quantize_bias(graph, node, b_slot, x_scale, w_scale, correction)
         return
     data = np.asarray(weight.data, np.float32)
     reduce = tuple(i for i in range(data.ndim) if i != axis)
@@ -157,7 +165,7 @@ def _quantize_weights(graph: Graph, node, scales: dict[str, float]) -> None:
     shaped = w_scale.reshape([-1 if i == axis else 1 for i in range(data.ndim)])
     q = np.clip(np.rint(data / shaped), -127, 127).astype(np.int8)
     node.inputs[w_slot] = _dequantized_constant(graph, weight.name, q, w_scale, axis)
-    _quantize_bias(graph, node, b_slot, x_scale, w_scale)
+    _quantize_bias(graph, node, b_slot, x_scale, w_scale, correction)
 
 
 def _dequantized_scale(weight: Value) -> np.ndarray | None:
@@ -172,9 +180,19 @@ def _dequantized_scale(weight: Value) -> np.ndarray | None:
     return np.asarray(node.inputs[1].data, np.float32).reshape(-1)
 
 
-def _quantize_bias(graph: Graph, node, b_slot, x_scale: float, w_scale: np.ndarray) -> None:
-    """The bias as int32 at scale x_scale * w_scale behind a DequantizeLinear."""
+def _quantize_bias(graph: Graph, node, b_slot, x_scale: float, w_scale: np.ndarray,
+                   correction: np.ndarray | None = None) -> None:
+    """The bias as int32 at scale x_scale * w_scale behind a DequantizeLinear.
+
+    A `correction` is added first; a node without a bias gets one to hold it.
+    """
     bias = node.inputs[b_slot] if b_slot is not None and len(node.inputs) > b_slot else None
+    if correction is not None and b_slot is not None and (
+            bias is None or isinstance(bias, Constant) and np.asarray(bias.data).ndim == 1):
+        base = np.zeros(len(correction)) if bias is None else np.asarray(bias.data, np.float64)
+        name = f"{node.name}_bias" if bias is None else bias.name
+        bias = graph.add_constant(f"{name}_corrected", (base + correction).astype(np.float32))
+        node.inputs[b_slot:] = [bias]
     if isinstance(bias, Constant) and np.asarray(bias.data).ndim == 1:
         b_scale = (np.float32(x_scale) * w_scale).astype(np.float32)
         b = np.asarray(bias.data, np.float64)
