@@ -148,24 +148,33 @@ def cmd_quantize(args) -> int:
         print(f"quantized {Path(args.model).name} ({args.method}, {args.schema} schema, "
               f"{args.requant} rounding{extras}): {integer} integer operators; wrote {output}")
     if args.report:
-        _report(args, graph, qdq, profile)
+        _report(args, graph, qdq, profile, options)
     return 0
 
 
-def _report(args, graph, qdq, profile) -> None:
+def _report(args, graph, qdq, profile, options) -> None:
     import json
+    import math
 
     from compiler.quant.calibration_data import load_calibration
     from compiler.quant.evaluate import evaluate
+    from compiler.quant.sensitivity import DEFAULT_SAMPLES, layer_sensitivity
 
     data = load_calibration(args.report, graph)
     report = evaluate(graph, qdq, data)
+    ranking = layer_sensitivity(graph, profile, data, options)
     if args.plots:
         from app.quant_plots import save_plots
 
         save_plots(report, profile, Path(args.plots))
     if args.json:
-        print(json.dumps(report.to_json()))
+        doc = report.to_json()
+        doc["all_but_one"] = [
+            {"float_tensor": s.tensor, "float_layer": s.layer,
+             "output_sqnr_db": s.output_sqnr if math.isfinite(s.output_sqnr)
+             else str(s.output_sqnr), "gain_db": s.gain if math.isfinite(s.gain) else str(s.gain)}
+            for s in ranking]
+        print(json.dumps(doc))
         return
     print(f"on {report.samples:,} samples of {data.source}:")
     for name, value in report.output_sqnr.items():
@@ -182,3 +191,9 @@ def _report(args, graph, qdq, profile) -> None:
     worst = report.worst()
     if worst is not None:
         print(f"  loses most: {worst.name} ({worst.sqnr:.1f} dB; ideal rmse/scale is 0.289)")
+    if ranking:
+        top = ranking[0]
+        layer = f" and the weights of {top.layer}" if top.layer else ""
+        print(f"  hurts the output most (all but one quantized, first {DEFAULT_SAMPLES} "
+              f"samples): {top.tensor}; keeping it{layer} float gives output SQNR "
+              f"{top.output_sqnr:.1f} dB ({top.gain:+.1f} dB)")

@@ -79,6 +79,11 @@ class IncrementalEvaluator:
         self.corrections = {k: np.asarray(v, np.float64) for k, v in corrections.items()}
         return self._requantize()
 
+    def set_options(self, options: Options) -> Evaluation:
+        """Quantize with other options (method, schema, what stays float); the new errors."""
+        self.options = options
+        return self._requantize()
+
     def float_value(self, name: str) -> np.ndarray:
         """A tensor of the float calibration graph on the samples, stacked."""
         return self._float[name]

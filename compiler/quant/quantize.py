@@ -44,6 +44,7 @@ class Options:
     schema: str = "tflite"
     requant: str = "tflite"
     keep_float: tuple[str, ...] = ()
+    float_weights: tuple[str, ...] = ()  # Conv, Gemm, MatMul nodes whose weights stay float
 
 
 def activation_params(profile: Profile, options: Options) -> dict[str, QuantParams]:
@@ -99,7 +100,7 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options(),
             node.inputs[i] = real
         out.outputs = [real if v is value else v for v in out.outputs]
     for node in list(out.nodes):
-        if node.op in _WEIGHTED:
+        if node.op in _WEIGHTED and node.name not in options.float_weights:
             _quantize_weights(out, node, scales, (corrections or {}).get(node.name))
         elif node.op in _ELEMENTWISE:
             _quantize_operands(out, node, options.schema)
