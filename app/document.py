@@ -72,6 +72,7 @@ class Document(QObject):
         pipelineChanged: the pass pipeline was replaced.
         optionsChanged: the target, board or inputs/outputs-in-arena option changed.
         selectionChanged(key): the selected canvas box (node id, `in:`/`out:` key, or None).
+        saved(path): the graph was written to `path` (panels save what belongs beside it).
     """
 
     graphChanged = Signal()
@@ -82,6 +83,7 @@ class Document(QObject):
     pipelineChanged = Signal()
     optionsChanged = Signal()
     selectionChanged = Signal(object)
+    saved = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -231,4 +233,5 @@ class Document(QObject):
         self.undo_stack.setClean()
         if path_changed:
             self.pathChanged.emit()
+        self.saved.emit(target)
         return target

@@ -7,11 +7,11 @@ panels for `kiln --screenshot`.
 
 from __future__ import annotations
 
-from app import code_panel, export, memory_panel, stepping
+from app import code_panel, export, memory_panel, quantization, stepping
 
 # (window attribute, module)
 FEATURES = (("stepping", stepping), ("memory", memory_panel), ("code", code_panel),
-            ("export", export))
+            ("export", export), ("quant", quantization))
 
 
 def install_all(window) -> None:

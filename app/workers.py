@@ -49,6 +49,10 @@ class Progress:
         """Ask the function to stop at its next report or check."""
         self._cancel.set()
 
+    def is_cancelled(self) -> bool:
+        """True once the user has cancelled (for code that checks rather than raises)."""
+        return self._cancel.is_set()
+
 
 class _Runner(QObject):
     """Lives in the worker thread and runs the function there."""

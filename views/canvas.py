@@ -9,10 +9,10 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QWidget
 
-from compiler.ir.graph import Graph, Value
+from compiler.ir.graph import Graph
 from views import style
 from views.graph_items import BoxItem, EdgeItem, ghost_item
-from views.labels import type_text
+from views.labels import edge_tip, type_text
 from views.layout import Box, GraphLayout, Key, NodeLabel
 
 MIN_ZOOM = 0.005
@@ -106,7 +106,7 @@ class GraphCanvas(QGraphicsView):
             value = values.get(edge.value)
             item = EdgeItem(edge.src, edge.dst, edge.value, edge.points,
                             integer=value is not None and value.type.dtype in ("int8", "uint8"))
-            item.setToolTip(_edge_tip(values.get(edge.value), edge.value))
+            item.setToolTip(edge_tip(values.get(edge.value), edge.value))
             self.scene().addItem(item)
             self._edges.append(item)
             self._edges_of.setdefault(edge.src, []).append(item)
@@ -243,6 +243,19 @@ class GraphCanvas(QGraphicsView):
                 rect = rect.united(item.sceneBoundingRect())
             self.scene().setSceneRect(rect)
         self.overviewChanged.emit()
+
+    def set_overlay(self, colors: dict[Key, tuple[str, str]], notes: dict[str, str]) -> None:
+        """Fill boxes with (fill, text) colours and add notes to edge tips; ({}, {}) ends it."""
+        for key, item in self._boxes.items():
+            item.set_state(overlay=colors.get(key))
+        for item in self._edges:
+            base, note = item.toolTip().split("<br><i>")[0], notes.get(item.value)
+            item.setToolTip(f"{base}<br><i>{note}</i>" if note else base)
+        self.overviewChanged.emit()
+
+    def overlay(self) -> dict[Key, tuple[str, str]]:
+        """The overlay colours shown, by key."""
+        return {key: item.overlay for key, item in self._boxes.items() if item.overlay}
 
     def set_related(self, keys: Iterable[Key]) -> None:
         """Mark the nodes that share a source with the selected one (a purple halo)."""
@@ -584,17 +597,4 @@ class GraphCanvas(QGraphicsView):
 
 
 def _distance(a: QPointF, b: QPointF) -> float:
-    d = a - b
-    return d.x() * d.x() + d.y() * d.y()
-
-
-def _edge_tip(value: Value | None, name: str) -> str:
-    """Tensor name, element type and shape (and quantization) of an edge."""
-    if value is None:
-        return f"<b>{escape(name)}</b>"
-    t = value.type
-    shape = "×".join(str(d) for d in t.shape) or "scalar"
-    lines = [f"<b>{escape(name)}</b>", f"{t.dtype} [{shape}]"]
-    if t.quant is not None:
-        lines.append(escape(str(t.quant)))
-    return "<br>".join(lines)
+    return (a - b).x() ** 2 + (a - b).y() ** 2

@@ -55,6 +55,7 @@ class BoxItem(QGraphicsItem):
         self.diff: str | None = None  # "added", "modified" or "removed" (a ghost)
         self.related = False  # shares a source node with the selected node (provenance)
         self.ghost = False
+        self.overlay: tuple[str, str] | None = None  # (fill, text) of the quantization overlay
         self.setPos(box.x, box.y)
         self.setZValue(2)
         self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -70,9 +71,12 @@ class BoxItem(QGraphicsItem):
         return path
 
     def set_state(self, *, selected=None, highlighted=None, problem=..., tip=None,
-                  diff=..., related=None) -> None:
+                  diff=..., related=None, overlay=...) -> None:
         """Change what the box shows; repaints (and re-caches) only when something changed."""
         changed = False
+        if overlay is not ... and overlay != self.overlay:
+            self.overlay = overlay
+            changed = True
         if related is not None and related != self.related:
             self.related = related
             changed = True
@@ -98,6 +102,9 @@ class BoxItem(QGraphicsItem):
         if self.problem:
             red = style.color(style.PROBLEM)
             return red, style.color(style.PROBLEM_BODY), red.darker(130), style.color("#ffffff")
+        if self.overlay is not None:
+            fill, text = (style.color(c) for c in self.overlay)
+            return fill, fill.lighter(125), fill.darker(140), text
         if self.kind == "in":
             return (style.color(style.INPUT_FILL), style.color(style.INPUT_FILL),
                     style.color(style.INPUT_BORDER), style.color(style.TEXT))

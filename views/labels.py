@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from html import escape
 
 import numpy as np
 
@@ -180,3 +181,15 @@ def node_label(node: Node, *, inline_constants: bool = True, source: str | None 
 def value_label(value: Value) -> NodeLabel:
     """The label of a graph input, graph output or constant box: its name and its type."""
     return NodeLabel(elide(value.name, 28), (elide(type_text(value.type)),), (SHAPE,))
+
+
+def edge_tip(value: Value | None, name: str) -> str:
+    """Tensor name, element type and shape (and quantization) of an edge."""
+    if value is None:
+        return f"<b>{escape(name)}</b>"
+    t = value.type
+    shape = "×".join(str(d) for d in t.shape) or "scalar"
+    lines = [f"<b>{escape(name)}</b>", f"{t.dtype} [{shape}]"]
+    if t.quant is not None:
+        lines.append(escape(str(t.quant)))
+    return "<br>".join(lines)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.quant.batched import fake_quantize, run_node
 from compiler.quant.calibration_data import CalibrationData
@@ -77,6 +78,16 @@ class IncrementalEvaluator:
     def set_corrections(self, corrections: dict[str, np.ndarray]) -> Evaluation:
         """Add these to the float biases (by node) before quantizing; the new errors."""
         self.corrections = {k: np.asarray(v, np.float64) for k, v in corrections.items()}
+        return self._requantize()
+
+    def update(self, overrides: dict[str, dict[str, float]], keep_float: tuple[str, ...] = ()
+               ) -> Evaluation:
+        """Take all of a caller's edits at once (the GUI's current ranges and float tensors)."""
+        for name in overrides:
+            if name not in self.profile.tensors:
+                raise KilnError(f"the profile has no tensor named {name!r}")
+        self.profile.overrides = {k: dict(v) for k, v in overrides.items()}
+        self.options = replace(self.options, keep_float=tuple(keep_float))
         return self._requantize()
 
     def set_options(self, options: Options) -> Evaluation:

@@ -126,6 +126,8 @@ def test_7_f5_gives_feedback(qtbot):
     window = make_window(qtbot)
     stepping = window.stepping
     window.docks["palette"].raise_()  # the Passes tab is behind the palette
+    # F5 is disabled while the run the load started is still going (a loaded machine).
+    qtbot.waitUntil(stepping.run_action.isEnabled, timeout=TIMEOUT)
     stepping.run_action.trigger()
     assert not stepping.dock.visibleRegion().isEmpty() or stepping.dock.isVisible()
     assert "Running the pass pipeline" in window.statusBar().currentMessage()

@@ -1,0 +1,226 @@
+"""The Quantization dock's widgets: the tensor table, the readouts and the range editor.
+
+The table lists every quantized tensor with its range, scale, zero point and errors (sortable,
+filterable); under it the selected tensor's histogram with its range as handles and spin boxes,
+the calibration method for it, and a live estimate (clipped fraction, SQNR from the histogram)
+while a handle moves. The readouts say what the whole model loses. The controller
+(`app.quantization`) fills them and turns edits into undoable commands.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from compiler.quant.calibrate import METHODS
+from views import style
+from views.histogram import HistogramView
+from views.quant_colors import LABELS, SQNR_BINS
+
+COLUMNS = ("Tensor", "Producer", "Min", "Max", "Scale", "Zero point", "Clipped %", "SQNR dB",
+           "rmse/scale")
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+MANUAL = "manual"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One tensor as the table shows it."""
+
+    tensor: str
+    producer: str
+    low: float
+    high: float
+    scale: float
+    zero_point: int
+    clipped: float
+    sqnr: float
+    rmse_over_scale: float
+
+
+def _text(value) -> str:
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
+        return f"{value:.4g}"
+    return str(value)
+
+
+class TensorTable(QAbstractTableModel):
+    """Rows of quantized tensors; sorted by number where a column holds numbers."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list[Row] = []
+
+    def set_rows(self, rows: list[Row]) -> None:
+        """Replace every row (a new evaluation)."""
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: D102, B008 (Qt override)
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: D102, B008 (Qt override)
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: D102
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):  # noqa: D102 (Qt override)
+        row = self.rows[index.row()]
+        value = (row.tensor, row.producer, row.low, row.high, row.scale, row.zero_point,
+                 100 * row.clipped, row.sqnr, row.rmse_over_scale)[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return _text(value)
+        if role == SORT_ROLE:
+            return value if not isinstance(value, float) or not math.isnan(value) else -1e300
+        if role == Qt.ItemDataRole.ToolTipRole and index.column() < 2:
+            return value
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 2:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def row_of(self, tensor: str) -> int | None:
+        """The row index of `tensor`, if listed."""
+        return next((i for i, r in enumerate(self.rows) if r.tensor == tensor), None)
+
+
+class QuantPanel(QWidget):
+    """Readouts, worst layers, filter, table, histogram and range editor."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.calibrate_button = QPushButton("Calibrate…")
+        self.status = QLabel("Not calibrated. Quantize > Calibrate… measures every tensor.")
+        self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.output_sqnr = QLabel("–")
+        self.agreement = QLabel("–")
+        self.accuracy = QLabel("–")
+        self.overlay = QCheckBox("Error overlay on the graph")
+        chips = "".join(f"<span style='background:{fill}; color:{text};'>&nbsp;{label}&nbsp;"
+                        f"</span> " for (_, fill, text), label in zip(SQNR_BINS, LABELS))
+        self.legend = QLabel(f"Output SQNR: {chips}")
+        self.legend.setWordWrap(True)
+        self.legend.hide()
+        self.overlay.toggled.connect(self.legend.setVisible)
+        self.worst = QListWidget()
+        self.worst.setMaximumHeight(96)
+        self.worst.setToolTip("The tensors that lose most; click to show one on the graph")
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("Filter tensors…")
+        self.filter.setClearButtonEnabled(True)
+        self.model = TensorTable(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.proxy.setFilterKeyColumn(-1)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.histogram = HistogramView()
+        self.low, self.high = QDoubleSpinBox(), QDoubleSpinBox()
+        for box in (self.low, self.high):
+            box.setDecimals(6)
+            box.setRange(-1e12, 1e12)
+            box.setKeyboardTracking(False)
+        self.method = QComboBox()
+        self.method.addItems([*METHODS, MANUAL])
+        self.method.setToolTip("How this tensor's range is chosen (manual: the handles)")
+        self.keep_float = QCheckBox("Keep float")
+        self.keep_float.setToolTip("Leave this tensor (and its layer's weights) in float")
+        self.live = QLabel()
+        self.live.setStyleSheet(f"color: {style.TEXT_MUTED};")
+        self._build()
+
+    def _build(self) -> None:
+        top = QHBoxLayout()
+        top.addWidget(self.calibrate_button)
+        top.addWidget(self.status, 1)
+        readouts = QHBoxLayout()
+        for title, label in (("Output SQNR", self.output_sqnr), ("Top-1 agreement",
+                                                                  self.agreement),
+                             ("Accuracy", self.accuracy)):
+            readouts.addWidget(QLabel(f"{title}:"))
+            label.setStyleSheet("font-weight: bold;")
+            readouts.addWidget(label)
+            readouts.addSpacing(10)
+        readouts.addStretch(1)
+        readouts.addWidget(self.overlay)
+        upper = QWidget()
+        column = QVBoxLayout(upper)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(top)
+        column.addLayout(readouts)
+        column.addWidget(self.legend)
+        column.addWidget(QLabel("Worst layers:"))
+        column.addWidget(self.worst)
+        column.addWidget(self.filter)
+        column.addWidget(self.table, 1)
+        editor = QHBoxLayout()
+        for title, widget in (("Min", self.low), ("Max", self.high), ("Method", self.method)):
+            editor.addWidget(QLabel(f"{title}:"))
+            editor.addWidget(widget)
+        editor.addWidget(self.keep_float)
+        editor.addStretch(1)
+        lower = QWidget()
+        below = QVBoxLayout(lower)
+        below.setContentsMargins(0, 0, 0, 0)
+        below.addWidget(self.histogram, 1)
+        below.addLayout(editor)
+        below.addWidget(self.live)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(upper)
+        split.addWidget(lower)
+        split.setSizes([380, 300])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(split)
+
+    def selected_tensor(self) -> str | None:
+        """The tensor of the selected table row."""
+        rows = self.table.selectionModel().selectedRows()
+        if not rows:
+            return None
+        return self.model.rows[self.proxy.mapToSource(rows[0]).row()].tensor
+
+    def select_tensor(self, tensor: str | None) -> None:
+        """Select `tensor`'s row (None clears) and scroll to it."""
+        row = self.model.row_of(tensor) if tensor is not None else None
+        if row is None:
+            self.table.clearSelection()
+            return
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if index.isValid():
+            self.table.selectRow(index.row())
+            self.table.scrollTo(index)

@@ -1,0 +1,107 @@
+"""A calibration's result for the workbench: the profile, the samples, the evaluator.
+
+`Session` links the quantizer's tensors to the canvas (which node makes each tensor, which
+convolution's range is its Relu's) and keeps the incremental evaluator and the accuracies; the
+functions here run in workers, away from the widgets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.calibrate_dialog import CalibrationRequest
+from app.workers import Progress
+from compiler.ir.graph import Graph
+from compiler.quant.accuracy import answers
+from compiler.quant.calibration_data import CalibrationData, load_calibration
+from compiler.quant.incremental import Evaluation, IncrementalEvaluator
+from compiler.quant.profile import Profile
+from compiler.quant.profiler import calibration_graph, profile_model
+from compiler.quant.quantize import Options
+
+_CLAMPS = ("Relu", "Clip")
+
+
+def profile_path(model: Path) -> Path:
+    """Where the profile of `model` is kept beside it."""
+    return model.with_name(f"{model.stem}.profile.json")
+
+
+@dataclass
+class Session:
+    """What a calibration made: the profile and the data, for one graph."""
+
+    graph: Graph
+    profile: Profile
+    options: Options
+    live: CalibrationData  # the samples evaluated after every change
+    labelled: CalibrationData | None  # the samples the accuracy is measured on
+    keys: dict[str, object]  # tensor -> canvas key of the node that makes it
+    producers: dict[str, str]  # tensor -> "op name" of its producer
+    folds: dict[object, str]  # canvas key of a node whose output folds into a tensor -> tensor
+    evaluator: IncrementalEvaluator | None = None
+    evaluation: Evaluation | None = None
+    float_accuracy: float | None = None
+    int8_accuracy: float | None = None
+
+
+def calibrate_job(graph: Graph, request: CalibrationRequest, model: str):
+    """The function of a worker that profiles `graph` and evaluates the result."""
+    def work(progress: Progress) -> Session:
+        progress.report(0.0, "Reading the samples")
+        live = load_calibration(request.data, graph, request.normalization)
+        labelled = (load_calibration(request.evaluate, graph, request.normalization)
+                    if request.evaluate else None)
+        profile = profile_model(
+            graph, live, model, request.bins,
+            progress=lambda done, total: progress.report(
+                0.9 * done / total, f"Profiling {done:,} of {total:,} samples"),
+            cancelled=progress.is_cancelled)
+        options = Options(method=request.method, schema=request.schema)
+        samples = labelled if labelled is not None else live
+        session = make_session(graph, profile, options, samples, labelled, request.samples)
+        progress.report(0.95, "Evaluating")
+        evaluate_session(session)
+        return session
+    return work
+
+
+def make_session(graph: Graph, profile: Profile, options: Options, live: CalibrationData,
+             labelled: CalibrationData | None, samples: int) -> Session:
+    """Link the calibration graph's tensors to the canvas and build the evaluator."""
+    base = calibration_graph(graph, profile.equalized)
+    ids = {n.id: n for n in graph.nodes}
+    keys: dict[str, object] = {v.name: f"in:{v.name}" for v in base.inputs}
+    producers: dict[str, str] = {v.name: "graph input" for v in base.inputs}
+    readers: dict[str, list] = {}
+    for node in base.nodes:
+        for value in node.inputs:
+            if value is not None:
+                readers.setdefault(value.name, []).append(node)
+    folds: dict[object, str] = {}
+    for node in base.nodes:
+        sources = [i for i in node.provenance if i in ids]
+        same = [i for i in sources if ids[i].op == node.op]
+        key = (same or sources or [None])[-1]
+        for value in node.outputs:
+            keys[value.name] = key
+            producers[value.name] = f"{node.op} {node.name}"
+            after = readers.get(value.name, [])
+            if key is not None and len(after) == 1 and after[0].op in _CLAMPS:
+                folds[key] = after[0].output.name  # a Conv whose Relu takes its range
+    session = Session(graph, profile, options, live, labelled, keys, producers, folds)
+    session.evaluator = IncrementalEvaluator(graph, profile, live, options, samples)
+    session.evaluation = session.evaluator.evaluation
+    return session
+
+
+def evaluate_session(session: Session) -> None:
+    """Bring the evaluation and the accuracies up to the session's profile."""
+    evaluator = session.evaluator
+    session.evaluation = evaluator.update(session.profile.overrides,
+                                          tuple(session.profile.keep_float))
+    if session.labelled is not None:
+        if session.float_accuracy is None:
+            session.float_accuracy = answers(session.graph, session.labelled).accuracy
+        session.int8_accuracy = answers(evaluator.qdq, session.labelled, "int8").accuracy

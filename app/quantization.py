@@ -1,0 +1,527 @@
+"""The quantization workbench: calibrate, tune ranges by hand, see the error on the graph.
+
+Quantize > Calibrate... profiles the document's model in a worker (progress, cancel); the
+profile then belongs to the document: every range change and every "keep float" is an undo
+command, the profile is written beside the model when it is saved and read back when it is
+opened. After each change a worker re-evaluates the model with the quantizer's incremental
+evaluator (per-tensor errors, output SQNR, top-1 agreement on the live samples) and then the
+integer model's accuracy over the whole evaluation set, compiled, the figure
+`kiln quantize --report` prints. The overlay colours each node by the SQNR of its output.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction, QUndoCommand
+from PySide6.QtWidgets import QFileDialog, QMenu
+
+from app.calibrate_dialog import CalibrateDialog, CalibrationRequest
+from app.dialogs import show_error
+from app.quant_panel import MANUAL, QuantPanel, Row
+from app.quant_session import (
+    Session,
+    calibrate_job,
+    evaluate_session,
+    make_session,
+    profile_path,
+)
+from app.workers import Job, Progress
+from compiler.errors import KilnError
+from compiler.quant.calibrate import choose_range, histogram_error, params_for
+from compiler.quant.calibration_data import load_calibration
+from compiler.quant.profile import load_profile
+from compiler.quant.profiler import calibration_graph
+from compiler.quant.quantize import Options
+from views.quant_colors import sqnr_color
+
+WORST = 5  # tensors in the worst-layers list
+
+
+class RangeCommand(QUndoCommand):
+    """One tensor's range edit (None: back to the calibration method's range)."""
+
+    def __init__(self, controller: QuantController, tensor: str, before, after, text: str):
+        super().__init__(text)
+        self.controller, self.tensor, self.before, self.after = controller, tensor, before, after
+
+    def redo(self) -> None:  # noqa: D102 (Qt override)
+        self.controller.apply_override(self.tensor, self.after)
+
+    def undo(self) -> None:  # noqa: D102 (Qt override)
+        self.controller.apply_override(self.tensor, self.before)
+
+
+class KeepFloatCommand(QUndoCommand):
+    """Leave a tensor in float, or quantize it again."""
+
+    def __init__(self, controller: QuantController, tensor: str, keep: bool):
+        super().__init__(f"{'Keep' if keep else 'Quantize'} {tensor} {'float' if keep else ''}")
+        self.controller, self.tensor, self.keep = controller, tensor, keep
+
+    def redo(self) -> None:  # noqa: D102 (Qt override)
+        self.controller.apply_keep_float(self.tensor, self.keep)
+
+    def undo(self) -> None:  # noqa: D102 (Qt override)
+        self.controller.apply_keep_float(self.tensor, not self.keep)
+
+
+class QuantController(QObject):
+    """Owns the Quantization dock, the Quantize menu and the session.
+
+    Signals:
+        evaluated(): the panel, the readouts and the overlay show the current ranges.
+        calibrationEnded(bool): a calibration finished (True) or was cancelled / failed.
+    """
+
+    evaluated = Signal()
+    calibrationEnded = Signal(bool)
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window, self.document = window, window.document
+        self.panel = QuantPanel()
+        self.dock = window.add_panel_dock("Quantization", self.panel,
+                                          Qt.DockWidgetArea.RightDockWidgetArea)
+        self.dock.hide()
+        self.session: Session | None = None
+        self.dialog: CalibrateDialog | None = None
+        self.calibration_job: Job | None = None
+        self._job: Job | None = None
+        self._pending = False
+        self._syncing = False
+        self._build_menu(window)
+        self._connect()
+
+    def _build_menu(self, window) -> None:
+        def action(text: str, slot, tip: str) -> QAction:
+            act = QAction(text, window)
+            act.setStatusTip(tip)
+            act.triggered.connect(slot)
+            return act
+
+        self.calibrate_action = action("&Calibrate…", self.calibrate_dialog,
+                                       "Profile the model on samples and quantize it")
+        self.load_action = action("&Load Profile…", self.load_dialog, "Read a saved profile")
+        self.save_action = action("&Save Profile…", self.save_dialog, "Write the profile")
+        self.keep_action = action("&Keep Float", self.toggle_keep_selected,
+                                  "Leave the selected node's output (and weights) in float")
+        self.overlay_action = action("Error &Overlay", self.panel.overlay.setChecked,
+                                     "Colour each node by the SQNR of its output")
+        self.overlay_action.setCheckable(True)
+        menu = QMenu("&Quantize", window)
+        bar = window.menuBar()
+        existing = bar.actions()
+        if existing:  # before Help, which stays last
+            bar.insertMenu(existing[-1], menu)
+        else:
+            bar.addMenu(menu)
+        menu.addActions([self.calibrate_action, self.load_action, self.save_action])
+        menu.addSeparator()
+        menu.addActions([self.keep_action, self.overlay_action, self.dock.toggleViewAction()])
+
+    def _connect(self) -> None:
+        p, doc = self.panel, self.document
+        p.calibrate_button.clicked.connect(self.calibrate_dialog)
+        p.table.selectionModel().selectionChanged.connect(self._row_selected)
+        p.histogram.rangeDragged.connect(self._dragging)
+        p.histogram.rangeChosen.connect(self.set_range)
+        p.low.valueChanged.connect(lambda v: self.set_range(v, p.high.value()))
+        p.high.valueChanged.connect(lambda v: self.set_range(p.low.value(), v))
+        p.method.activated.connect(lambda _i: self._method_chosen(p.method.currentText()))
+        p.keep_float.clicked.connect(lambda on: self.set_keep_float(self.tensor(), on))
+        p.overlay.toggled.connect(self._overlay_toggled)
+        p.worst.itemClicked.connect(
+            lambda item: self.show_tensor(item.data(Qt.ItemDataRole.UserRole)))
+        doc.modelOpened.connect(self._model_opened)
+        doc.graphChanged.connect(self.show_overlay)
+        doc.selectionChanged.connect(self._canvas_selected)
+        doc.saved.connect(self._document_saved)
+        self.window.layoutReady.connect(self.show_overlay)
+
+    # -- calibration ----------------------------------------------------------------------------
+
+    def calibrate_dialog(self) -> CalibrateDialog | None:
+        """Ask for the samples and the choices (a window-modal sheet), then calibrate."""
+        if self.document.graph is None:
+            return None
+        sample = self.document.path is not None and self.document.path.name == "digits_cnn.onnx"
+        dialog = CalibrateDialog(self.window, "digits:train" if sample else "",
+                                 "digits:test" if sample else "")
+        dialog.accepted.connect(lambda: self._dialog_accepted(dialog))
+        dialog.open()
+        self.dialog = dialog
+        return dialog
+
+    def _dialog_accepted(self, dialog: CalibrateDialog) -> None:
+        self.dialog = None
+        try:
+            request = dialog.request()
+        except ValueError as exc:
+            show_error(self.window, "Calibrate", f"mean and std take numbers: {exc}")
+            return
+        self.calibrate(request)
+
+    def calibrate(self, request: CalibrationRequest) -> Job | None:
+        """Profile and evaluate in a worker; the session changes only if it succeeds."""
+        graph = self.document.graph
+        if graph is None or not request.data:
+            return None
+        if self.calibration_job is not None:
+            self.calibration_job.cancel()
+        model = self.document.path.name if self.document.path else graph.name
+        job = Job(calibrate_job(graph, request, model), "Calibrating", self)
+        bar = self.window.statusBar()
+        job.progress.connect(lambda f, text: bar.showMessage(f"{text}… {f:.0%}"))
+        job.succeeded.connect(self._calibrated)
+        job.failed.connect(self._calibration_failed)
+        job.cancelled.connect(lambda: (bar.showMessage("Calibration cancelled", 5000),
+                                       self.calibrationEnded.emit(False)))
+        self.calibration_job = job
+        self.dock.show()
+        self.panel.status.setText("Calibrating…")
+        return job.start()
+
+    def cancel_calibration(self) -> None:
+        """Stop a running calibration; the current session stays as it was."""
+        if self.calibration_job is not None:
+            self.calibration_job.cancel()
+            self.calibration_job = None
+            self._show()
+
+    def _calibrated(self, session: Session) -> None:
+        self.calibration_job = None
+        if session.graph is not self.document.graph:
+            return  # another model or an edit meanwhile: the result describes nothing shown
+        self.session = session
+        self.window.statusBar().showMessage(
+            f"Calibrated {len(session.profile.tensors)} tensors on {session.live.source}", 8000)
+        self._show()
+        self.calibrationEnded.emit(True)
+
+    def _calibration_failed(self, message: str) -> None:
+        self.calibration_job = None
+        self._show()
+        show_error(self.window, "Calibration failed", message)
+        self.calibrationEnded.emit(False)
+
+    # -- edits (undoable) ------------------------------------------------------------------------
+
+    def tensor(self) -> str | None:
+        """The tensor selected in the panel."""
+        return self.panel.selected_tensor()
+
+    def set_range(self, low: float, high: float, tensor: str | None = None) -> None:
+        """Quantize `tensor` (the selected one) over [low, high]: one undo step."""
+        tensor = tensor or self.tensor()
+        if self._syncing or self.session is None or tensor is None:
+            return
+        if not low < high:
+            self._show_selected()
+            return
+        before = self.session.profile.overrides.get(tensor)
+        after = {"min": float(low), "max": float(high)}
+        if before != after:
+            self.document.undo_stack.push(RangeCommand(self, tensor, copy.copy(before), after,
+                                                       f"Range of {tensor}"))
+
+    def set_keep_float(self, tensor: str | None, keep: bool) -> None:
+        """Leave `tensor` in float (or not): one undo step."""
+        if self.session is None or tensor is None:
+            return
+        if (tensor in self.session.profile.keep_float) != keep:
+            self.document.undo_stack.push(KeepFloatCommand(self, tensor, keep))
+
+    def toggle_keep_selected(self) -> None:
+        """Quantize > Keep Float on the canvas's selected node."""
+        if self.session is None:
+            return
+        key = self.document.selection
+        tensor = self.session.folds.get(key) or next(
+            (t for t, k in self.session.keys.items() if k == key), None)
+        if tensor is not None:
+            self.set_keep_float(tensor, tensor not in self.session.profile.keep_float)
+
+    def apply_override(self, tensor: str, override: dict | None) -> None:
+        """Set (or clear) an override and re-evaluate (for the commands)."""
+        if self.session is None:
+            return
+        if override is None:
+            self.session.profile.overrides.pop(tensor, None)
+        else:
+            self.session.profile.overrides[tensor] = dict(override)
+        self._evaluate_soon()
+        self._show_selected()
+
+    def apply_keep_float(self, tensor: str, keep: bool) -> None:
+        """Add or remove `tensor` from the float ones and re-evaluate (for the commands)."""
+        if self.session is None:
+            return
+        kept = [t for t in self.session.profile.keep_float if t != tensor]
+        self.session.profile.keep_float = kept + ([tensor] if keep else [])
+        self._evaluate_soon()
+        self._show_selected()
+
+    def _method_chosen(self, method: str) -> None:
+        tensor = self.tensor()
+        if self.session is None or tensor is None or method == MANUAL:
+            return
+        low, high = choose_range(self.session.profile.tensors[tensor], method)
+        self.set_range(low, high)
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    def is_busy(self) -> bool:
+        """True while a calibration or an evaluation runs."""
+        return any(j is not None and j.is_active() for j in (self.calibration_job, self._job))
+
+    def _evaluate_soon(self) -> None:
+        if self._job is not None and self._job.is_active():
+            self._pending = True
+            return
+        session = self.session
+        job = Job(lambda _progress: evaluate_session(session) or session, "Re-evaluating", self)
+        job.succeeded.connect(self._evaluated)
+        job.failed.connect(lambda message: self.panel.status.setText(f"Evaluation failed: "
+                                                                     f"{message}"))
+        self._job = job
+        self.panel.status.setText("Re-evaluating…")
+        job.start()
+
+    def _evaluated(self, session: Session) -> None:
+        self._job = None
+        if self._pending:
+            self._pending = False
+            self._evaluate_soon()
+            return
+        if session is self.session:
+            self._show()
+
+    # -- showing -------------------------------------------------------------------------------
+
+    def _show(self) -> None:
+        p, s = self.panel, self.session
+        if s is None or s.evaluation is None:
+            p.model.set_rows([])
+            p.histogram.clear("Not calibrated.")
+            self.show_overlay()
+            return
+        e = s.evaluation
+        selected = self.tensor()
+        rows = []
+        for name, t in e.tensors.items():
+            quant = params_for(t.low, t.high, s.options.schema) if t.high > t.low else None
+            rows.append(Row(name, s.producers.get(name, ""), t.low, t.high, t.scale,
+                            quant.zero_point if quant else 0, t.clipped, t.sqnr,
+                            t.rmse_over_scale))
+        self._syncing = True
+        p.model.set_rows(rows)
+        p.select_tensor(selected)
+        self._syncing = False
+        p.output_sqnr.setText(", ".join(f"{v:.1f} dB" for v in e.output_sqnr.values()))
+        p.agreement.setText(f"{100 * e.top1_agreement:.1f} % of {s.evaluator.count}")
+        if s.int8_accuracy is not None:
+            p.accuracy.setText(f"{100 * s.int8_accuracy:.2f} % (float "
+                               f"{100 * s.float_accuracy:.2f} %)")
+        else:
+            p.accuracy.setText("no labels")
+        p.worst.clear()
+        for t in sorted(e.tensors.values(), key=lambda t: t.sqnr)[:WORST]:
+            p.worst.addItem(f"{t.sqnr:6.1f} dB  {t.name}")
+            p.worst.item(p.worst.count() - 1).setData(Qt.ItemDataRole.UserRole, t.name)
+        p.status.setText(f"{len(rows)} quantized tensors; {s.live.source}, "
+                         f"{e.recomputed} nodes re-run in {1000 * e.seconds:.0f} ms")
+        self._show_selected()
+        self.show_overlay()
+        self.evaluated.emit()
+
+    def _show_selected(self) -> None:
+        p, s, tensor = self.panel, self.session, self.tensor()
+        if s is None or tensor is None or tensor not in s.profile.tensors:
+            p.histogram.clear("Select a tensor.")
+            return
+        entry = s.profile.tensors[tensor]
+        low, high = s.profile.range_of(tensor) if tensor in s.profile.overrides else \
+            choose_range(entry, s.options.method)
+        quant = params_for(low, high, s.options.schema) if high > low else None
+        self._syncing = True
+        p.histogram.set_histogram(entry.histogram, entry.min, entry.max, low, high,
+                                  quant.scale if quant else 0.0)
+        p.low.setValue(low)
+        p.high.setValue(high)
+        methods = [m for m in ("minmax", "percentile", "entropy", "mse")
+                   if choose_range(entry, m) == (low, high)]
+        p.method.setCurrentText(s.options.method if tensor not in s.profile.overrides
+                                else (methods[0] if methods else MANUAL))
+        p.keep_float.setChecked(tensor in s.profile.keep_float)
+        self._syncing = False
+        self._dragging(low, high)
+
+    def _dragging(self, low: float, high: float) -> None:
+        s, tensor = self.session, self.tensor()
+        if s is None or tensor is None:
+            return
+        clipped, sqnr = histogram_error(s.profile.tensors[tensor], low, high)
+        self.panel.live.setText(f"[{low:.4g}, {high:.4g}]: clipped {100 * clipped:.3f} %, "
+                                f"SQNR ≈ {sqnr:.1f} dB (from the histogram)")
+
+    def _overlay_toggled(self, on: bool) -> None:
+        self.overlay_action.setChecked(on)
+        self.show_overlay()
+
+    def node_colors(self) -> dict[object, tuple[str, str]]:
+        """Canvas key -> (fill, text) of its output's SQNR bin."""
+        s = self.session
+        if s is None or s.evaluation is None or s.graph is not self.document.graph:
+            return {}
+        tensors = s.evaluation.tensors
+        colors = {s.keys[n]: sqnr_color(t.sqnr) for n, t in tensors.items()
+                  if s.keys.get(n) is not None}
+        for key, tensor in s.folds.items():
+            if tensor in tensors:
+                colors[key] = sqnr_color(tensors[tensor].sqnr)
+        return colors
+
+    def show_overlay(self) -> None:
+        """Colour the canvas (or clear it) as the overlay check box says."""
+        canvas, s = self.window.canvas, self.session
+        if not self.panel.overlay.isChecked() or s is None or s.evaluation is None:
+            canvas.set_overlay({}, {})
+            return
+        notes = {}
+        for name, t in s.evaluation.tensors.items():
+            quant = params_for(t.low, t.high, s.options.schema) if t.high > t.low else None
+            if quant is not None:
+                notes[name] = (f"{quant.dtype}: scale {quant.scale:.6g}, zero point "
+                               f"{quant.zero_point}; SQNR {t.sqnr:.1f} dB")
+        canvas.set_overlay(self.node_colors(), notes)
+
+    # -- selection both ways -------------------------------------------------------------------
+
+    def _row_selected(self, *_args) -> None:
+        tensor = self.tensor()
+        self._show_selected()
+        if self._syncing or self.session is None or tensor is None:
+            return
+        key = self.session.keys.get(tensor)
+        if key is not None and key != self.document.selection:
+            self._syncing = True
+            self.window.select_and_center(key)
+            self._syncing = False
+
+    def _canvas_selected(self, key) -> None:
+        if self._syncing or self.session is None:
+            return
+        tensor = self.session.folds.get(key) or next(
+            (t for t, k in self.session.keys.items()
+             if k == key and self.panel.model.row_of(t) is not None), None)
+        if tensor is not None:
+            self._syncing = True
+            self.panel.select_tensor(tensor)
+            self._syncing = False
+            self._show_selected()
+
+    def show_tensor(self, tensor: str) -> None:
+        """Select `tensor` in the panel and its node on the canvas."""
+        self.panel.select_tensor(tensor)
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def _model_opened(self) -> None:
+        if self.calibration_job is not None:
+            self.calibration_job.cancel()
+            self.calibration_job = None
+        self.session = None
+        self._show()
+        self.panel.status.setText("Not calibrated. Quantize > Calibrate… measures every tensor.")
+
+    def _document_saved(self, path: Path) -> None:
+        if self.session is not None and self.session.graph is self.document.graph:
+            try:
+                self.session.profile.save(profile_path(Path(path)))
+            except OSError as exc:
+                show_error(self.window, "Save profile", f"cannot write the profile: {exc}")
+
+    def save_dialog(self) -> None:
+        """Write the profile (ranges, overrides, float tensors) as JSON."""
+        if self.session is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save Profile", "",
+                                              "Profiles (*.json)")
+        if path:
+            self.session.profile.save(path)
+
+    def load_dialog(self) -> None:
+        """Read a profile of this model and evaluate it on the samples it came from."""
+        path, _ = QFileDialog.getOpenFileName(self.window, "Load Profile", "",
+                                              "Profiles (*.json)")
+        if path:
+            self.load_profile(path)
+
+    def load_profile(self, path: str | Path) -> Job | None:
+        """Use the profile at `path` (checked against the graph) on its own samples."""
+        graph = self.document.graph
+        if graph is None:
+            return None
+        try:
+            profile = load_profile(path)
+            profile.check_graph(calibration_graph(graph, profile.equalized), str(path))
+            source = str(profile.data.get("source", ""))
+            data = load_calibration(source, graph)
+        except KilnError as exc:
+            show_error(self.window, "Load profile", str(exc))
+            return None
+        labelled = load_calibration("digits:test", graph) if source == "digits:train" else None
+
+        def work(_progress: Progress) -> Session:
+            session = make_session(graph, profile, Options(), labelled or data, labelled, 100)
+            evaluate_session(session)
+            return session
+
+        job = Job(work, "Evaluating the profile", self)
+        job.succeeded.connect(self._calibrated)
+        job.failed.connect(self._calibration_failed)
+        self.calibration_job = job
+        self.dock.show()
+        return job.start()
+
+
+def install(window) -> QuantController:
+    """Add the Quantize menu and the Quantization dock; returns the controller."""
+    return QuantController(window)
+
+
+def calibrate_now(controller: QuantController, request: CalibrationRequest) -> None:
+    """Calibrate on the GUI thread (scripted screenshots: no event loop to wait on)."""
+    graph, path = controller.document.graph, controller.document.path
+    work = calibrate_job(graph, request, path.name if path else graph.name)
+    controller._calibrated(work(Progress(lambda _f, _t: None)))
+
+
+def screenshots(window, save) -> None:
+    """The panel with the worst tensor's histogram, and the error overlay on the graph."""
+    from app.calibrate_dialog import CalibrationRequest
+    from compiler.quant.calibration_data import Normalization
+
+    controller: QuantController | None = getattr(window, "quant", None)
+    doc = window.document
+    if controller is None or doc.graph is None or doc.path is None or \
+            doc.path.name != "digits_cnn.onnx":
+        return  # the shots need samples: the sample model has them built in
+    calibrate_now(controller, CalibrationRequest("digits:train", "digits:test", Normalization()))
+    controller.dock.show()
+    floating = controller.dock.isFloating()
+    controller.dock.setFloating(True)
+    controller.dock.resize(760, 820)
+    worst = controller.panel.worst.item(0)
+    if worst is not None:
+        controller.show_tensor(worst.data(Qt.ItemDataRole.UserRole))
+    save(controller.panel, "quantization_panel.png")
+    controller.panel.overlay.setChecked(True)
+    save(controller.panel, "quantization_panel_overlay_on.png")
+    window.canvas.fit()
+    save(window.canvas, "quantization_overlay.png")
+    controller.panel.overlay.setChecked(False)
+    controller.dock.setFloating(floating)
