@@ -7,7 +7,7 @@ functions here run in workers, away from the widgets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.calibrate_dialog import CalibrationRequest
@@ -44,6 +44,7 @@ class Session:
     evaluation: Evaluation | None = None
     float_accuracy: float | None = None
     int8_accuracy: float | None = None
+    method_ranges: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
 
 def calibrate_job(graph: Graph, request: CalibrationRequest, model: str):

@@ -28,7 +28,7 @@ from app.quant_session import (
     make_session,
     profile_path,
 )
-from app.workers import Job, Progress
+from app.workers import Job, Progress, SerialWorker
 from compiler.errors import KilnError
 from compiler.quant.calibrate import choose_range, histogram_error, params_for
 from compiler.quant.calibration_data import load_calibration
@@ -89,7 +89,10 @@ class QuantController(QObject):
         self.session: Session | None = None
         self.dialog: CalibrateDialog | None = None
         self.calibration_job: Job | None = None
-        self._job: Job | None = None
+        self._worker = SerialWorker("quantization", self)
+        self._worker.succeeded.connect(self._evaluated)
+        self._worker.failed.connect(
+            lambda message: self.panel.status.setText(f"Evaluation failed: {message}"))
         self._pending = False
         self._syncing = False
         self._build_menu(window)
@@ -196,6 +199,8 @@ class QuantController(QObject):
         if session.graph is not self.document.graph:
             return  # another model or an edit meanwhile: the result describes nothing shown
         self.session = session
+        evaluator = session.evaluator
+        self._worker.submit(lambda: evaluator.warm_up() and None)  # its thread does the rest
         self.window.statusBar().showMessage(
             f"Calibrated {len(session.profile.tensors)} tensors on {session.live.source}", 8000)
         self._show()
@@ -264,39 +269,40 @@ class QuantController(QObject):
         self._evaluate_soon()
         self._show_selected()
 
+    def method_range(self, tensor: str, method: str) -> tuple[float, float]:
+        """The range `method` picks for `tensor` (remembered: the KL search takes a while)."""
+        known = self.session.method_ranges
+        if (tensor, method) not in known:
+            known[tensor, method] = choose_range(self.session.profile.tensors[tensor], method)
+        return known[tensor, method]
+
     def _method_chosen(self, method: str) -> None:
         tensor = self.tensor()
         if self.session is None or tensor is None or method == MANUAL:
             return
-        low, high = choose_range(self.session.profile.tensors[tensor], method)
-        self.set_range(low, high)
+        self.set_range(*self.method_range(tensor, method))
 
     # -- evaluation --------------------------------------------------------------------------
 
     def is_busy(self) -> bool:
         """True while a calibration or an evaluation runs."""
-        return any(j is not None and j.is_active() for j in (self.calibration_job, self._job))
+        return self._worker.is_busy() or (self.calibration_job is not None
+                                           and self.calibration_job.is_active())
 
     def _evaluate_soon(self) -> None:
-        if self._job is not None and self._job.is_active():
-            self._pending = True
+        if self._worker.is_busy():
+            self._pending = True  # the latest ranges go next, in one evaluation
             return
         session = self.session
-        job = Job(lambda _progress: evaluate_session(session) or session, "Re-evaluating", self)
-        job.succeeded.connect(self._evaluated)
-        job.failed.connect(lambda message: self.panel.status.setText(f"Evaluation failed: "
-                                                                     f"{message}"))
-        self._job = job
+        self._worker.submit(lambda: evaluate_session(session) or session)
         self.panel.status.setText("Re-evaluating…")
-        job.start()
 
-    def _evaluated(self, session: Session) -> None:
-        self._job = None
+    def _evaluated(self, session: Session | None) -> None:
         if self._pending:
             self._pending = False
             self._evaluate_soon()
             return
-        if session is self.session:
+        if session is not None and session is self.session:  # None: the warm-up
             self._show()
 
     # -- showing -------------------------------------------------------------------------------
@@ -344,7 +350,7 @@ class QuantController(QObject):
             return
         entry = s.profile.tensors[tensor]
         low, high = s.profile.range_of(tensor) if tensor in s.profile.overrides else \
-            choose_range(entry, s.options.method)
+            self.method_range(tensor, s.options.method)
         quant = params_for(low, high, s.options.schema) if high > low else None
         self._syncing = True
         p.histogram.set_histogram(entry.histogram, entry.min, entry.max, low, high,
@@ -352,7 +358,7 @@ class QuantController(QObject):
         p.low.setValue(low)
         p.high.setValue(high)
         methods = [m for m in ("minmax", "percentile", "entropy", "mse")
-                   if choose_range(entry, m) == (low, high)]
+                   if self.method_range(tensor, m) == (low, high)]
         p.method.setCurrentText(s.options.method if tensor not in s.profile.overrides
                                 else (methods[0] if methods else MANUAL))
         p.keep_float.setChecked(tensor in s.profile.keep_float)

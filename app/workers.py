@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -223,3 +224,64 @@ def lay_out(graph: Graph, show_constants: bool) -> Callable[[Progress], GraphLay
                               progress=lambda f: progress.report(f))
 
     return work
+
+
+class SerialWorker(QObject):
+    """One long-lived thread that runs submitted functions in order.
+
+    For repeated work on big numpy arrays: a fresh thread's malloc arena has no memory yet, so
+    each `Job` (a new QThread) faults its temporaries in again, a cost that showed as half of
+    the workbench's re-evaluation time. Results arrive in the GUI thread.
+
+    Signals:
+        succeeded(result): a function returned.
+        failed(message): a function raised (one line).
+    """
+
+    succeeded = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, label: str, parent: QObject | None = None):
+        super().__init__(parent)
+        self.label = label
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting = 0
+        self._outcome.connect(self._deliver)  # queued: emitted from the worker thread
+        self._thread = threading.Thread(target=self._loop, name=f"kiln worker: {label}",
+                                        daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[], Any]) -> None:
+        """Run `fn()` after what was submitted before."""
+        self._waiting += 1
+        self._queue.put(fn)
+
+    def is_busy(self) -> bool:
+        """True while a submitted function has not delivered its result."""
+        return self._waiting > 0
+
+    @Slot(object)
+    def _deliver(self, outcome: tuple[bool, Any]) -> None:
+        self._waiting -= 1
+        ok, value = outcome
+        (self.succeeded if ok else self.failed).emit(value)
+
+    def _loop(self) -> None:
+        while True:
+            fn = self._queue.get()
+            try:
+                outcome = (True, fn())
+            except KilnError as exc:
+                outcome = (False, one_line(str(exc)))
+            except MemoryError:
+                outcome = (False, f"{self.label}: not enough memory")
+            except Exception as exc:  # a bug: one line for the user, the traceback in the log
+                log.error("%s failed", self.label, exc_info=True)
+                outcome = (False, one_line(f"{self.label}: unexpected {type(exc).__name__}: "
+                                           f"{exc}"))
+            try:
+                self._outcome.emit(outcome)
+            except RuntimeError:  # the window (and this object) went away meanwhile
+                return
+
+    _outcome = Signal(object)

@@ -29,6 +29,12 @@ def sqnr_db(reference: np.ndarray, approximate: np.ndarray) -> float:
     return _sqnr(*_powers(reference, approximate))
 
 
+def signal_power(reference: np.ndarray) -> float:
+    """The sum of squares of `reference`, in float64."""
+    r = np.asarray(reference).reshape(-1).astype(np.float64)
+    return float(r @ r)
+
+
 def _powers(reference: np.ndarray, approximate: np.ndarray) -> tuple[float, float]:
     """(signal, noise): sums of squares of the reference and of the difference, in float64."""
     r = np.asarray(reference).reshape(-1)
@@ -86,15 +92,22 @@ class QuantReport:
 
 
 def tensor_report(name: str, f: np.ndarray, q: np.ndarray, scale: float, zero: int,
-                  dtype: str) -> TensorReport:
-    """How the dequantized values `q` of one tensor differ from its float values `f`."""
+                  dtype: str, signal: float | None = None) -> TensorReport:
+    """How the dequantized values `q` of one tensor differ from its float values `f`.
+
+    `signal`, the sum of squares of `f`, when the caller knows it already.
+    """
     qmin, qmax = (0, 255) if dtype == "uint8" else (-128, 127)
     low, high = (qmin - zero) * scale, (qmax - zero) * scale
     f = np.asarray(f).reshape(-1)
     if not f.size:
         return TensorReport(name, low, high, scale, 0.0, math.inf, 0.0)
     clipped = (np.count_nonzero(f < low) + np.count_nonzero(f > high)) / f.size
-    signal, noise = _powers(f, q)
+    if signal is None:
+        signal, noise = _powers(f, q)
+    else:
+        d = np.subtract(f, np.asarray(q).reshape(-1), dtype=np.float64)
+        noise = float(d @ d)
     return TensorReport(name, low, high, scale, clipped, _sqnr(signal, noise),
                         math.sqrt(noise / f.size) / scale)
 

@@ -22,7 +22,13 @@ from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.quant.batched import fake_quantize, run_node
 from compiler.quant.calibration_data import CalibrationData
-from compiler.quant.evaluate import TensorReport, quantized_pairs, sqnr_db, tensor_report
+from compiler.quant.evaluate import (
+    TensorReport,
+    quantized_pairs,
+    signal_power,
+    sqnr_db,
+    tensor_report,
+)
 from compiler.quant.profile import Profile
 from compiler.quant.profiler import calibration_graph
 from compiler.quant.quantize import RENAMED_KEY, Options, quantize
@@ -63,6 +69,7 @@ class IncrementalEvaluator:
         self._runtime = _runtime_values(self.qdq)
         self._values = self._run_all(self.qdq, self._runtime)
         self._reports: dict[str, TensorReport] = {}
+        self._signal: dict[str, float] = {}  # float tensors' sums of squares: they never change
         self.evaluation = self._evaluate(list(self._values), len(self.qdq.nodes), 0.0)
 
     def set_range(self, tensor: str, low: float, high: float) -> Evaluation:
@@ -89,6 +96,14 @@ class IncrementalEvaluator:
         self.profile.overrides = {k: dict(v) for k, v in overrides.items()}
         self.options = replace(self.options, keep_float=tuple(keep_float))
         return self._requantize()
+
+    def warm_up(self) -> None:
+        """Run every node once more in the calling thread.
+
+        The thread's allocator then holds the memory later re-evaluations need (the first one
+        otherwise pays for it).
+        """
+        self._run_all(self.qdq, self._runtime)
 
     def set_options(self, options: Options) -> Evaluation:
         """Quantize with other options (method, schema, what stays float); the new errors."""
@@ -186,9 +201,11 @@ class IncrementalEvaluator:
         for name, (twin, scale, zero, dtype) in pairs.items():
             shown = renamed.get(name, name)
             if twin in touched or shown not in self._reports:
+                if shown not in self._signal:
+                    self._signal[shown] = signal_power(self._float[shown])
                 self._reports[shown] = tensor_report(
                     shown, self._float[shown].reshape(-1), self._values[twin].reshape(-1),
-                    scale, zero, dtype)
+                    scale, zero, dtype, self._signal[shown])
                 recomputed.append(shown)
         for gone in set(self._reports) - {renamed.get(n, n) for n in pairs}:
             del self._reports[gone]  # kept in float now

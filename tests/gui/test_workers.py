@@ -95,3 +95,29 @@ def test_sample_loads(qtbot, show_constants):
     layout = blocker.args[0].layout
     assert any(isinstance(k, str) and k.startswith("const:") for k in layout.boxes) == \
         show_constants
+
+
+def test_the_serial_worker_runs_in_order_on_one_thread(qtbot):
+    import threading
+
+    from app.workers import SerialWorker
+    from compiler.errors import KilnError
+
+    worker = SerialWorker("test")
+    seen, errors = [], []
+    worker.succeeded.connect(seen.append)
+    worker.failed.connect(errors.append)
+    threads = set()
+
+    def step(i):
+        threads.add(threading.get_ident())
+        if i == 2:
+            raise KilnError("step 2 refused\nsecond line")
+        return i
+
+    for i in range(5):
+        worker.submit(lambda i=i: step(i))
+    assert worker.is_busy()
+    qtbot.waitUntil(lambda: not worker.is_busy(), timeout=10000)
+    assert seen == [0, 1, 3, 4] and errors == ["step 2 refused\\nsecond line"]  # one line
+    assert len(threads) == 1 and threading.get_ident() not in threads
