@@ -58,21 +58,23 @@ def load_graph(args):
         from compiler.quant.glow_yaml import read_profile
         from compiler.quant.quantize import Options, quantize
 
-        options = Options(method=args.method, requant=getattr(args, "requant", None)
-                          or "tflite")
+        options = Options(method=args.method, schema=getattr(args, "schema", "tflite"),
+                          requant=getattr(args, "requant", None) or "tflite")
         graph = quantize(graph, read_profile(args.profile), options)
     return graph
 
 
 def add_profile_arg(parser: argparse.ArgumentParser) -> None:
     """`--profile` and `--method`: quantize the float model with a profile before the rest."""
-    from compiler.quant.calibrate import METHODS
+    from compiler.quant.calibrate import METHODS, SCHEMAS
 
     parser.add_argument("--profile", metavar="PROFILE.json",
                         help="quantize the float model on the fly with this profile (`kiln "
                              "profile`), default schema")
     parser.add_argument("--method", choices=METHODS, default="minmax",
                         help="with --profile: how ranges are chosen (default minmax)")
+    parser.add_argument("--schema", choices=SCHEMAS, default="tflite",
+                        help="with --profile: the activations' integer form (default tflite)")
     parser.set_defaults(quantize_on_load=True)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths
@@ -19,10 +19,12 @@ from PySide6.QtGui import QAction, QKeySequence
 from app import settings
 from app.export_dialog import ExportDialog, ExportOptions
 from app.workers import Job, Progress
+from compiler.codegen.bundle import report as bundle_report
 from compiler.codegen.targets import BOARDS, Target
 from compiler.driver import Compilation, Options, compilation
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
+from compiler.quant.profile import Profile
 
 SHORTCUT = "Ctrl+Shift+E"
 SETTINGS_KEY = "export"
@@ -65,6 +67,7 @@ class Exported:
     files: list[Path]
     report: dict
     command: str
+    float_report: dict | None = None  # an int8 export: the float bundle's report, to compare
 
 
 def _board(options: ExportOptions):
@@ -83,12 +86,17 @@ def driver_options(options: ExportOptions) -> Options:
     return Options(options.target, options.name, None, options.io_in_arena, options.weights)
 
 
-def export_job(compiled: Compilation, options: ExportOptions) -> Callable[[Progress], Exported]:
+def export_job(compiled: Compilation, options: ExportOptions,
+               floating: Compilation | None = None, profile: Profile | None = None
+               ) -> Callable[[Progress], Exported]:
     """The function of a job that compiles through the driver and writes the bundle.
 
     The stages are the ones `kiln compile` asks the driver for, so the files are byte for byte
     the same. Cancel takes effect between stages; nothing is written before the last stage,
     and the bundle is written atomically, so a cancelled export leaves the folder as it was.
+    An int8 export (`compiled` is the quantized graph's) also writes `profile` where
+    `options.profile` says, for `kiln compile --profile`, and reports the float bundle
+    (`floating`) to compare.
     """
     folder = Path(options.folder)
 
@@ -107,13 +115,21 @@ def export_job(compiled: Compilation, options: ExportOptions) -> Callable[[Progr
             files, doc = compiled.bundle(folder, opts, board)
         except OSError as exc:
             raise KilnError(f"cannot write the bundle to {folder}: {exc.strerror}") from None
+        if profile is not None and options.profile is not None:
+            profile.save(options.profile)
+            files = [*files, Path(options.profile)]
         try:
             progress.check()
         except BaseException:
             if not existed:  # cancelled while writing: take back the folder this job made
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        return Exported(folder, files, doc, build_command(net.target, options.name, folder))
+        float_doc = None
+        if floating is not None:
+            progress.report(0.95, "compiling the float model to compare")
+            float_doc = bundle_report(floating.net(opts), board)
+        return Exported(folder, files, doc, build_command(net.target, options.name, folder),
+                        float_doc)
 
     return work
 
@@ -185,6 +201,8 @@ class ExportController(QObject):
             self.dialog.cancelRequested.connect(self.cancel)
             self.dialog.rejected.connect(self.cancel)
             self.dialog.set_options(self._initial_options())
+        quant = getattr(self.window, "quant", None)
+        self.dialog.set_int8_available(quant is not None and quant.quantized() is not None)
         self.dialog.show()
         self.dialog.raise_()
         return self.dialog
@@ -243,7 +261,21 @@ class ExportController(QObject):
                 dialog.show_error("The graph has invalid nodes: fix or undo the edit before "
                                   "exporting it.")
             return None
-        job = Job(export_job(compiled, options), f"Exporting {options.name}", self)
+        floating = profile = None
+        if options.precision == "int8":
+            quant = getattr(self.window, "quant", None)
+            quantized = quant.quantized() if quant is not None else None
+            if quantized is None:
+                if dialog is not None:
+                    dialog.show_error("Calibrate the model first (Quantize > Calibrate…) to "
+                                      "export it as int8.")
+                return None
+            qdq, profile, method, schema = quantized
+            saved = Path(options.folder) / f"{options.name}.profile.json"
+            options = replace(options, profile=saved, method=method, schema=schema)
+            compiled, floating = compilation(qdq), compiled
+        job = Job(export_job(compiled, options, floating, profile), f"Exporting {options.name}",
+                  self)
         if dialog is not None:
             dialog.set_running(True)
             job.progress.connect(dialog.set_progress)
@@ -263,7 +295,7 @@ class ExportController(QObject):
         self.window.statusBar().showMessage(f"Exported bundle to {exported.folder}", 5000)
         if self.dialog is not None:
             self.dialog.show_result(exported.report, exported.folder, exported.files,
-                                    exported.command)
+                                    exported.command, exported.float_report)
 
 
 def _add_to_file_menu(window, action: QAction) -> None:

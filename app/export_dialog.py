@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from compiler.codegen.targets import BOARDS, target_names
 from views import style
-from views.size_report import SizeReport
+from views.size_report import ComparisonTable, SizeReport
 
 WEIGHTS = (("embedded", "Embedded in NET.o (read-only data)"),
            ("external", "External: NET.weights.bin for the caller to place"))
@@ -51,6 +51,10 @@ class ExportOptions:
     weights: str
     io_in_arena: bool
     folder: Path
+    precision: str = "float"  # or "int8": quantized with the document's profile
+    profile: Path | None = None  # int8: where the export writes that profile
+    method: str = "minmax"
+    schema: str = "tflite"
 
     def cli_args(self) -> list[str]:
         """The same export as `kiln compile` arguments (after the model)."""
@@ -60,6 +64,9 @@ class ExportOptions:
             args += ["--board", self.board]
         if self.io_in_arena:
             args.append("--io-in-arena")
+        if self.precision == "int8" and self.profile is not None:
+            args += ["--profile", str(self.profile), "--method", self.method,
+                     "--schema", self.schema]
         return args
 
 
@@ -121,6 +128,10 @@ class ExportDialog(QDialog):
         for key, text in WEIGHTS:
             self.weights.addItem(text, key)
         self.io_in_arena = QCheckBox("Inputs and outputs live in the activation arena")
+        self.precision = QComboBox()
+        self.precision.addItem("float32", "float")
+        self.precision.addItem("int8 (quantized with the document's profile)", "int8")
+        self.set_int8_available(False)
         self.folder = QLineEdit()
         self.folder.setPlaceholderText("folder for the bundle (created if needed)")
         self.browse = browse = QPushButton("Browse…")
@@ -134,6 +145,7 @@ class ExportDialog(QDialog):
         form.addRow("&Board:", self.board)
         form.addRow("&Network name:", self.name)
         form.addRow("&Weights:", self.weights)
+        form.addRow("&Precision:", self.precision)
         form.addRow("", self.io_in_arena)
         folder_label = QLabel("&Output folder:")
         folder_label.setBuddy(self.folder)
@@ -183,6 +195,14 @@ class ExportDialog(QDialog):
         if name is not None and BOARDS[name].target != target:
             self.board.setCurrentIndex(0)  # the board's CPU differs: no budget to check
 
+    def set_int8_available(self, available: bool) -> None:
+        """Offer int8 only when the document has been calibrated (Quantize > Calibrate…)."""
+        item = self.precision.model().item(1)
+        item.setEnabled(available)
+        item.setToolTip("" if available else "Calibrate the model first (Quantize > Calibrate…)")
+        if not available:
+            self.precision.setCurrentIndex(0)
+
     def set_options(self, options: ExportOptions) -> None:
         """Fill the fields (remembered settings, or tests)."""
         self.board.setCurrentIndex(max(0, self.board.findData(options.board)))
@@ -203,7 +223,7 @@ class ExportDialog(QDialog):
             raise ValueError("Choose an output folder.")
         return ExportOptions(self.target.currentText(), self.board.currentData(), name,
                              self.weights.currentData(), self.io_in_arena.isChecked(),
-                             Path(folder).expanduser())
+                             Path(folder).expanduser(), self.precision.currentData())
 
     def request_export(self) -> None:
         """Validate and ask the controller to export."""
@@ -223,7 +243,7 @@ class ExportDialog(QDialog):
         self.progress.setVisible(running)
         self.export_button.setEnabled(not running)
         for widget in (self.target, self.board, self.name, self.weights, self.io_in_arena,
-                       self.folder, self.browse):
+                       self.precision, self.folder, self.browse):
             widget.setEnabled(not running)
         self.cancel_button.setText("Cancel Export" if running else "Cancel")
         if running:
@@ -266,6 +286,7 @@ class ExportDialog(QDialog):
         self.written.setWordWrap(True)
         self.written.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.report_view = SizeReport()
+        self.comparison = ComparisonTable()
         self.command_line = QLineEdit()
         self.command_line.setReadOnly(True)
         self.command_line.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
@@ -288,14 +309,20 @@ class ExportDialog(QDialog):
         command_row.addWidget(self.command_line, 1)
         column = QVBoxLayout(page)
         column.addWidget(self.written)
+        column.addWidget(self.comparison)
         column.addWidget(self.report_view, 1)
         column.addLayout(command_row)
         column.addLayout(buttons)
         return page
 
-    def show_result(self, report: dict, folder: Path, files: list[Path], command: str) -> None:
-        """Switch to the result page for a bundle written to `folder`."""
+    def show_result(self, report: dict, folder: Path, files: list[Path], command: str,
+                    float_report: dict | None = None) -> None:
+        """Switch to the result page for a bundle written to `folder`.
+
+        With `float_report` (an int8 export), float and int8 sizes side by side first.
+        """
         self.set_running(False)
+        self.comparison.set_reports(float_report, report)
         self.status.setText("")
         self.folder_path = Path(folder)
         self.command = command

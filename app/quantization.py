@@ -34,7 +34,7 @@ from compiler.quant.calibrate import choose_range, histogram_error, params_for
 from compiler.quant.calibration_data import load_calibration
 from compiler.quant.profile import load_profile
 from compiler.quant.profiler import calibration_graph
-from compiler.quant.quantize import Options
+from compiler.quant.quantize import Options, quantize
 from views.quant_colors import sqnr_color
 
 WORST = 5  # tensors in the worst-layers list
@@ -268,6 +268,18 @@ class QuantController(QObject):
         self.session.profile.keep_float = kept + ([tensor] if keep else [])
         self._evaluate_soon()
         self._show_selected()
+
+    def quantized(self):
+        """(QDQ graph, profile copy, method, schema) of the document as calibrated, or None.
+
+        What `kiln compile --profile` builds from the same profile, method and schema.
+        """
+        s = self.session
+        if s is None or s.graph is not self.document.graph:
+            return None
+        profile = copy.deepcopy(s.profile)
+        options = Options(method=s.options.method, schema=s.options.schema)
+        return quantize(s.graph, profile, options), profile, options.method, options.schema
 
     def method_range(self, tensor: str, method: str) -> tuple[float, float]:
         """The range `method` picks for `tensor` (remembered: the KL search takes a while)."""
@@ -531,3 +543,29 @@ def screenshots(window, save) -> None:
     save(window.canvas, "quantization_overlay.png")
     controller.panel.overlay.setChecked(False)
     controller.dock.setFloating(floating)
+    _export_screenshot(controller, save)
+
+
+def _export_screenshot(controller: QuantController, save) -> None:
+    """The result page of an int8 export for the host: float and int8 side by side."""
+    import tempfile
+
+    from app.export import export_job
+    from app.export_dialog import ExportDialog, ExportOptions
+    from compiler.driver import compilation
+
+    qdq, profile, method, schema = controller.quantized()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "int8"
+        options = ExportOptions("host", None, "net", "embedded", False, folder, "int8",
+                                folder / "net.profile.json", method, schema)
+        exported = export_job(compilation(qdq), options, controller.document.compilation(),
+                              profile)(Progress(lambda _f, _t: None))
+        dialog = ExportDialog(controller.window)
+        dialog.show_result(exported.report, exported.folder, exported.files, exported.command,
+                           exported.float_report)
+        dialog.resize(860, 820)
+        dialog.show()
+        save(dialog, "export_int8_report.png")
+        dialog.close()
+        dialog.deleteLater()

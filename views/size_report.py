@@ -239,3 +239,38 @@ class SizeReport(QWidget):
         """Whether the bundle fits its board (None without a board)."""
         board = (self.report or {}).get("board")
         return None if board is None else bool(board["fits"])
+
+
+def footprint(report: dict) -> dict[str, int]:
+    """Flash, RAM, weights and arena bytes of a bundle report (as `board_usage` counts them)."""
+    s, r = report["sections"], report["regions"]
+    return {"Flash (code, read-only data, weights)": s["text"] + s["rodata"] + r["constant"],
+            "RAM (data, activations, inputs and outputs)": s["data"] + s["bss"] + r["mutable"]
+            + r["activations"],
+            "Weights": sum(layer["weight_bytes"] for layer in report.get("layers", [])),
+            "Activation arena": r["activations"]}
+
+
+class ComparisonTable(QGroupBox):
+    """Float and int8 bundles side by side: flash, RAM, weights, arena and their ratio."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__("Float and int8, side by side", parent)
+        self.table = _table(["", "float32 (B)", "int8 (B)", "int8 / float"])
+        column = QVBoxLayout(self)
+        column.setContentsMargins(6, 6, 6, 6)
+        column.addWidget(self.table)
+        self.rows: list[list] = []
+        self.hide()
+
+    def set_reports(self, floating: dict | None, integer: dict) -> None:
+        """Compare `floating` with `integer` (None hides the table: a float export)."""
+        self.setVisible(floating is not None)
+        if floating is None:
+            self.rows = []
+            return
+        a, b = footprint(floating), footprint(integer)
+        self.rows = [[name, a[name], b[name], f"{b[name] / a[name]:.2f}" if a[name] else "–"]
+                     for name in a]
+        _fill(self.table, self.rows)
+        _fit_rows(self.table, len(self.rows))

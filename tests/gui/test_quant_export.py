@@ -1,0 +1,69 @@
+"""Export int8 from the GUI: the bytes `kiln compile --profile` writes, a program that runs, and
+float and int8 sizes side by side."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+from PySide6.QtCore import Qt
+
+from app import cli
+from app.calibrate_dialog import CalibrationRequest
+from app.export_dialog import ExportOptions
+from compiler.driver import compilation
+from compiler.interpreter import run
+from compiler.quant.calibration_data import Normalization
+from tests.conftest import SAMPLE_MODEL, require_tools
+from tests.gui.helpers import make_window
+
+TIMEOUT = 120000
+DIGIT = SAMPLE_MODEL.parent / "digit_2.npy"
+
+
+def test_int8_export_is_kiln_compile_with_the_profile_and_runs(qtbot, tmp_path):
+    window = make_window(qtbot)
+    quant = window.quant
+    dialog = window.export.open_dialog()
+    assert not dialog.precision.model().item(1).isEnabled()  # nothing calibrated yet
+    dialog.close()
+    with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
+        quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
+    quant.set_range(0.0, 6.0, "relu3_out")  # a hand edit travels with the profile
+    folder = tmp_path / "gui"
+    dialog = window.export.open_dialog()
+    assert dialog.precision.model().item(1).isEnabled()
+    dialog.set_options(ExportOptions("host", None, "net", "embedded", False, folder))
+    dialog.precision.setCurrentIndex(1)
+    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
+        pass
+    profile = folder / "net.profile.json"
+    assert profile.is_file()
+    reference = tmp_path / "cli"
+    assert cli.main(["compile", str(SAMPLE_MODEL), "--profile", str(profile), "--method",
+                     "minmax", "--schema", "tflite", "-o", str(reference)]) == 0
+    gui = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "net.profile.json"}
+    ref = {p.name: p.read_bytes() for p in reference.iterdir()}
+    assert sorted(gui) == sorted(ref) and gui == ref  # the object, header, report, example
+
+    # Float and int8 side by side: int8 weights (with their int32 biases and per-channel
+    # multipliers) take well under half the bytes.
+    rows = {row[0]: row for row in dialog.comparison.rows}
+    assert not dialog.comparison.isHidden()
+    weights = rows["Weights"]
+    assert weights[2] < weights[1] / 2 and weights[3] == f"{weights[2] / weights[1]:.2f}"
+
+    qdq, *_ = quant.quantized()
+    image = np.load(DIGIT).astype(np.float32)
+    (logits,) = run(compilation(qdq).final, {"image": image}).values()
+    image.tofile(tmp_path / "digit.bin")
+    require_tools("cc", "make")
+    done = subprocess.run(["make", "-s", "-C", str(folder), "run",
+                           f"INPUT={tmp_path / 'digit.bin'}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    values = np.array(lines[lines.index(next(x for x in lines if x.startswith("output"))) + 1]
+                      .split(), np.float32)
+    assert int(np.argmax(values)) == int(np.argmax(logits)) == 2
+    np.testing.assert_array_equal(values, np.asarray(logits, np.float32).reshape(-1))
