@@ -123,7 +123,7 @@ class QuantPanel(QWidget):
         self.overlay = QCheckBox("Error overlay on the graph")
         chips = "".join(f"<span style='background:{fill}; color:{text};'>&nbsp;{label}&nbsp;"
                         f"</span> " for (_, fill, text), label in zip(SQNR_BINS, LABELS))
-        self.legend = QLabel(f"Output SQNR: {chips}")
+        self.legend = QLabel(f"Node colour, output SQNR in dB: {chips}")
         self.legend.setWordWrap(True)
         self.legend.hide()
         self.overlay.toggled.connect(self.legend.setVisible)

@@ -85,6 +85,8 @@ class QuantController(QObject):
         self.panel = QuantPanel()
         self.dock = window.add_panel_dock("Quantization", self.panel,
                                           Qt.DockWidgetArea.RightDockWidgetArea)
+        window.tabifyDockWidget(window.docks["properties"], self.dock)  # the whole column
+        window.docks["properties"].raise_()
         self.dock.hide()
         self.session: Session | None = None
         self.dialog: CalibrateDialog | None = None
@@ -184,6 +186,7 @@ class QuantController(QObject):
                                        self.calibrationEnded.emit(False)))
         self.calibration_job = job
         self.dock.show()
+        self.dock.raise_()
         self.panel.status.setText("Calibrating…")
         return job.start()
 
@@ -199,6 +202,8 @@ class QuantController(QObject):
         if session.graph is not self.document.graph:
             return  # another model or an edit meanwhile: the result describes nothing shown
         self.session = session
+        self.dock.show()
+        self.dock.raise_()
         evaluator = session.evaluator
         self._worker.submit(lambda: evaluator.warm_up() and None)  # its thread does the rest
         self.window.statusBar().showMessage(

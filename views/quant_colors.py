@@ -16,7 +16,7 @@ SQNR_BINS: tuple[tuple[float, str, str], ...] = (
     (10.0, "#3b528b", "#ffffff"),
     (-math.inf, "#440154", "#ffffff"),
 )
-LABELS = ("≥ 40 dB", "30–40 dB", "20–30 dB", "10–20 dB", "< 10 dB")
+LABELS = ("≥ 40", "30–40", "20–30", "10–20", "< 10")  # dB
 
 
 def sqnr_bin(db: float) -> int:

@@ -184,3 +184,20 @@ def test_the_overlay_on_resnet8_shows_the_report_bins(qtbot, tmp_path):
     for key, tensor in session.folds.items():
         assert shown[key] == shown[session.keys[tensor]]
     assert load_calibration(str(samples), graph).samples.shape[0] == 48
+
+
+def test_opening_another_model_mid_evaluation_forgets_the_session(qtbot, message_boxes):
+    from PySide6.QtWidgets import QMessageBox
+
+    from tests.conftest import SAMPLE_MODEL
+
+    window = make_window(qtbot)
+    quant = _calibrate_with_the_dialog(qtbot, window)
+    quant.set_range(0.0, 1.0, "relu2_out")  # an evaluation starts in the worker
+    message_boxes.answer = QMessageBox.StandardButton.Discard  # the range edit is unsaved
+    open_and_wait(qtbot, window, SAMPLE_MODEL)
+    assert message_boxes.kinds() == ["question"]
+    assert quant.session is None and quant.panel.model.rows == []
+    assert window.document.undo_stack.count() == 0
+    qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
+    assert quant.session is None and window.canvas.overlay() == {}
