@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from html import escape
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtWidgets import (
@@ -24,9 +25,14 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
+    QSpinBox,
     QSplitter,
     QTableView,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -35,6 +41,7 @@ from compiler.quant.calibrate import METHODS
 from views import style
 from views.histogram import HistogramView
 from views.quant_colors import LABELS, SQNR_BINS
+from views.sqnr_bars import SqnrBars
 
 COLUMNS = ("Tensor", "Producer", "Min", "Max", "Scale", "Zero point", "Clipped %", "SQNR dB",
            "rmse/scale")
@@ -121,8 +128,9 @@ class QuantPanel(QWidget):
         self.agreement = QLabel("–")
         self.accuracy = QLabel("–")
         self.overlay = QCheckBox("Error overlay on the graph")
-        chips = "".join(f"<span style='background:{fill}; color:{text};'>&nbsp;{label}&nbsp;"
-                        f"</span> " for (_, fill, text), label in zip(SQNR_BINS, LABELS))
+        chips = "".join(f"<span style='background:{fill}; color:{text};'>&nbsp;"
+                        f"{escape(label)}&nbsp;</span> "
+                        for (_, fill, text), label in zip(SQNR_BINS, LABELS))
         self.legend = QLabel(f"Node colour, output SQNR in dB: {chips}")
         self.legend.setWordWrap(True)
         self.legend.hide()
@@ -161,6 +169,16 @@ class QuantPanel(QWidget):
         self.keep_float.setToolTip("Leave this tensor (and its layer's weights) in float")
         self.live = QLabel()
         self.live.setStyleSheet(f"color: {style.TEXT_MUTED};")
+        self.bars = SqnrBars()
+        self.sample = QSpinBox()
+        self.sample.setToolTip("Which of the live samples to show")
+        self.outputs = QTableWidget(0, 4)
+        self.outputs.setHorizontalHeaderLabels(["#", "float", "int8", "int8 − float"])
+        self.outputs.verticalHeader().hide()
+        self.outputs.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.outputs.horizontalHeader().setStretchLastSection(True)
+        self.outputs_note = QLabel()
+        self.tabs = QTabWidget()
         self._build()
 
     def _build(self) -> None:
@@ -199,13 +217,38 @@ class QuantPanel(QWidget):
         below.addWidget(self.histogram, 1)
         below.addLayout(editor)
         below.addWidget(self.live)
+        layers = QScrollArea()
+        layers.setWidget(self.bars)
+        layers.setWidgetResizable(True)
+        outputs = QWidget()
+        sample_row = QHBoxLayout()
+        sample_row.addWidget(QLabel("Sample:"))
+        sample_row.addWidget(self.sample)
+        sample_row.addWidget(self.outputs_note, 1)
+        outputs_column = QVBoxLayout(outputs)
+        outputs_column.addLayout(sample_row)
+        outputs_column.addWidget(self.outputs, 1)
+        self.tabs.addTab(lower, "Range")
+        self.tabs.addTab(layers, "Layers (SQNR)")
+        self.tabs.addTab(outputs, "Outputs")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(upper)
-        split.addWidget(lower)
+        split.addWidget(self.tabs)
         split.setSizes([380, 300])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split)
+
+    def show_outputs(self, index: int, floating, integer) -> None:
+        """One sample's outputs, float and int8, element by element (the top classes marked)."""
+        self.outputs.setRowCount(len(floating))
+        best_f, best_q = int(floating.argmax()), int(integer.argmax())
+        for r, (f, q) in enumerate(zip(floating.tolist(), integer.tolist())):
+            mark = (" ◀ float" if r == best_f else "") + (" ◀ int8" if r == best_q else "")
+            for c, text in enumerate((f"{r}{mark}", f"{f:.6g}", f"{q:.6g}", f"{q - f:+.3g}")):
+                self.outputs.setItem(r, c, QTableWidgetItem(text))
+        agree = "the same class" if best_f == best_q else "different classes"
+        self.outputs_note.setText(f"sample {index}: {agree} (float {best_f}, int8 {best_q})")
 
     def selected_tensor(self) -> str | None:
         """The tensor of the selected table row."""

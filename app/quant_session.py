@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from app.calibrate_dialog import CalibrationRequest
 from app.workers import Progress
+from compiler.driver import compilation
+from compiler.interpreter import run
 from compiler.ir.graph import Graph
 from compiler.quant.accuracy import answers
 from compiler.quant.calibration_data import CalibrationData, load_calibration
@@ -106,3 +110,26 @@ def evaluate_session(session: Session) -> None:
         if session.float_accuracy is None:
             session.float_accuracy = answers(session.graph, session.labelled).accuracy
         session.int8_accuracy = answers(evaluator.qdq, session.labelled, "int8").accuracy
+
+
+@dataclass(frozen=True)
+class SampleOutputs:
+    """One sample's model output, float and int8 (the integer operators, exact)."""
+
+    index: int
+    name: str
+    floating: np.ndarray
+    integer: np.ndarray
+
+
+def sample_outputs(session: Session, index: int) -> SampleOutputs:
+    """The first output of the float model and of the current int8 model on live sample `index`.
+
+    From the reference interpreter: the values the bundle computes.
+    """
+    feeds = session.live.feeds(index, index + 1)[0]
+    name = session.graph.outputs[0].name
+    floating = run(session.graph, feeds)[name]
+    integer = run(compilation(session.evaluator.qdq).final, feeds)[name]
+    return SampleOutputs(index, name, np.asarray(floating, np.float64).reshape(-1),
+                         np.asarray(integer, np.float64).reshape(-1))

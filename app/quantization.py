@@ -16,17 +16,19 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QUndoCommand
-from PySide6.QtWidgets import QFileDialog, QMenu
+from PySide6.QtWidgets import QFileDialog, QMenu, QScrollArea
 
 from app.calibrate_dialog import CalibrateDialog, CalibrationRequest
 from app.dialogs import show_error
 from app.quant_panel import MANUAL, QuantPanel, Row
 from app.quant_session import (
+    SampleOutputs,
     Session,
     calibrate_job,
     evaluate_session,
     make_session,
     profile_path,
+    sample_outputs,
 )
 from app.workers import Job, Progress, SerialWorker
 from compiler.errors import KilnError
@@ -73,22 +75,29 @@ class QuantController(QObject):
 
     Signals:
         evaluated(): the panel, the readouts and the overlay show the current ranges.
+        outputsShown(): the Outputs tab shows the chosen sample.
         calibrationEnded(bool): a calibration finished (True) or was cancelled / failed.
     """
 
     evaluated = Signal()
     calibrationEnded = Signal(bool)
+    outputsShown = Signal()
 
     def __init__(self, window):
         super().__init__(window)
         self.window, self.document = window, window.document
         self.panel = QuantPanel()
-        self.dock = window.add_panel_dock("Quantization", self.panel,
+        scroll = QScrollArea()  # a small dock scrolls rather than growing the window
+        scroll.setWidget(self.panel)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.dock = window.add_panel_dock("Quantization", scroll,
                                           Qt.DockWidgetArea.RightDockWidgetArea)
         window.tabifyDockWidget(window.docks["properties"], self.dock)  # the whole column
         window.docks["properties"].raise_()
         self.dock.hide()
         self.session: Session | None = None
+        self.context_menu: QMenu | None = None
         self.dialog: CalibrateDialog | None = None
         self.calibration_job: Job | None = None
         self._worker = SerialWorker("quantization", self)
@@ -129,7 +138,7 @@ class QuantController(QObject):
 
     def _connect(self) -> None:
         p, doc = self.panel, self.document
-        p.calibrate_button.clicked.connect(self.calibrate_dialog)
+        p.calibrate_button.clicked.connect(self._calibrate_clicked)
         p.table.selectionModel().selectionChanged.connect(self._row_selected)
         p.histogram.rangeDragged.connect(self._dragging)
         p.histogram.rangeChosen.connect(self.set_range)
@@ -138,6 +147,9 @@ class QuantController(QObject):
         p.method.activated.connect(lambda _i: self._method_chosen(p.method.currentText()))
         p.keep_float.clicked.connect(lambda on: self.set_keep_float(self.tensor(), on))
         p.overlay.toggled.connect(self._overlay_toggled)
+        p.bars.tensorClicked.connect(self.show_tensor)
+        p.sample.valueChanged.connect(lambda _v: self.request_outputs())
+        p.tabs.currentChanged.connect(lambda _i: self.request_outputs())
         p.worst.itemClicked.connect(
             lambda item: self.show_tensor(item.data(Qt.ItemDataRole.UserRole)))
         doc.modelOpened.connect(self._model_opened)
@@ -145,8 +157,22 @@ class QuantController(QObject):
         doc.selectionChanged.connect(self._canvas_selected)
         doc.saved.connect(self._document_saved)
         self.window.layoutReady.connect(self.show_overlay)
+        canvas = self.window.canvas
+        canvas.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        canvas.customContextMenuRequested.connect(self._context_menu)
 
     # -- calibration ----------------------------------------------------------------------------
+
+    def _calibrate_clicked(self) -> None:
+        """The panel's button: Calibrate…, or Cancel while a calibration runs."""
+        if self.calibration_job is not None and self.calibration_job.is_active():
+            self.cancel_calibration()
+        else:
+            self.calibrate_dialog()
+
+    def _calibrating(self, on: bool) -> None:
+        self.panel.calibrate_button.setText("Cancel" if on else "Calibrate…")
+        self.calibrate_action.setEnabled(not on)
 
     def calibrate_dialog(self) -> CalibrateDialog | None:
         """Ask for the samples and the choices (a window-modal sheet), then calibrate."""
@@ -183,11 +209,13 @@ class QuantController(QObject):
         job.succeeded.connect(self._calibrated)
         job.failed.connect(self._calibration_failed)
         job.cancelled.connect(lambda: (bar.showMessage("Calibration cancelled", 5000),
+                                       self._calibrating(False),
                                        self.calibrationEnded.emit(False)))
         self.calibration_job = job
         self.dock.show()
         self.dock.raise_()
         self.panel.status.setText("Calibrating…")
+        self._calibrating(True)
         return job.start()
 
     def cancel_calibration(self) -> None:
@@ -197,8 +225,13 @@ class QuantController(QObject):
             self.calibration_job = None
             self._show()
 
+    def take_session(self, session: Session) -> None:
+        """Use a calibration's result (as a finished calibration job does)."""
+        self._calibrated(session)
+
     def _calibrated(self, session: Session) -> None:
         self.calibration_job = None
+        self._calibrating(False)
         if session.graph is not self.document.graph:
             return  # another model or an edit meanwhile: the result describes nothing shown
         self.session = session
@@ -213,6 +246,7 @@ class QuantController(QObject):
 
     def _calibration_failed(self, message: str) -> None:
         self.calibration_job = None
+        self._calibrating(False)
         self._show()
         show_error(self.window, "Calibration failed", message)
         self.calibrationEnded.emit(False)
@@ -244,13 +278,37 @@ class QuantController(QObject):
         if (tensor in self.session.profile.keep_float) != keep:
             self.document.undo_stack.push(KeepFloatCommand(self, tensor, keep))
 
+    def _context_menu(self, pos) -> None:
+        """Right click on a node: select it and offer Keep Float (once calibrated)."""
+        canvas = self.window.canvas
+        key = getattr(canvas.itemAt(pos), "key", None)
+        if key is None:
+            return
+        self.window.select_and_center(key)
+        tensor = self.tensor_of(key)
+        menu = QMenu(canvas)
+        keep = menu.addAction("Keep Float")
+        keep.setCheckable(True)
+        keep.setEnabled(tensor is not None)
+        keep.setChecked(tensor is not None and tensor in self.session.profile.keep_float)
+        keep.setToolTip("Calibrate the model first" if tensor is None else "")
+        keep.triggered.connect(self.toggle_keep_selected)
+        self.context_menu = menu
+        menu.popup(canvas.viewport().mapToGlobal(pos))
+
+    def tensor_of(self, key) -> str | None:
+        """The quantized tensor a canvas box stands for (a Conv's is its Relu's)."""
+        s = self.session
+        if s is None:
+            return None
+        return s.folds.get(key) or next((t for t, k in s.keys.items() if k == key
+                                         and t in s.profile.tensors), None)
+
     def toggle_keep_selected(self) -> None:
         """Quantize > Keep Float on the canvas's selected node."""
         if self.session is None:
             return
-        key = self.document.selection
-        tensor = self.session.folds.get(key) or next(
-            (t for t, k in self.session.keys.items() if k == key), None)
+        tensor = self.tensor_of(self.document.selection)
         if tensor is not None:
             self.set_keep_float(tensor, tensor not in self.session.profile.keep_float)
 
@@ -314,7 +372,20 @@ class QuantController(QObject):
         self._worker.submit(lambda: evaluate_session(session) or session)
         self.panel.status.setText("Re-evaluating…")
 
-    def _evaluated(self, session: Session | None) -> None:
+    def request_outputs(self) -> None:
+        """Compute the chosen sample's outputs, float and int8, when the Outputs tab shows."""
+        s, p = self.session, self.panel
+        if s is None or p.tabs.currentIndex() != 2:
+            return
+        index = p.sample.value()
+        self._worker.submit(lambda: sample_outputs(s, index))
+
+    def _evaluated(self, session) -> None:
+        if isinstance(session, SampleOutputs):
+            if session.index == self.panel.sample.value():
+                self.panel.show_outputs(session.index, session.floating, session.integer)
+            self.outputsShown.emit()
+            return
         if self._pending:
             self._pending = False
             self._evaluate_soon()
@@ -350,6 +421,8 @@ class QuantController(QObject):
                                f"{100 * s.float_accuracy:.2f} %)")
         else:
             p.accuracy.setText("no labels")
+        p.bars.set_rows([(name, t.sqnr) for name, t in e.tensors.items()], selected)
+        p.sample.setMaximum(max(0, len(s.live) - 1))
         p.worst.clear()
         for t in sorted(e.tensors.values(), key=lambda t: t.sqnr)[:WORST]:
             p.worst.addItem(f"{t.sqnr:6.1f} dB  {t.name}")
@@ -358,6 +431,7 @@ class QuantController(QObject):
                          f"{e.recomputed} nodes re-run in {1000 * e.seconds:.0f} ms")
         self._show_selected()
         self.show_overlay()
+        self.request_outputs()
         self.evaluated.emit()
 
     def _show_selected(self) -> None:
@@ -379,6 +453,8 @@ class QuantController(QObject):
         p.method.setCurrentText(s.options.method if tensor not in s.profile.overrides
                                 else (methods[0] if methods else MANUAL))
         p.keep_float.setChecked(tensor in s.profile.keep_float)
+        p.bars.selected = tensor
+        p.bars.update()
         self._syncing = False
         self._dragging(low, high)
 
@@ -509,68 +585,3 @@ class QuantController(QObject):
         self.calibration_job = job
         self.dock.show()
         return job.start()
-
-
-def install(window) -> QuantController:
-    """Add the Quantize menu and the Quantization dock; returns the controller."""
-    return QuantController(window)
-
-
-def calibrate_now(controller: QuantController, request: CalibrationRequest) -> None:
-    """Calibrate on the GUI thread (scripted screenshots: no event loop to wait on)."""
-    graph, path = controller.document.graph, controller.document.path
-    work = calibrate_job(graph, request, path.name if path else graph.name)
-    controller._calibrated(work(Progress(lambda _f, _t: None)))
-
-
-def screenshots(window, save) -> None:
-    """The panel with the worst tensor's histogram, and the error overlay on the graph."""
-    from app.calibrate_dialog import CalibrationRequest
-    from compiler.quant.calibration_data import Normalization
-
-    controller: QuantController | None = getattr(window, "quant", None)
-    doc = window.document
-    if controller is None or doc.graph is None or doc.path is None or \
-            doc.path.name != "digits_cnn.onnx":
-        return  # the shots need samples: the sample model has them built in
-    calibrate_now(controller, CalibrationRequest("digits:train", "digits:test", Normalization()))
-    controller.dock.show()
-    floating = controller.dock.isFloating()
-    controller.dock.setFloating(True)
-    controller.dock.resize(760, 820)
-    worst = controller.panel.worst.item(0)
-    if worst is not None:
-        controller.show_tensor(worst.data(Qt.ItemDataRole.UserRole))
-    save(controller.panel, "quantization_panel.png")
-    controller.panel.overlay.setChecked(True)
-    save(controller.panel, "quantization_panel_overlay_on.png")
-    window.canvas.fit()
-    save(window.canvas, "quantization_overlay.png")
-    controller.panel.overlay.setChecked(False)
-    controller.dock.setFloating(floating)
-    _export_screenshot(controller, save)
-
-
-def _export_screenshot(controller: QuantController, save) -> None:
-    """The result page of an int8 export for the host: float and int8 side by side."""
-    import tempfile
-
-    from app.export import export_job
-    from app.export_dialog import ExportDialog, ExportOptions
-    from compiler.driver import compilation
-
-    qdq, profile, method, schema = controller.quantized()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "int8"
-        options = ExportOptions("host", None, "net", "embedded", False, folder, "int8",
-                                folder / "net.profile.json", method, schema)
-        exported = export_job(compilation(qdq), options, controller.document.compilation(),
-                              profile)(Progress(lambda _f, _t: None))
-        dialog = ExportDialog(controller.window)
-        dialog.show_result(exported.report, exported.folder, exported.files, exported.command,
-                           exported.float_report)
-        dialog.resize(860, 820)
-        dialog.show()
-        save(dialog, "export_int8_report.png")
-        dialog.close()
-        dialog.deleteLater()

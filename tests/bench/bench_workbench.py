@@ -46,7 +46,7 @@ def main() -> int:
     """Print frames per second and re-evaluation times; exit 1 when a goal is missed."""
     from app.calibrate_dialog import CalibrationRequest
     from app.mainwindow import MainWindow
-    from app.quantization import calibrate_now
+    from app.quant_screens import calibrate_now
     from compiler.quant.calibration_data import Normalization
 
     app = QApplication.instance() or QApplication([])

@@ -116,8 +116,11 @@ def test_a_cancelled_calibration_changes_nothing(qtbot):
     session, rows = quant.session, list(quant.panel.model.rows)
     job = quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
     assert job is not None and job.is_active()
+    button = quant.panel.calibrate_button
+    assert button.text() == "Cancel"
     with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT) as ended:
-        quant.cancel_calibration()
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert button.text() == "Calibrate…"
     assert ended.args == [False]
     assert quant.session is session and quant.panel.model.rows == rows
     assert not window.document.is_dirty()
@@ -201,3 +204,48 @@ def test_opening_another_model_mid_evaluation_forgets_the_session(qtbot, message
     assert window.document.undo_stack.count() == 0
     qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
     assert quant.session is None and window.canvas.overlay() == {}
+
+
+def test_the_layer_bars_and_one_samples_outputs(qtbot):
+    window = make_window(qtbot)
+    quant = _calibrate_with_the_dialog(qtbot, window)
+    panel = quant.panel
+    panel.tabs.setCurrentIndex(1)
+    bars = panel.bars
+    assert [name for name, _ in bars.rows] == list(quant.session.evaluation.tensors)
+    index = [name for name, _ in bars.rows].index("pool1_out")
+    centre = bars.bar_rect(index).center().toPoint()
+    qtbot.mouseClick(bars, Qt.MouseButton.LeftButton, pos=centre)
+    assert panel.selected_tensor() == "pool1_out" and bars.selected == "pool1_out"
+    with qtbot.waitSignal(quant.outputsShown, timeout=TIMEOUT):
+        panel.tabs.setCurrentIndex(2)
+    with qtbot.waitSignal(quant.outputsShown, timeout=TIMEOUT):
+        panel.sample.setValue(3)
+    data = quant.session.live
+    feeds = data.feeds(3, 4)[0]
+    qdq, *_ = quant.quantized()
+    from compiler.driver import compilation
+    from compiler.interpreter import run
+
+    want = run(compilation(qdq).final, feeds)["logits"].reshape(-1)
+    got = [float(panel.outputs.item(r, 2).text()) for r in range(panel.outputs.rowCount())]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert "sample 3:" in panel.outputs_note.text()
+
+
+def test_keep_float_from_the_canvas_context_menu(qtbot):
+    window = make_window(qtbot)
+    quant = _calibrate_with_the_dialog(qtbot, window)
+    conv3 = node_id(window, "conv3")
+    canvas = window.canvas
+    canvas.center_on(conv3)
+    pos = canvas.mapFromScene(canvas.box_rect(conv3).center())
+    canvas.customContextMenuRequested.emit(pos)  # what a right click sends
+    menu = quant.context_menu
+    keep = next(a for a in menu.actions() if a.text() == "Keep Float")
+    assert keep.isEnabled() and not keep.isChecked()
+    with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
+        keep.trigger()
+    assert "relu3_out" in quant.session.profile.keep_float
+    assert window.document.undo_stack.undoText().startswith("Keep relu3_out")
+    menu.close()
