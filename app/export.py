@@ -68,6 +68,7 @@ class Exported:
     report: dict
     command: str
     float_report: dict | None = None  # an int8 export: the float bundle's report, to compare
+    counts: dict[str, int] | None = None  # "int8" / "float" -> instructions under QEMU
 
 
 def _board(options: ExportOptions):
@@ -126,10 +127,20 @@ def export_job(compiled: Compilation, options: ExportOptions,
             raise
         float_doc = None
         if floating is not None:
-            progress.report(0.95, "compiling the float model to compare")
+            progress.report(0.92, "compiling the float model to compare")
             float_doc = bundle_report(floating.net(opts), board)
+        counts = None
+        if options.count:
+            from compiler.mcu.bench import bench_compilation
+
+            counts = {}
+            for label, which in (("int8" if floating is not None else "float", compiled),
+                                 ("float", floating)):
+                if which is not None:
+                    progress.report(0.95, f"counting {label} instructions under QEMU")
+                    counts[label] = bench_compilation(which, options.target, peer=False).kiln.total
         return Exported(folder, files, doc, build_command(net.target, options.name, folder),
-                        float_doc)
+                        float_doc, counts)
 
     return work
 
@@ -295,7 +306,7 @@ class ExportController(QObject):
         self.window.statusBar().showMessage(f"Exported bundle to {exported.folder}", 5000)
         if self.dialog is not None:
             self.dialog.show_result(exported.report, exported.folder, exported.files,
-                                    exported.command, exported.float_report)
+                                    exported.command, exported.float_report, exported.counts)
 
 
 def _add_to_file_menu(window, action: QAction) -> None:

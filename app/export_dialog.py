@@ -55,6 +55,7 @@ class ExportOptions:
     profile: Path | None = None  # int8: where the export writes that profile
     method: str = "minmax"
     schema: str = "tflite"
+    count: bool = False  # Cortex-M: count one inference's instructions under QEMU
 
     def cli_args(self) -> list[str]:
         """The same export as `kiln compile` arguments (after the model)."""
@@ -132,6 +133,9 @@ class ExportDialog(QDialog):
         self.precision.addItem("float32", "float")
         self.precision.addItem("int8 (quantized with the document's profile)", "int8")
         self.set_int8_available(False)
+        self.count = QCheckBox("Count one inference's instructions under QEMU (Cortex-M)")
+        self.count.setToolTip("What `kiln bench --target` measures, per layer; float and int8 "
+                              "when exporting int8")
         self.folder = QLineEdit()
         self.folder.setPlaceholderText("folder for the bundle (created if needed)")
         self.browse = browse = QPushButton("Browse…")
@@ -146,6 +150,7 @@ class ExportDialog(QDialog):
         form.addRow("&Network name:", self.name)
         form.addRow("&Weights:", self.weights)
         form.addRow("&Precision:", self.precision)
+        form.addRow("", self.count)
         form.addRow("", self.io_in_arena)
         folder_label = QLabel("&Output folder:")
         folder_label.setBuddy(self.folder)
@@ -223,7 +228,8 @@ class ExportDialog(QDialog):
             raise ValueError("Choose an output folder.")
         return ExportOptions(self.target.currentText(), self.board.currentData(), name,
                              self.weights.currentData(), self.io_in_arena.isChecked(),
-                             Path(folder).expanduser(), self.precision.currentData())
+                             Path(folder).expanduser(), self.precision.currentData(),
+                             count=self.count.isChecked())
 
     def request_export(self) -> None:
         """Validate and ask the controller to export."""
@@ -243,7 +249,7 @@ class ExportDialog(QDialog):
         self.progress.setVisible(running)
         self.export_button.setEnabled(not running)
         for widget in (self.target, self.board, self.name, self.weights, self.io_in_arena,
-                       self.precision, self.folder, self.browse):
+                       self.precision, self.count, self.folder, self.browse):
             widget.setEnabled(not running)
         self.cancel_button.setText("Cancel Export" if running else "Cancel")
         if running:
@@ -316,18 +322,22 @@ class ExportDialog(QDialog):
         return page
 
     def show_result(self, report: dict, folder: Path, files: list[Path], command: str,
-                    float_report: dict | None = None) -> None:
+                    float_report: dict | None = None,
+                    counts: dict[str, int] | None = None) -> None:
         """Switch to the result page for a bundle written to `folder`.
 
-        With `float_report` (an int8 export), float and int8 sizes side by side first.
+        With `float_report` (an int8 export), float and int8 sizes side by side first; with
+        `counts` (precision -> instructions of one inference under QEMU), those too.
         """
         self.set_running(False)
-        self.comparison.set_reports(float_report, report)
+        self.comparison.set_reports(float_report, report, counts)
         self.status.setText("")
         self.folder_path = Path(folder)
         self.command = command
+        counted = "".join(f"; one {label} inference: {n:,} instructions under QEMU"
+                          for label, n in (counts or {}).items())
         self.written.setText(f"Wrote {len(files)} files to {folder}: "
-                             + ", ".join(p.name for p in files))
+                             + ", ".join(p.name for p in files) + counted)
         self.report_view.set_report(report)
         self.command_line.setText(command)
         self.command_line.setCursorPosition(0)

@@ -251,26 +251,52 @@ def footprint(report: dict) -> dict[str, int]:
             "Activation arena": r["activations"]}
 
 
+def _weighted_layers(report: dict) -> list[dict]:
+    return [layer for layer in report.get("layers", []) if layer["weight_bytes"]]
+
+
 class ComparisonTable(QGroupBox):
-    """Float and int8 bundles side by side: flash, RAM, weights, arena and their ratio."""
+    """Float and int8 bundles side by side.
+
+    Flash, RAM, weights, arena and, when counted, instructions; then the weights of each layer
+    that has some.
+    """
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Float and int8, side by side", parent)
-        self.table = _table(["", "float32 (B)", "int8 (B)", "int8 / float"])
+        self.table = _table(["", "float32", "int8", "int8 / float"])
+        self.layers = _table(["Layer (float / int8)", "float32 (B)", "int8 (B)", "int8 / float"])
         column = QVBoxLayout(self)
         column.setContentsMargins(6, 6, 6, 6)
         column.addWidget(self.table)
+        column.addWidget(self.layers)
         self.rows: list[list] = []
+        self.layer_rows: list[list] = []
         self.hide()
 
-    def set_reports(self, floating: dict | None, integer: dict) -> None:
-        """Compare `floating` with `integer` (None hides the table: a float export)."""
+    def set_reports(self, floating: dict | None, integer: dict,
+                    counts: dict[str, int] | None = None) -> None:
+        """Compare `floating` with `integer` (None hides the table: a float export).
+
+        `counts` maps "float" and "int8" to the instructions of one inference, when counted.
+        """
         self.setVisible(floating is not None)
         if floating is None:
-            self.rows = []
+            self.rows = self.layer_rows = []
             return
         a, b = footprint(floating), footprint(integer)
-        self.rows = [[name, a[name], b[name], f"{b[name] / a[name]:.2f}" if a[name] else "–"]
-                     for name in a]
+        if counts and "float" in counts and "int8" in counts:
+            a["Instructions (one inference)"] = counts["float"]
+            b["Instructions (one inference)"] = counts["int8"]
+        self.rows = [[name + ("" if name.startswith("Instr") else " (B)"), a[name], b[name],
+                      f"{b[name] / a[name]:.2f}" if a[name] else "–"] for name in a]
         _fill(self.table, self.rows)
         _fit_rows(self.table, len(self.rows))
+        # Layers with weights pair up in order (a Conv and the QLinearConv it became).
+        ours, theirs = _weighted_layers(floating), _weighted_layers(integer)
+        self.layer_rows = [] if len(ours) != len(theirs) else [
+            [f"{f['node']} / {q['node']}", f["weight_bytes"], q["weight_bytes"],
+             f"{q['weight_bytes'] / f['weight_bytes']:.2f}"] for f, q in zip(ours, theirs)]
+        self.layers.setVisible(bool(self.layer_rows))
+        _fill(self.layers, self.layer_rows)
+        _fit_rows(self.layers, min(len(self.layer_rows), 8))

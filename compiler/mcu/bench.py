@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.driver import Options, compilation
+from compiler.driver import Compilation, Options, compilation
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.inputs import random_inputs
@@ -54,12 +54,18 @@ def bench_target(model: str | Path, target: str, seed: int = 0, shapes: dict | N
     The peer is built from `cmsis_root` (default: `cmsis_nn.find_root`); when that is not
     given and none is found, the result has no peer and says why.
     """
+    return bench_compilation(compilation(load_model(model, shapes or {})), target, seed,
+                             cmsis_root, peer)
+
+
+def bench_compilation(compiled: Compilation, target: str, seed: int = 0,
+                      cmsis_root: str | Path | None = None, peer: bool = True) -> TargetBench:
+    """`bench_target` for a graph already in the compile driver (the GUI's export)."""
     missing = firmware.missing_tools()
     if missing:
-        raise KilnError(f"kiln bench --target needs {' and '.join(missing)} (Debian packages: "
-                        f"{firmware.PACKAGES})")
+        raise KilnError(f"counting instructions needs {' and '.join(missing)} (Debian "
+                        f"packages: {firmware.PACKAGES})")
     board = firmware.board_for(target)
-    compiled = compilation(load_model(model, shapes or {}))
     feeds = random_inputs(compiled.prepared, seed)
     shipped = compiled.net(Options(target))
     separate = compiled.net(Options(target, separate_kernels=True))

@@ -51,7 +51,7 @@ def test_int8_export_is_kiln_compile_with_the_profile_and_runs(qtbot, tmp_path):
     # multipliers) take well under half the bytes.
     rows = {row[0]: row for row in dialog.comparison.rows}
     assert not dialog.comparison.isHidden()
-    weights = rows["Weights"]
+    weights = rows["Weights (B)"]
     assert weights[2] < weights[1] / 2 and weights[3] == f"{weights[2] / weights[1]:.2f}"
 
     qdq, *_ = quant.quantized()
@@ -67,3 +67,30 @@ def test_int8_export_is_kiln_compile_with_the_profile_and_runs(qtbot, tmp_path):
                       .split(), np.float32)
     assert int(np.argmax(values)) == int(np.argmax(logits)) == 2
     np.testing.assert_array_equal(values, np.asarray(logits, np.float32).reshape(-1))
+
+
+def test_int8_export_for_cortex_m_counts_both_under_qemu(qtbot, tmp_path):
+    from compiler.mcu import firmware
+
+    if firmware.missing_tools():
+        import pytest
+
+        pytest.skip(f"needs {firmware.missing_tools()}")
+    window = make_window(qtbot)
+    quant = window.quant
+    with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
+        quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
+    dialog = window.export.open_dialog()
+    dialog.set_options(ExportOptions("cortex-m7", "stm32f746g-disco", "net", "embedded", False,
+                                     tmp_path / "m7"))
+    dialog.precision.setCurrentIndex(1)
+    dialog.count.setChecked(True)
+    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(window.export.job.succeeded, timeout=300000):
+        pass
+    counts = window.export.last.counts
+    assert set(counts) == {"int8", "float"} and min(counts.values()) > 10_000
+    rows = {row[0]: row for row in dialog.comparison.rows}
+    assert rows["Instructions (one inference)"][1:3] == [counts["float"], counts["int8"]]
+    assert dialog.comparison.layer_rows  # each weighted layer, float beside int8
+    assert "instructions under QEMU" in dialog.written.text()
