@@ -237,6 +237,13 @@ class QuantController(QObject):
         self.session = session
         self.dock.show()
         self.dock.raise_()
+        minimap = self.window.docks.get("minimap")
+        if minimap is not None and not self.dock.isFloating():  # room for table and histogram
+            height, width = self.window.height(), self.window.width()
+            self.window.resizeDocks([self.dock, minimap], [int(height * 0.78), 120],
+                                    Qt.Orientation.Vertical)
+            self.window.resizeDocks([self.dock], [max(self.dock.width(), int(width * 0.42))],
+                                    Qt.Orientation.Horizontal)
         evaluator = session.evaluator
         self._worker.submit(lambda: evaluator.warm_up() and None)  # its thread does the rest
         self.window.statusBar().showMessage(
