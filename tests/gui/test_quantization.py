@@ -22,6 +22,7 @@ from compiler.quant.evaluate import evaluate
 from compiler.quant.quantize import quantize
 from tests.conftest import shared_models
 from tests.gui.helpers import copy_sample, make_window, node_id, open_and_wait
+from views.graph_items import EdgeItem
 from views.quant_colors import sqnr_color
 
 TIMEOUT = 120000
@@ -89,6 +90,10 @@ def test_drag_a_range_see_the_report_figures_and_undo(qtbot, tmp_path, capsys):
     expected = f"{100 * report['accuracy_quantized']:.2f} %"
     assert panel.accuracy.text().startswith(expected)
     assert panel.accuracy.text() != accuracy_before
+    qtbot.mouseClick(panel.overlay, Qt.MouseButton.LeftButton)  # edges tell scale and zero point
+    tips = [item.toolTip() for item in window.canvas.scene().items()
+            if isinstance(item, EdgeItem) and item.value == tensor]
+    assert tips and all(f"scale {after.scale:.6g}, zero point -128" in tip for tip in tips)
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         window.actions_.undo.trigger()
     restored = _row(panel, tensor)
