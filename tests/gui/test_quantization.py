@@ -102,14 +102,18 @@ def test_drag_a_range_see_the_report_figures_and_undo(qtbot, tmp_path, capsys):
     assert tensor not in quant.session.profile.overrides
 
 
+def _box_centre(window, name: str):
+    """Show node `name` and return its box's centre in viewport coordinates."""
+    key, canvas = node_id(window, name), window.canvas
+    canvas.center_on(key)
+    return canvas.mapFromScene(canvas.box_rect(key).center())
+
+
 def test_selection_follows_between_canvas_and_table(qtbot):
     window = make_window(qtbot)
     quant = _calibrate_with_the_dialog(qtbot, window)
-    conv2 = node_id(window, "conv2")
-    canvas = window.canvas
-    canvas.center_on(conv2)
-    centre = canvas.mapFromScene(canvas.box_rect(conv2).center())
-    qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton, pos=centre)
+    qtbot.mouseClick(window.canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=_box_centre(window, "conv2"))
     assert quant.panel.selected_tensor() == "relu2_out"  # conv2's range is its Relu's
     _click_row(qtbot, quant.panel, "pool1_out")
     assert window.canvas.selected_key() == node_id(window, "pool1")
@@ -241,11 +245,7 @@ def test_the_layer_bars_and_one_samples_outputs(qtbot):
 def test_keep_float_from_the_canvas_context_menu(qtbot):
     window = make_window(qtbot)
     quant = _calibrate_with_the_dialog(qtbot, window)
-    conv3 = node_id(window, "conv3")
-    canvas = window.canvas
-    canvas.center_on(conv3)
-    pos = canvas.mapFromScene(canvas.box_rect(conv3).center())
-    canvas.customContextMenuRequested.emit(pos)  # what a right click sends
+    window.canvas.customContextMenuRequested.emit(_box_centre(window, "conv3"))  # a right click
     menu = quant.context_menu
     keep = next(a for a in menu.actions() if a.text() == "Keep Float")
     assert keep.isEnabled() and not keep.isChecked()
