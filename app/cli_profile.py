@@ -61,17 +61,18 @@ def cmd_profile(args) -> int:
     normalization = Normalization(args.scale, _floats(args.mean, "--mean"),
                                   _floats(args.std, "--std"), args.channels)
     data = load_calibration(args.data, graph, normalization)
-    show = sys.stderr.isatty()
+    if sys.stderr.isatty():  # a progress bar; Ctrl+C stops between samples
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    def progress(done: int, total: int) -> None:
-        if show:
-            print(f"\rprofiling: {done:,} of {total:,} samples", end="", file=sys.stderr,
-                  flush=True)
-
-    profile = profile_model(graph, data, Path(args.model).name, args.bins, progress,
-                            equalized=args.equalize)
-    if show:
-        print(file=sys.stderr)
+        columns = ("profiling", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, transient=True) as bar:
+            task = bar.add_task("profile", total=len(data))
+            profile = profile_model(graph, data, Path(args.model).name, args.bins,
+                                    lambda done, _total: bar.update(task, completed=done),
+                                    equalized=args.equalize)
+    else:
+        profile = profile_model(graph, data, Path(args.model).name, args.bins,
+                                equalized=args.equalize)
     write_profile(profile, output)
     print(f"profiled {len(profile.tensors)} tensors of {Path(args.model).name} on "
           f"{len(data):,} samples of {data.source}; wrote {output}")
