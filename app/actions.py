@@ -7,16 +7,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction, QColor, QIcon, QKeySequence, QPainter, QPen, QPixmap
-from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox, QStyle, QToolBar
+from PySide6.QtWidgets import QMainWindow, QMenu, QStyle, QToolBar
 
 from app import settings
-
-ABOUT = """<h3>Kiln</h3>
-<p>A workbench and ahead-of-time compiler for neural networks on microcontrollers.</p>
-<p>Open an ONNX model to see it as a graph; select a node for its properties; edit it safely:
-every change can be undone, and invalid nodes turn red with the reason.</p>
-<p><b>Canvas keys:</b> arrows walk the graph (Up/Down to producers/consumers, Left/Right to
-siblings), Enter shows properties, Escape clears the selection, wheel zooms, drag pans.</p>"""
+from app.help_dialogs import about_box
 
 
 @dataclass
@@ -141,9 +135,12 @@ def build_actions(window: QMainWindow) -> Actions:
     for dock in window.docks.values():
         view_menu.addAction(dock.toggleViewAction())
 
+    view_menu.addAction(_action(window, "&Reset Layout", window.reset_layout, None,
+                                "Put every panel back where it starts"))
     help_menu = bar.addMenu("&Help")
-    help_menu.addAction(_action(window, "&About Kiln",
-                                lambda: QMessageBox.about(window, "About Kiln", ABOUT)))
+    help_menu.addAction(_action(window, "&Keyboard Shortcuts", window.show_shortcuts,
+                                "Ctrl+/", "Every key, read from the menus"))
+    help_menu.addAction(_action(window, "&About Kiln", lambda: about_box(window).exec()))
 
     toolbar = QToolBar("Main", window)
     toolbar.setObjectName("toolbar:main")

@@ -202,6 +202,15 @@ def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
     window.search_bar.search_now()
     save(window.search_bar, "search.png")
     window.search_bar.close_bar()
+    window.show_shortcuts()
+    save(window.shortcuts_dialog, "keyboard_shortcuts.png")
+    window.shortcuts_dialog.close()
+    from app.help_dialogs import about_box
+
+    box = about_box(window)
+    box.show()
+    save(box, "about.png")
+    box.close()
     from app.panels import screenshot_all
 
     screenshot_all(window, save)

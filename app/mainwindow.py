@@ -135,6 +135,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.canvas.viewport().installEventFilter(self)
         self.resize(1400, 900)
+        self.default_state = self.saveState()  # what View > Reset Layout goes back to
         if remember:
             self._restore_settings()
         self._update_title()
@@ -360,6 +361,17 @@ class MainWindow(QMainWindow):
         event.accept()
 
     # -- settings -----------------------------------------------------------------------------
+
+    def reset_layout(self) -> None:
+        """View > Reset Layout: every dock and toolbar where a first start puts it."""
+        self.restoreState(self.default_state)
+
+    def show_shortcuts(self) -> None:
+        """Help > Keyboard Shortcuts."""
+        from app.help_dialogs import ShortcutsDialog
+
+        self.shortcuts_dialog = ShortcutsDialog(self)
+        self.shortcuts_dialog.show()
 
     def _restore_settings(self) -> None:
         store = settings.settings()
