@@ -49,6 +49,7 @@ class Session:
     float_accuracy: float | None = None
     int8_accuracy: float | None = None
     method_ranges: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    request: CalibrationRequest | None = None  # how it was calibrated (sessions keep it)
 
 
 def calibrate_job(graph: Graph, request: CalibrationRequest, model: str):
@@ -66,6 +67,7 @@ def calibrate_job(graph: Graph, request: CalibrationRequest, model: str):
         options = Options(method=request.method, schema=request.schema)
         samples = labelled if labelled is not None else live
         session = make_session(graph, profile, options, samples, labelled, request.samples)
+        session.request = request
         progress.report(0.95, "Evaluating")
         evaluate_session(session)
         return session

@@ -417,10 +417,10 @@ class QuantController(QObject):
             rows.append(Row(name, s.producers.get(name, ""), t.low, t.high, t.scale,
                             quant.zero_point if quant else 0, t.clipped, t.sqnr,
                             t.rmse_over_scale))
-        self._syncing = True
+        was, self._syncing = self._syncing, True  # nested calls keep the outer flag
         p.model.set_rows(rows)
         p.select_tensor(selected)
-        self._syncing = False
+        self._syncing = was
         p.output_sqnr.setText(", ".join(f"{v:.1f} dB" for v in e.output_sqnr.values()))
         p.agreement.setText(f"{100 * e.top1_agreement:.1f} % of {s.evaluator.count}")
         if s.int8_accuracy is not None:
@@ -450,7 +450,7 @@ class QuantController(QObject):
         low, high = s.profile.range_of(tensor) if tensor in s.profile.overrides else \
             self.method_range(tensor, s.options.method)
         quant = params_for(low, high, s.options.schema) if high > low else None
-        self._syncing = True
+        was, self._syncing = self._syncing, True  # nested calls keep the outer flag
         p.histogram.set_histogram(entry.histogram, entry.min, entry.max, low, high,
                                   quant.scale if quant else 0.0)
         p.low.setValue(low)
@@ -462,7 +462,7 @@ class QuantController(QObject):
         p.keep_float.setChecked(tensor in s.profile.keep_float)
         p.bars.selected = tensor
         p.bars.update()
-        self._syncing = False
+        self._syncing = was
         self._dragging(low, high)
 
     def _dragging(self, low: float, high: float) -> None:
@@ -513,9 +513,9 @@ class QuantController(QObject):
             return
         key = self.session.keys.get(tensor)
         if key is not None and key != self.document.selection:
-            self._syncing = True
+            was, self._syncing = self._syncing, True  # nested calls keep the outer flag
             self.window.select_and_center(key)
-            self._syncing = False
+            self._syncing = was
 
     def _canvas_selected(self, key) -> None:
         if self._syncing or self.session is None:
@@ -524,9 +524,9 @@ class QuantController(QObject):
             (t for t, k in self.session.keys.items()
              if k == key and self.panel.model.row_of(t) is not None), None)
         if tensor is not None:
-            self._syncing = True
+            was, self._syncing = self._syncing, True  # nested calls keep the outer flag
             self.panel.select_tensor(tensor)
-            self._syncing = False
+            self._syncing = was
             self._show_selected()
 
     def show_tensor(self, tensor: str) -> None:

@@ -119,6 +119,14 @@ class Profile:
             raise
 
 
+def parse_profile(doc, where: str = "the profile") -> Profile:
+    """A profile from its JSON document (a session holds one); KilnError when malformed."""
+    try:
+        return _parse(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KilnError(f"{where} is not a Kiln profile: {exc}") from None
+
+
 def load_profile(path: str | Path) -> Profile:
     """A JSON profile file, or one clear line saying what is wrong with it (KilnError)."""
     path = Path(path)

@@ -115,6 +115,7 @@ def test_selection_follows_between_canvas_and_table(qtbot):
     qtbot.mouseClick(window.canvas.viewport(), Qt.MouseButton.LeftButton,
                      pos=_box_centre(window, "conv2"))
     assert quant.panel.selected_tensor() == "relu2_out"  # conv2's range is its Relu's
+    assert window.document.selection == node_id(window, "conv2")  # the canvas keeps its own
     _click_row(qtbot, quant.panel, "pool1_out")
     assert window.canvas.selected_key() == node_id(window, "pool1")
 

@@ -1,0 +1,250 @@
+"""File > Save Session / Open Session: a `.kiln` file that brings a working day back.
+
+The session is versioned JSON: the model (its path and SHA-256), the edited graph when there
+are edits (written beside the session as MODEL.edited.onnx, atomically), the pass pipeline,
+target, board and arena option, the quantization profile with every hand-tuned range and the
+samples it was measured on, and the view (zoom, centre, selection, dock layout). Opening it
+checks the model against its hash first: a changed or missing file is reported with the hash
+it should have, never silently replaced by another.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QObject, QPointF, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog
+
+from app.calibrate_dialog import CalibrationRequest
+from app.dialogs import show_error
+from app.quant_session import evaluate_session, make_session
+from app.workers import Job
+from compiler.errors import KilnError
+from compiler.fileio import atomic_write_bytes
+from compiler.frontends.onnx.export import to_onnx
+from compiler.passes import Pipeline
+from compiler.quant.calibration_data import Normalization, load_calibration
+from compiler.quant.profile import parse_profile
+from compiler.quant.quantize import Options
+
+SESSION_VERSION = 1
+SUFFIX = ".kiln"
+
+
+def file_hash(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _selection_json(graph, key):
+    """A canvas key that survives a reload: a node by name (ids are given at load)."""
+    if isinstance(key, int):
+        node = next((n for n in graph.nodes if n.id == key), None)
+        return None if node is None else {"node": node.name}
+    return None if key is None else {"key": str(key)}
+
+
+def _selection_key(graph, doc):
+    if not doc:
+        return None
+    if "node" in doc:
+        return next((n.id for n in graph.nodes if n.name == doc["node"]), None)
+    return doc.get("key")
+
+
+def session_json(window, path: Path) -> dict:
+    """Everything the session file holds (writes the edited model beside `path` if needed)."""
+    doc = window.document
+    if doc.graph is None:
+        raise KilnError("there is no model to keep in a session")
+    model = doc.path
+    edited = None
+    if model is None or doc.is_dirty() or model.suffix.lower() == ".tflite":
+        stem = model.stem if model is not None else "model"
+        edited = path.with_name(f"{path.stem}.{stem}.edited.onnx")
+        atomic_write_bytes(edited, to_onnx(doc.graph).SerializeToString())
+    canvas = window.canvas
+    centre = canvas.visible_scene_rect().center()
+    quant = getattr(window, "quant", None)
+    qs = quant.session if quant is not None else None
+    return {
+        "kiln_session": SESSION_VERSION,
+        "model": {"path": str(model) if model else None,
+                  "sha256": file_hash(model) if model and model.is_file() else None},
+        "edited": None if edited is None else {"file": edited.name,
+                                               "sha256": file_hash(edited)},
+        "pipeline": doc.pipeline.to_json(),
+        "target": doc.target, "board": doc.board, "io_in_arena": doc.io_in_arena,
+        "quantization": None if qs is None or qs.request is None else {
+            "profile": qs.profile.to_json(),
+            "request": {**asdict(qs.request),
+                        "normalization": asdict(qs.request.normalization)}},
+        "view": {"zoom": canvas.zoom_level(), "centre": [centre.x(), centre.y()],
+                 "selection": _selection_json(doc.graph, doc.selection),
+                 "docks": base64.b64encode(bytes(window.saveState())).decode("ascii")},
+    }
+
+
+def save_session(window, path: str | Path) -> Path:
+    """Write the session atomically (write, fsync, rename)."""
+    path = Path(path)
+    if path.suffix != SUFFIX:
+        path = path.with_name(path.name + SUFFIX)
+    doc = session_json(window, path)
+    atomic_write_bytes(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+    return path
+
+
+def read_session(path: str | Path) -> tuple[dict, Path]:
+    """The session's JSON and the model file to open, both checked (KilnError otherwise)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise KilnError(f"cannot read {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise KilnError(f"{path} is not a Kiln session: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("kiln_session") != SESSION_VERSION:
+        raise KilnError(f"{path} is not a Kiln session of version {SESSION_VERSION}")
+    edited = doc.get("edited")
+    if edited:
+        model, want = path.with_name(edited["file"]), edited["sha256"]
+    else:
+        model, want = Path(doc["model"]["path"]), doc["model"]["sha256"]
+    if not model.is_file():
+        raise KilnError(f"{path}: its model {model} is missing (it had SHA-256 {want})")
+    found = file_hash(model)
+    if found != want:
+        raise KilnError(f"{path}: its model {model} changed since the session was saved "
+                        f"(SHA-256 {found}, the session has {want}); it was not opened")
+    return doc, model
+
+
+class SessionController(QObject):
+    """The File menu's Save Session… and Open Session… and what they do.
+
+    Signals:
+        restored(): an opened session is fully applied (model, pipeline, ranges, view).
+    """
+
+    restored = Signal()
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+        self.save_action = QAction("Save Sess&ion…", window)
+        self.save_action.setStatusTip("Keep the model, its edits, pipeline, ranges and view")
+        self.save_action.triggered.connect(self.save_dialog)
+        self.open_action = QAction("Open Sess&ion…", window)
+        self.open_action.setStatusTip("Bring back a saved session")
+        self.open_action.triggered.connect(self.open_dialog)
+        self._pending: dict | None = None
+        self._job: Job | None = None
+        window.modelLoaded.connect(self._model_loaded)
+
+    def save_dialog(self) -> None:
+        """Ask where, then save."""
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save Session", "",
+                                              f"Kiln sessions (*{SUFFIX})")
+        if path:
+            try:
+                saved = save_session(self.window, path)
+            except (KilnError, OSError) as exc:
+                show_error(self.window, "Save session", str(exc))
+                return
+            self.window.statusBar().showMessage(f"Saved session {saved}", 6000)
+
+    def open_dialog(self) -> None:
+        """Ask which, then open."""
+        path, _ = QFileDialog.getOpenFileName(self.window, "Open Session", "",
+                                              f"Kiln sessions (*{SUFFIX})")
+        if path:
+            self.open_session(path)
+
+    def open_session(self, path: str | Path) -> bool:
+        """Open the session's model; the rest is applied once it is on the canvas."""
+        try:
+            doc, model = read_session(path)
+        except KilnError as exc:
+            show_error(self.window, "Open session", str(exc))
+            return False
+        if self.window.open_file(model) is None:
+            return False
+        self._pending = doc
+        return True
+
+    def _model_loaded(self, _path: str) -> None:
+        doc, self._pending = self._pending, None
+        if doc is None:
+            return
+        window, document = self.window, self.window.document
+        document.set_pipeline(Pipeline.from_json(doc["pipeline"], "session pipeline"))
+        document.set_target(doc["target"], doc.get("board"))
+        document.set_io_in_arena(bool(doc.get("io_in_arena")))
+        view = doc["view"]
+        window.restoreState(QByteArray(base64.b64decode(view["docks"])))
+        window.canvas.set_zoom(float(view["zoom"]))
+        window.canvas.centerOn(QPointF(*view["centre"]))
+        selection = _selection_key(document.graph, view.get("selection"))
+        if selection is not None:
+            window.canvas.select(selection)
+            document.select(selection)
+        quant = doc.get("quantization")
+        if quant is None or getattr(window, "quant", None) is None:
+            self.restored.emit()
+            return
+        self._restore_quantization(quant)
+
+    def _restore_quantization(self, quant: dict) -> None:
+        request = dict(quant["request"])
+        request["normalization"] = Normalization(**{
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in request["normalization"].items()})
+        request = CalibrationRequest(**request)
+        profile = parse_profile(quant["profile"])
+        graph = self.window.document.graph
+
+        def work(_progress):
+            live = load_calibration(request.data, graph, request.normalization)
+            labelled = (load_calibration(request.evaluate, graph, request.normalization)
+                        if request.evaluate else None)
+            options = Options(method=request.method, schema=request.schema)
+            session = make_session(graph, profile, options,
+                                   labelled if labelled is not None else live, labelled,
+                                   request.samples)
+            session.request = request
+            evaluate_session(session)
+            return session
+
+        job = Job(work, "Restoring the quantization", self)
+        job.succeeded.connect(self._quant_restored)
+        job.failed.connect(lambda message: show_error(self.window, "Open session", message))
+        self._job = job
+        job.start()
+
+    def _quant_restored(self, session) -> None:
+        self.window.quant.take_session(session)
+        self.restored.emit()
+
+
+def install(window) -> SessionController:
+    """Add Save Session and Open Session to the File menu."""
+    controller = SessionController(window)
+    for top in window.menuBar().actions():
+        if top.text() == "&File" and top.menu() is not None:
+            menu = top.menu()
+            actions = menu.actions()
+            anchor = next((a for a in actions if a.text() == "&Save"), None)
+            index = actions.index(anchor) if anchor in actions else len(actions) - 1
+            before = actions[index] if index < len(actions) else None
+            menu.insertActions(before, [controller.open_action, controller.save_action])
+    return controller
+
+
+def screenshots(window, save) -> None:
+    """Nothing of its own to render."""

@@ -1,0 +1,87 @@
+"""Sessions: save the day's work as a .kiln file, close, open it again: everything is back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.calibrate_dialog import CalibrationRequest
+from app.mainwindow import MainWindow
+from app.sessions import read_session, save_session
+from compiler import edit
+from compiler.errors import KilnError
+from compiler.ir.dump import dump
+from compiler.passes import Pipeline
+from compiler.quant.calibration_data import Normalization
+from tests.gui.helpers import copy_sample, make_window, node_id
+
+TIMEOUT = 120000
+
+
+def _content(graph):
+    """The graph's text and every constant's bytes (equal content, loaded twice)."""
+    return dump(graph), {name: c.data.tobytes() for name, c in graph.constants.items()}
+
+
+def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, tmp_path):
+    model = copy_sample(tmp_path)
+    window = make_window(qtbot, model)
+    doc = window.document
+    doc.apply(edit.rename_node, "Rename", node_id(window, "conv2"), "conv_two")
+    pipeline = Pipeline.from_json(doc.pipeline.to_json())
+    pipeline.passes[1].enabled = False
+    doc.set_pipeline(pipeline)
+    quant = window.quant
+    with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
+        quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
+    quant.set_range(0.0, 2.5, "relu1_out")
+    conv3 = node_id(window, "conv3")
+    window.select_and_center(conv3)
+    assert doc.selection == conv3  # the panel follows the canvas, not the reverse
+    window.canvas.set_zoom(1.7)
+    session = save_session(window, tmp_path / "day")
+    assert session.name == "day.kiln"
+    saved = json.loads(session.read_text())
+    assert saved["edited"]["file"].endswith(".edited.onnx")  # the edits, beside the session
+    graph, overrides = _content(doc.graph), dict(quant.session.profile.overrides)
+    doc.undo_stack.setClean()
+    window.close()
+
+    again = MainWindow(remember=False)
+    qtbot.addWidget(again, before_close_func=lambda w: w.document.undo_stack.setClean())
+    again.show()
+    with qtbot.waitSignal(again.sessions.restored, timeout=TIMEOUT):
+        assert again.sessions.open_session(session)
+    assert _content(again.document.graph) == graph
+    assert again.document.pipeline.to_json() == pipeline.to_json()
+    assert again.quant.session.profile.overrides == overrides
+    conv3 = node_id(again, "conv3")  # ids are given at load: the session keeps the name
+    assert again.document.selection == conv3 and again.canvas.selected_key() == conv3
+    assert again.canvas.zoom_level() == pytest.approx(1.7)
+    assert again.quant.panel.model.row_of("relu1_out") is not None
+
+
+def test_a_changed_or_missing_model_is_reported_with_its_hash(qtbot, tmp_path, message_boxes):
+    model = copy_sample(tmp_path)
+    window = make_window(qtbot, model)
+    session = save_session(window, tmp_path / "s.kiln")  # no edits: the model itself is kept
+    want = json.loads(session.read_text())["model"]["sha256"]
+    model.write_bytes(model.read_bytes() + b"\0")
+    with pytest.raises(KilnError, match=f"changed since the session was saved .*{want}"):
+        read_session(session)
+    assert not window.sessions.open_session(session)
+    assert message_boxes.kinds() == ["critical"] and want in message_boxes.shown[0][2]
+    model.unlink()
+    with pytest.raises(KilnError, match=f"is missing \\(it had SHA-256 {want}\\)"):
+        read_session(session)
+    (tmp_path / "bad.kiln").write_text("{not json")
+    with pytest.raises(KilnError, match="is not a Kiln session"):
+        read_session(tmp_path / "bad.kiln")
+
+
+def test_the_file_menu_offers_sessions(qtbot):
+    window = make_window(qtbot)
+    file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
+    texts = [a.text() for a in file_menu.actions()]
+    assert texts.index("Open Sess&ion…") < texts.index("&Save")
