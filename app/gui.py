@@ -72,7 +72,10 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     window = MainWindow(remember=interactive)  # scripted runs leave the user's settings alone
     if interactive:
         window.show()
-        window.open_file(model)
+        from app.recovery import RESTORE
+
+        if window.recovery.offer() != RESTORE:  # after a crash: its unsaved work first
+            window.open_file(model)
         return app.exec()
 
     folder = Path(args.screenshot) if args.screenshot else HEADLESS_SCREENSHOTS

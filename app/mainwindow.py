@@ -353,6 +353,9 @@ class MainWindow(QMainWindow):
             return
         if self.remember:
             self._save_settings()
+        recovery = getattr(self, "recovery", None)
+        if recovery is not None:
+            recovery.remove()  # a normal close: nothing to recover
         # A model still loading is dropped; its thread must end before the window does.
         for job in (self._load_job, self._layout_job):
             if job is not None:

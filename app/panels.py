@@ -7,11 +7,12 @@ panels for `kiln --screenshot`.
 
 from __future__ import annotations
 
-from app import code_panel, export, memory_panel, quant_screens, sessions, stepping
+from app import code_panel, export, memory_panel, quant_screens, recovery, sessions, stepping
 
 # (window attribute, module)
 FEATURES = (("stepping", stepping), ("memory", memory_panel), ("code", code_panel),
-            ("export", export), ("quant", quant_screens), ("sessions", sessions))
+            ("export", export), ("quant", quant_screens), ("sessions", sessions),
+            ("recovery", recovery))
 
 
 def install_all(window) -> None:

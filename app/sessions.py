@@ -166,8 +166,12 @@ class SessionController(QObject):
         if path:
             self.open_session(path)
 
-    def open_session(self, path: str | Path) -> bool:
-        """Open the session's model; the rest is applied once it is on the canvas."""
+    def open_session(self, path: str | Path, recovered: bool = False) -> bool:
+        """Open the session's model; the rest is applied once it is on the canvas.
+
+        A `recovered` session (autosaved before a crash) comes back as unsaved changes to
+        its model's own file.
+        """
         try:
             doc, model = read_session(path)
         except KilnError as exc:
@@ -175,7 +179,7 @@ class SessionController(QObject):
             return False
         if self.window.open_file(model) is None:
             return False
-        self._pending = doc
+        self._pending = {**doc, "recovered": recovered}
         return True
 
     def _model_loaded(self, _path: str) -> None:
@@ -183,6 +187,11 @@ class SessionController(QObject):
         if doc is None:
             return
         window, document = self.window, self.window.document
+        original = doc["model"].get("path")
+        if doc.get("recovered") and doc.get("edited") and original:
+            document.path = Path(original)  # Save goes to the model, not the recovery folder
+            document.pathChanged.emit()
+            document.undo_stack.resetClean()  # not saved yet: the title says so, close asks
         document.set_pipeline(Pipeline.from_json(doc["pipeline"], "session pipeline"))
         document.set_target(doc["target"], doc.get("board"))
         document.set_io_in_arena(bool(doc.get("io_in_arena")))

@@ -10,6 +10,14 @@ from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
+def recovery_home(tmp_path_factory, monkeypatch):
+    """Autosaved sessions go to a temporary folder, never the user's recovery folder."""
+    path = tmp_path_factory.mktemp("data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
 def settings_dir(tmp_path_factory):
     """A fresh settings folder per test, so tests never read or write the user's settings."""
     path = tmp_path_factory.mktemp("settings")

@@ -1,0 +1,121 @@
+"""Autosave and recovery: a crash never costs the edits and the ranges tuned by hand.
+
+While the document has unsaved changes, the session (`app.sessions`) is written every 30
+seconds, and at once whenever the undo stack's clean state changes, to a per-user recovery
+folder, as `PID.kiln` (each write atomic: write, fsync, rename). A normal close, and a save
+that leaves nothing unsaved, remove it. At the next start, a recovery file whose process is
+gone is a crash's: the window offers to restore it, discard it, or keep it for later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QMessageBox
+
+from app.sessions import SUFFIX, save_session
+from compiler.errors import KilnError
+
+AUTOSAVE_MS = 30_000
+RESTORE, DISCARD, LATER = "restore", "discard", "later"
+
+
+def recovery_dir() -> Path:
+    """The per-user folder of recovery sessions."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kiln" / "recovery"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def orphans() -> list[Path]:
+    """Recovery sessions left by processes that are gone (crashes), newest first."""
+    folder = recovery_dir()
+    found = []
+    for path in folder.glob(f"*{SUFFIX}") if folder.is_dir() else []:
+        try:
+            pid = int(path.stem)
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            found.append(path)
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def discard(path: Path) -> None:
+    """Remove a recovery session and the edited model written beside it."""
+    for file in path.parent.glob(f"{path.stem}.*"):
+        file.unlink(missing_ok=True)
+
+
+class RecoveryController(QObject):
+    """Writes this window's recovery session while it has unsaved changes."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+        self.path = recovery_dir() / f"{os.getpid()}{SUFFIX}"
+        self.timer = QTimer(self)
+        self.timer.setInterval(AUTOSAVE_MS)
+        self.timer.timeout.connect(self.autosave)
+        self.timer.start()
+        window.document.undo_stack.cleanChanged.connect(lambda _clean: self.autosave())
+        window.document.modelOpened.connect(self.remove)
+
+    def autosave(self) -> Path | None:
+        """Write the recovery session now if there is something unsaved; else remove it."""
+        doc = self.window.document
+        if doc.graph is None or not doc.is_dirty():
+            self.remove()
+            return None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return save_session(self.window, self.path)
+        except (KilnError, OSError) as exc:  # never in the user's way: say it, go on
+            self.window.statusBar().showMessage(f"Autosave failed: {exc}", 8000)
+            return None
+
+    def remove(self) -> None:
+        """Nothing to recover any more (a normal close, a save, another model)."""
+        discard(self.path)
+
+    def offer(self) -> str | None:
+        """At start: ask what to do with a crash's recovery session (the newest one)."""
+        left = orphans()
+        if not left:
+            return None
+        path = left[0]
+        buttons = (QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Discard
+                   | QMessageBox.StandardButton.Ignore)
+        answer = QMessageBox.question(
+            self.window, "Recover unsaved work",
+            f"Kiln closed without saving your last changes. Open the recovered session "
+            f"({path.name}) now, discard it, or keep it for later (Ignore)?", buttons,
+            QMessageBox.StandardButton.Open)
+        if answer == QMessageBox.StandardButton.Open:
+            if self.window.sessions.open_session(path, recovered=True):
+                self.window.sessions.restored.connect(lambda: discard(path))
+            return RESTORE
+        if answer == QMessageBox.StandardButton.Discard:
+            discard(path)
+            return DISCARD
+        return LATER
+
+
+def install(window) -> RecoveryController:
+    """Start autosaving for `window`; returns the controller (`window.recovery`)."""
+    return RecoveryController(window)
+
+
+def screenshots(window, save) -> None:
+    """The recovery prompt is a message box: `kiln --screenshot` does not render it."""

@@ -1,0 +1,117 @@
+"""Autosave and recovery: a killed Kiln loses nothing; a normal close leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from PySide6.QtWidgets import QMessageBox
+
+from app import recovery
+from app.mainwindow import MainWindow
+from tests.gui.helpers import copy_sample, make_window
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 120000
+
+# A Kiln window in another process: open the model, edit it, tune a range, let the autosave
+# write, say so, then wait to be killed.
+CHILD = """
+import sys, time
+from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QEventLoop, QTimer
+app = QApplication([])
+from app.mainwindow import MainWindow
+from app.calibrate_dialog import CalibrationRequest
+from app.quant_screens import calibrate_now
+from compiler import edit
+from compiler.quant.calibration_data import Normalization
+window = MainWindow(remember=False)
+window.show()
+loop = QEventLoop(); window.modelLoaded.connect(loop.quit)
+window.open_file(sys.argv[1]); loop.exec()
+doc = window.document
+node = next(n for n in doc.graph.nodes if n.name == "conv2")
+doc.apply(edit.rename_node, "Rename", node.id, "conv_two")
+calibrate_now(window.quant, CalibrationRequest("digits:train", "digits:test", Normalization()))
+window.quant.set_range(0.0, 2.25, "relu1_out")
+window.recovery.autosave()
+print("saved", flush=True)
+while True:
+    app.processEvents(); time.sleep(0.05)
+"""
+
+
+def test_after_a_kill_the_next_start_restores_the_graph_and_ranges(qtbot, tmp_path,
+                                                                   message_boxes):
+    model = copy_sample(tmp_path)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(model)], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "saved" not in line and time.monotonic() < deadline:
+            line = child.stdout.readline()
+            if not line and child.poll() is not None:
+                raise AssertionError(child.stderr.read())
+        assert "saved" in line
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    left = recovery.orphans()
+    assert [p.name for p in left] == [f"{child.pid}.kiln"]
+    saved = json.loads(left[0].read_text())
+    assert saved["quantization"]["profile"]["overrides"]["relu1_out"] == {"max": 2.25,
+                                                                          "min": 0.0}
+
+    window = MainWindow(remember=False)
+    qtbot.addWidget(window, before_close_func=lambda w: w.document.undo_stack.setClean())
+    window.show()
+    message_boxes.answer = QMessageBox.StandardButton.Open
+    with qtbot.waitSignal(window.sessions.restored, timeout=TIMEOUT):
+        assert window.recovery.offer() == recovery.RESTORE
+    assert message_boxes.kinds() == ["question"]
+    doc = window.document
+    assert any(n.name == "conv_two" for n in doc.graph.nodes)
+    assert window.quant.session.profile.overrides["relu1_out"] == {"min": 0.0, "max": 2.25}
+    assert doc.path == model and doc.is_dirty()  # unsaved changes to the model's own file
+    qtbot.waitUntil(lambda: not recovery.orphans(), timeout=5000)  # taken back: gone
+
+
+def test_discard_and_later_and_a_normal_close(qtbot, tmp_path, message_boxes):
+    folder = recovery.recovery_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = folder / f"{dead}.kiln"
+    stale.write_text("{}")
+    window = make_window(qtbot)
+    message_boxes.answer = QMessageBox.StandardButton.Ignore
+    assert window.recovery.offer() == recovery.LATER and stale.exists()
+    message_boxes.answer = QMessageBox.StandardButton.Discard
+    assert window.recovery.offer() == recovery.DISCARD and not stale.exists()
+    assert window.recovery.offer() is None
+
+    model = copy_sample(tmp_path)
+    window = make_window(qtbot, model)
+    from compiler import edit
+
+    node = next(n for n in window.document.graph.nodes if n.name == "conv1")
+    window.document.apply(edit.rename_node, "Rename", node.id, "first")  # autosaves at once
+    mine = window.recovery.path
+    assert mine.exists() and json.loads(mine.read_text())["edited"]
+    assert window.save()  # nothing unsaved any more: the recovery file goes
+    assert not mine.exists()
+    window.document.apply(edit.rename_node, "Rename", node.id, "again")
+    assert mine.exists()
+    message_boxes.answer = QMessageBox.StandardButton.Discard
+    window.close()  # a normal close (the question answered): nothing left to recover
+    assert not mine.exists() and not list(folder.glob(f"{os.getpid()}.*"))
