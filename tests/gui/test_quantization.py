@@ -90,6 +90,8 @@ def test_drag_a_range_see_the_report_figures_and_undo(qtbot, tmp_path, capsys):
     expected = f"{100 * report['accuracy_quantized']:.2f} %"
     assert panel.accuracy.text().startswith(expected)
     assert panel.accuracy.text() != accuracy_before
+    print(f"clipped {before.clipped:.4f} -> {after.clipped:.4f}; accuracy {accuracy_before} -> "
+          f"{panel.accuracy.text()}")
     qtbot.mouseClick(panel.overlay, Qt.MouseButton.LeftButton)  # edges tell scale and zero point
     tips = [item.toolTip() for item in window.canvas.scene().items()
             if isinstance(item, EdgeItem) and item.value == tensor]
