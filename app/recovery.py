@@ -19,6 +19,9 @@ from app.sessions import SUFFIX, save_session
 from compiler.errors import KilnError
 
 AUTOSAVE_MS = 30_000
+TITLE = "Recover unsaved work"
+BUTTONS = (QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Discard
+           | QMessageBox.StandardButton.Ignore)
 RESTORE, DISCARD, LATER = "restore", "discard", "later"
 
 
@@ -50,6 +53,12 @@ def orphans() -> list[Path]:
         if pid != os.getpid() and not _alive(pid):
             found.append(path)
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def prompt(path: Path) -> str:
+    """The question asked at start after a crash."""
+    return (f"Kiln closed without saving your last changes. Open the recovered session "
+            f"({path.name}) now, discard it, or keep it for later (Ignore)?")
 
 
 def discard(path: Path) -> None:
@@ -95,13 +104,8 @@ class RecoveryController(QObject):
         if not left:
             return None
         path = left[0]
-        buttons = (QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Discard
-                   | QMessageBox.StandardButton.Ignore)
-        answer = QMessageBox.question(
-            self.window, "Recover unsaved work",
-            f"Kiln closed without saving your last changes. Open the recovered session "
-            f"({path.name}) now, discard it, or keep it for later (Ignore)?", buttons,
-            QMessageBox.StandardButton.Open)
+        answer = QMessageBox.question(self.window, TITLE, prompt(path), BUTTONS,
+                                      QMessageBox.StandardButton.Open)
         if answer == QMessageBox.StandardButton.Open:
             if self.window.sessions.open_session(path, recovered=True):
                 self.window.sessions.restored.connect(lambda: discard(path))
@@ -118,4 +122,9 @@ def install(window) -> RecoveryController:
 
 
 def screenshots(window, save) -> None:
-    """The recovery prompt is a message box: `kiln --screenshot` does not render it."""
+    """The question a start after a crash asks (as a box that is shown, not run)."""
+    box = QMessageBox(QMessageBox.Icon.Question, TITLE,
+                      prompt(recovery_dir() / "12345.kiln"), BUTTONS, window)
+    box.show()
+    save(box, "recovery_prompt.png")
+    box.close()
