@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-SAMPLE := resources/models/digits_cnn.onnx
+SAMPLE := app/resources/models/digits_cnn.onnx
 OUT := out
 # The MLPerf Tiny models, float and int8, `make bench` times against onnxruntime and LiteRT
 # (their .tflite twins in ../shared/models/tflite).
@@ -21,7 +21,7 @@ DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig
 # otherwise pull in hundreds of desktop libraries).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc lld-14 qemu-user
 
-.PHONY: setup system-packages run test lint bench docs clean
+.PHONY: setup system-packages run test lint bench docs clean dist
 
 # As root, install the Debian packages that are missing (nothing happens when all are there).
 system-packages:
@@ -49,6 +49,11 @@ setup: system-packages $(STAMP)
 # offscreen and says where it wrote the screenshots.
 run: setup
 	$(VENV)/bin/kiln
+
+# The wheel (`pip install dist/kiln-*.whl` gives a working `kiln`, sample model inside).
+dist: setup
+	rm -rf dist
+	$(PY) -m pip wheel -q --no-deps -w dist .
 
 lint: setup
 	$(VENV)/bin/ruff check .

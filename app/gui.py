@@ -10,7 +10,7 @@ from pathlib import Path
 
 from compiler.errors import KilnError, one_line
 
-SAMPLE_MODEL = Path(__file__).resolve().parents[1] / "resources" / "models" / "digits_cnn.onnx"
+SAMPLE_MODEL = Path(__file__).resolve().parent / "resources" / "models" / "digits_cnn.onnx"
 
 # Where the headless fallback writes its screenshots (relative to the working directory).
 HEADLESS_SCREENSHOTS = Path("out") / "screenshots"
@@ -29,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def sample_model() -> Path:
-    """The bundled sample model (resources/ beside the packages, as in the checkout)."""
+    """The bundled sample model (package data of `app`, in a checkout and installed alike)."""
     if not SAMPLE_MODEL.is_file():
         raise KilnError(f"the bundled sample model {SAMPLE_MODEL.name} is missing")
     return SAMPLE_MODEL

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MODELS = ROOT.parent / "shared" / "models"
-SAMPLE_MODEL = ROOT / "resources" / "models" / "digits_cnn.onnx"
+SAMPLE_MODEL = ROOT / "app" / "resources" / "models" / "digits_cnn.onnx"
 
 
 def shared_models() -> Path:

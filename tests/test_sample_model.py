@@ -17,8 +17,8 @@ import onnxruntime as ort
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-MODELS_DIR = PROJECT_ROOT / "resources" / "models"
-SCRIPT_PATH = MODELS_DIR / "train_digits_cnn.py"
+MODELS_DIR = PROJECT_ROOT / "app" / "resources" / "models"
+SCRIPT_PATH = PROJECT_ROOT / "tools" / "train_digits_cnn.py"
 ONNX_PATH = MODELS_DIR / "digits_cnn.onnx"
 JSON_PATH = MODELS_DIR / "digits_cnn.json"
 MIN_ACCURACY = 0.95

@@ -34,7 +34,7 @@ from compiler.quant.calibration_data import CalibrationData, load_calibration  #
 from compiler.quant.profiler import profile_model  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "models"
-SAMPLE = ROOT / "resources" / "models" / "digits_cnn.onnx"
+SAMPLE = ROOT / "app" / "resources" / "models" / "digits_cnn.onnx"
 SAMPLES = 1000
 BLOCKS = 5
 

@@ -40,7 +40,7 @@ from compiler.quant.profiler import profile_model  # noqa: E402
 from compiler.quant.quantize import Options, quantize  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "models"
-SAMPLE = ROOT / "resources" / "models" / "digits_cnn.onnx"
+SAMPLE = ROOT / "app" / "resources" / "models" / "digits_cnn.onnx"
 BINS = 512
 
 

@@ -16,7 +16,7 @@ from compiler.inputs import random_inputs
 from compiler.interpreter import run
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = [ROOT / "resources" / "models" / "digits_cnn.onnx"]
+MODELS = [ROOT / "app" / "resources" / "models" / "digits_cnn.onnx"]
 MODELS += sorted((ROOT.parent / "shared" / "models" / "onnx").glob("*.onnx"))
 
 

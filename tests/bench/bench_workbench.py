@@ -30,7 +30,7 @@ from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "models"
-SAMPLE = ROOT / "resources" / "models" / "digits_cnn.onnx"
+SAMPLE = ROOT / "app" / "resources" / "models" / "digits_cnn.onnx"
 MOVES = 240
 
 

@@ -11,7 +11,7 @@ from compiler.ir.graph import Graph, Value
 from compiler.ir.types import TensorType
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "resources" / "models" / "digits_cnn.onnx"
+SAMPLE = ROOT / "app" / "resources" / "models" / "digits_cnn.onnx"
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 DENSENET = LIGHT / "light_densenet121.onnx"
 INCEPTION = LIGHT / "light_inception_v1.onnx"

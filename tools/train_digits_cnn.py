@@ -8,7 +8,7 @@ the shipped file and its accuracy record always agree. A fixed seed makes every 
 byte-identical ``digits_cnn.onnx``.
 
 Usage:
-    python resources/models/train_digits_cnn.py
+    python tools/train_digits_cnn.py
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "app" / "resources" / "models"
 ONNX_PATH = HERE / "digits_cnn.onnx"
 JSON_PATH = HERE / "digits_cnn.json"
 
@@ -340,6 +340,7 @@ def build_model(params: dict[str, np.ndarray]) -> onnx.ModelProto:
             "Kiln sample model: a small CNN classifying scikit-learn's 8x8 digits (load_digits). "
             "Input 'image' is float32 [1,1,8,8] with pixels scaled to 0..1 (raw value / 16); "
             "output 'logits' is float32 [1,10], unnormalised class scores for digits 0-9. "
+            # The script's first home, kept so that a rerun gives the committed bytes.
             f"Trained with numpy (seed {SEED}) by resources/models/train_digits_cnn.py."
         ),
     )
