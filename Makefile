@@ -14,14 +14,15 @@ KILN_BENCH_MODELS := ad01_fp32 kws_ref_model_float32 pretrainedResnet vww_96_flo
 # Debian libraries Qt needs offscreen and on a real (or Xvfb) display, and a font for text.
 DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \
   libglib2.0-0 fonts-dejavu-core libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 \
-  libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0
+  libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0 desktop-file-utils \
+  shared-mime-info
 # Cross compiler, newlib (semihosting libc) and QEMU for the Cortex-M firmware tests, the host
 # C compiler (host bundles, QEMU's instruction-counting plugin), and lld with qemu-user for
 # running AArch64 and RISC-V 32 objects; installed without recommends (qemu-system-arm would
 # otherwise pull in hundreds of desktop libraries).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc lld-14 qemu-user
 
-.PHONY: setup system-packages run test lint bench docs clean dist
+.PHONY: setup system-packages run test lint bench docs clean dist install-desktop
 
 # As root, install the Debian packages that are missing (nothing happens when all are there).
 system-packages:
@@ -54,6 +55,16 @@ run: setup
 dist: setup
 	rm -rf dist
 	$(PY) -m pip wheel -q --no-deps -w dist .
+
+# The desktop entry, icon and MIME types, for this user.
+DATA_HOME := $(or $(XDG_DATA_HOME),$(HOME)/.local/share)
+install-desktop:
+	install -D -m 644 packaging/kiln.desktop $(DATA_HOME)/applications/kiln.desktop
+	install -D -m 644 packaging/kiln.svg $(DATA_HOME)/icons/hicolor/scalable/apps/kiln.svg
+	install -D -m 644 packaging/kiln-mime.xml $(DATA_HOME)/mime/packages/kiln.xml
+	-command -v update-mime-database >/dev/null && update-mime-database $(DATA_HOME)/mime
+	-command -v update-desktop-database >/dev/null && \
+	  update-desktop-database $(DATA_HOME)/applications
 
 lint: setup
 	$(VENV)/bin/ruff check .
