@@ -25,9 +25,11 @@ ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc ll
 .PHONY: setup system-packages run test lint bench docs clean dist install-desktop
 
 # As root, install the Debian packages that are missing (nothing happens when all are there).
+# A package removed but not purged still has a status: only "install ok installed" counts.
+INSTALLED = dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed"
 system-packages:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	arm=$$(for p in $(ARM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do $(INSTALLED) || echo $$p; done); \
+	arm=$$(for p in $(ARM_PACKAGES); do $(INSTALLED) || echo $$p; done); \
 	if [ -n "$$missing$$arm" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
 	    { [ -z "$$missing" ] || apt-get install -y -qq $$missing; } && \
