@@ -411,12 +411,8 @@ class QuantController(QObject):
             return
         e = s.evaluation
         selected = self.tensor()
-        rows = []
-        for name, t in e.tensors.items():
-            quant = params_for(t.low, t.high, s.options.schema) if t.high > t.low else None
-            rows.append(Row(name, s.producers.get(name, ""), t.low, t.high, t.scale,
-                            quant.zero_point if quant else 0, t.clipped, t.sqnr,
-                            t.rmse_over_scale))
+        rows = [Row(name, s.producers.get(name, ""), t.low, t.high, t.scale, t.zero_point,
+                    t.clipped, t.sqnr, t.rmse_over_scale) for name, t in e.tensors.items()]
         was, self._syncing = self._syncing, True  # nested calls keep the outer flag
         p.model.set_rows(rows)
         p.select_tensor(selected)
@@ -496,12 +492,9 @@ class QuantController(QObject):
         if not self.panel.overlay.isChecked() or s is None or s.evaluation is None:
             canvas.set_overlay({}, {})
             return
-        notes = {}
-        for name, t in s.evaluation.tensors.items():
-            quant = params_for(t.low, t.high, s.options.schema) if t.high > t.low else None
-            if quant is not None:
-                notes[name] = (f"{quant.dtype}: scale {quant.scale:.6g}, zero point "
-                               f"{quant.zero_point}; SQNR {t.sqnr:.1f} dB")
+        dtype = "uint8" if s.options.schema.startswith("uint8") else "int8"
+        notes = {name: f"{dtype}: scale {t.scale:.6g}, zero point {t.zero_point}; SQNR "
+                       f"{t.sqnr:.1f} dB" for name, t in s.evaluation.tensors.items()}
         canvas.set_overlay(self.node_colors(), notes)
 
     # -- selection both ways -------------------------------------------------------------------

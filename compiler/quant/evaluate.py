@@ -60,6 +60,7 @@ class TensorReport:
     clipped: float  # fraction of float values outside [low, high]
     sqnr: float
     rmse_over_scale: float
+    zero_point: int = 0
 
 
 @dataclass
@@ -88,7 +89,8 @@ class QuantReport:
                 "accuracy_quantized": self.accuracy_quantized,
                 "tensors": [{"name": t.name, "min": t.low, "max": t.high, "scale": t.scale,
                              "clipped": t.clipped, "sqnr_db": number(t.sqnr),
-                             "rmse_over_scale": t.rmse_over_scale} for t in self.tensors]}
+                             "rmse_over_scale": t.rmse_over_scale, "zero_point": t.zero_point}
+                            for t in self.tensors]}
 
 
 def tensor_report(name: str, f: np.ndarray, q: np.ndarray, scale: float, zero: int,
@@ -101,7 +103,7 @@ def tensor_report(name: str, f: np.ndarray, q: np.ndarray, scale: float, zero: i
     low, high = (qmin - zero) * scale, (qmax - zero) * scale
     f = np.asarray(f).reshape(-1)
     if not f.size:
-        return TensorReport(name, low, high, scale, 0.0, math.inf, 0.0)
+        return TensorReport(name, low, high, scale, 0.0, math.inf, 0.0, zero)
     clipped = (np.count_nonzero(f < low) + np.count_nonzero(f > high)) / f.size
     if signal is None:
         signal, noise = _powers(f, q)
@@ -109,7 +111,7 @@ def tensor_report(name: str, f: np.ndarray, q: np.ndarray, scale: float, zero: i
         d = np.subtract(f, np.asarray(q).reshape(-1), dtype=np.float64)
         noise = float(d @ d)
     return TensorReport(name, low, high, scale, clipped, _sqnr(signal, noise),
-                        math.sqrt(noise / f.size) / scale)
+                        math.sqrt(noise / f.size) / scale, zero)
 
 
 def quantized_pairs(qdq: Graph) -> dict[str, tuple[str, float, int, str]]:
