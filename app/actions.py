@@ -138,6 +138,8 @@ def build_actions(window: QMainWindow) -> Actions:
     view_menu.addAction(_action(window, "&Reset Layout", window.reset_layout, None,
                                 "Put every panel back where it starts"))
     help_menu = bar.addMenu("&Help")
+    help_menu.addAction(_action(window, "&User Guide", window.show_guide, "F1",
+                                "What every panel and command does"))
     help_menu.addAction(_action(window, "&Keyboard Shortcuts", window.show_shortcuts,
                                 "Ctrl+/", "Every key, read from the menus"))
     help_menu.addAction(_action(window, "&About Kiln", lambda: about_box(window).exec()))

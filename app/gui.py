@@ -208,6 +208,9 @@ def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
     window.show_shortcuts()
     save(window.shortcuts_dialog, "keyboard_shortcuts.png")
     window.shortcuts_dialog.close()
+    window.show_guide()
+    save(window.guide_dialog, "user_guide.png")
+    window.guide_dialog.close()
     from app.help_dialogs import about_box
 
     box = about_box(window)

@@ -1,4 +1,4 @@
-"""Help > Keyboard Shortcuts and Help > About.
+"""Help > User Guide, Help > Keyboard Shortcuts and Help > About.
 
 The shortcuts window is built from the window's actions each time it opens, so it never lists
 a key that is gone or misses one a feature added; About names the versions a bug report needs.
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QTableWidget,
     QTableWidgetItem,
+    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -95,6 +96,36 @@ def _actions(menu: QMenu) -> list[QAction]:
         elif not action.isSeparator():
             found.append(action)
     return found
+
+
+def guide_text() -> str:
+    """The user guide: the README the installed package carries as its long description.
+
+    The same text in a checkout (editable install) and in a wheel, with nothing to keep in
+    step by hand.
+    """
+    try:
+        meta = metadata.metadata("kiln")
+    except metadata.PackageNotFoundError:
+        return "Kiln is not installed as a package; its guide is the README of its source."
+    return meta.get_payload() or meta.get("Description") or ""
+
+
+class GuideDialog(QDialog):
+    """Help > User Guide: the guide rendered from Markdown, links open in the browser."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Kiln User Guide")
+        self.resize(900, 760)
+        self.browser = QTextBrowser()
+        self.browser.setOpenExternalLinks(True)
+        self.browser.setMarkdown(guide_text())
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.browser)
+        layout.addWidget(buttons)
 
 
 class ShortcutsDialog(QDialog):

@@ -369,6 +369,13 @@ class MainWindow(QMainWindow):
         """View > Reset Layout: every dock and toolbar where a first start puts it."""
         self.restoreState(self.default_state)
 
+    def show_guide(self) -> None:
+        """Help > User Guide."""
+        from app.help_dialogs import GuideDialog
+
+        self.guide_dialog = GuideDialog(self)
+        self.guide_dialog.show()
+
     def show_shortcuts(self) -> None:
         """Help > Keyboard Shortcuts."""
         from app.help_dialogs import ShortcutsDialog

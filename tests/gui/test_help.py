@@ -43,3 +43,11 @@ def test_reset_layout_puts_the_docks_back(qtbot):
     window.docks["minimap"].setFloating(True)
     _menu_action(window, "&View", "&Reset Layout").trigger()
     assert memory.isVisible() and not window.docks["minimap"].isFloating()
+
+
+def test_the_user_guide_is_the_packaged_readme(qtbot):
+    window = make_window(qtbot)
+    _menu_action(window, "&Help", "&User Guide").trigger()
+    text = window.guide_dialog.browser.toPlainText()
+    assert "Quantization" in text and "kiln profile" in text  # the README's own sections
+    assert ("Help", "User Guide", "F1") in shortcut_rows(window)
