@@ -239,6 +239,18 @@ class QuantPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split)
 
+    def clear(self) -> None:
+        """Show nothing of any model (not calibrated, or another model opened)."""
+        self.model.set_rows([])
+        self.histogram.clear("Not calibrated.")
+        for label in (self.output_sqnr, self.agreement, self.accuracy):
+            label.setText("–")
+        self.worst.clear()
+        self.bars.set_rows([])
+        self.outputs.setRowCount(0)
+        self.outputs_note.clear()
+        self.live.clear()
+
     def show_outputs(self, index: int, floating, integer) -> None:
         """One sample's outputs, float and int8, element by element (the top classes marked)."""
         self.outputs.setRowCount(len(floating))

@@ -405,8 +405,7 @@ class QuantController(QObject):
     def _show(self) -> None:
         p, s = self.panel, self.session
         if s is None or s.evaluation is None:
-            p.model.set_rows([])
-            p.histogram.clear("Not calibrated.")
+            p.clear()
             self.show_overlay()
             return
         e = s.evaluation

@@ -212,10 +212,15 @@ def test_opening_another_model_mid_evaluation_forgets_the_session(qtbot, message
     message_boxes.answer = QMessageBox.StandardButton.Discard  # the range edit is unsaved
     open_and_wait(qtbot, window, SAMPLE_MODEL)
     assert message_boxes.kinds() == ["question"]
-    assert quant.session is None and quant.panel.model.rows == []
+    panel = quant.panel
+    assert quant.session is None and panel.model.rows == []
+    # No readout of the first model stays on screen.
+    assert [panel.output_sqnr.text(), panel.agreement.text(), panel.accuracy.text()] == ["–"] * 3
+    assert panel.worst.count() == 0 and panel.bars.rows == [] and panel.outputs.rowCount() == 0
     assert window.document.undo_stack.count() == 0
     qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
     assert quant.session is None and window.canvas.overlay() == {}
+    assert panel.model.rows == [] and panel.accuracy.text() == "–"  # the late result too
 
 
 def test_the_layer_bars_and_one_samples_outputs(qtbot):
