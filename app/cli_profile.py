@@ -6,6 +6,7 @@ progress on a terminal and writes the profile.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -61,17 +62,18 @@ def cmd_profile(args) -> int:
     normalization = Normalization(args.scale, _floats(args.mean, "--mean"),
                                   _floats(args.std, "--std"), args.channels)
     data = load_calibration(args.data, graph, normalization)
+    bar, progress = contextlib.nullcontext(), None
     if sys.stderr.isatty():  # a progress bar; Ctrl+C stops between samples
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-        columns = ("profiling", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-        with Progress(*columns, transient=True) as bar:
-            task = bar.add_task("profile", total=len(data))
-            profile = profile_model(graph, data, Path(args.model).name, args.bins,
-                                    lambda done, _total: bar.update(task, completed=done),
-                                    equalized=args.equalize)
-    else:
-        profile = profile_model(graph, data, Path(args.model).name, args.bins,
+        bar = Progress("profiling", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                       transient=True)
+        task = bar.add_task("profile", total=len(data))
+
+        def progress(done: int, _total: int) -> None:
+            bar.update(task, completed=done)
+    with bar:
+        profile = profile_model(graph, data, Path(args.model).name, args.bins, progress,
                                 equalized=args.equalize)
     write_profile(profile, output)
     print(f"profiled {len(profile.tensors)} tensors of {Path(args.model).name} on "

@@ -52,25 +52,43 @@ class Session:
     request: CalibrationRequest | None = None  # how it was calibrated (sessions keep it)
 
 
+def read_samples(graph: Graph, request: CalibrationRequest
+                 ) -> tuple[CalibrationData, CalibrationData | None]:
+    """(calibration samples, labelled samples or None) that `request` names."""
+    live = load_calibration(request.data, graph, request.normalization)
+    labelled = (load_calibration(request.evaluate, graph, request.normalization)
+                if request.evaluate else None)
+    return live, labelled
+
+
+def session_from_profile(graph: Graph, profile: Profile, request: CalibrationRequest,
+                         samples: tuple[CalibrationData, CalibrationData | None] | None = None
+                         ) -> Session:
+    """The evaluated session of `profile` on `request`'s samples (read unless given).
+
+    For a calibration, a loaded profile file and a restored `.kiln` session alike.
+    """
+    live, labelled = samples if samples is not None else read_samples(graph, request)
+    options = Options(method=request.method, schema=request.schema)
+    session = make_session(graph, profile, options, labelled if labelled is not None else live,
+                           labelled, request.samples)
+    session.request = request
+    evaluate_session(session)
+    return session
+
+
 def calibrate_job(graph: Graph, request: CalibrationRequest, model: str):
     """The function of a worker that profiles `graph` and evaluates the result."""
     def work(progress: Progress) -> Session:
         progress.report(0.0, "Reading the samples")
-        live = load_calibration(request.data, graph, request.normalization)
-        labelled = (load_calibration(request.evaluate, graph, request.normalization)
-                    if request.evaluate else None)
+        samples = read_samples(graph, request)
         profile = profile_model(
-            graph, live, model, request.bins,
+            graph, samples[0], model, request.bins,
             progress=lambda done, total: progress.report(
                 0.9 * done / total, f"Profiling {done:,} of {total:,} samples"),
             cancelled=progress.is_cancelled)
-        options = Options(method=request.method, schema=request.schema)
-        samples = labelled if labelled is not None else live
-        session = make_session(graph, profile, options, samples, labelled, request.samples)
-        session.request = request
         progress.report(0.95, "Evaluating")
-        evaluate_session(session)
-        return session
+        return session_from_profile(graph, profile, request, samples)
     return work
 
 

@@ -26,14 +26,14 @@ from app.quant_session import (
     Session,
     calibrate_job,
     evaluate_session,
-    make_session,
     profile_path,
     sample_outputs,
+    session_from_profile,
 )
-from app.workers import Job, Progress, SerialWorker
+from app.workers import Job, SerialWorker
 from compiler.errors import KilnError
 from compiler.quant.calibrate import choose_range, histogram_error, params_for
-from compiler.quant.calibration_data import load_calibration
+from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import load_profile
 from compiler.quant.profiler import calibration_graph
 from compiler.quant.quantize import Options, quantize
@@ -566,19 +566,15 @@ class QuantController(QObject):
         try:
             profile = load_profile(path)
             profile.check_graph(calibration_graph(graph, profile.equalized), str(path))
-            source = str(profile.data.get("source", ""))
-            data = load_calibration(source, graph)
         except KilnError as exc:
             show_error(self.window, "Load profile", str(exc))
             return None
-        labelled = load_calibration("digits:test", graph) if source == "digits:train" else None
-
-        def work(_progress: Progress) -> Session:
-            session = make_session(graph, profile, Options(), labelled or data, labelled, 100)
-            evaluate_session(session)
-            return session
-
-        job = Job(work, "Evaluating the profile", self)
+        source = str(profile.data.get("source", ""))
+        # The samples it was measured on; the digits' held-out split measures the sample CNN.
+        request = CalibrationRequest(source, "digits:test" if source == "digits:train" else "",
+                                     Normalization())
+        job = Job(lambda _progress: session_from_profile(graph, profile, request),
+                  "Evaluating the profile", self)
         job.succeeded.connect(self._calibrated)
         job.failed.connect(self._calibration_failed)
         self.calibration_job = job

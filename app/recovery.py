@@ -74,6 +74,7 @@ class RecoveryController(QObject):
         super().__init__(window)
         self.window = window
         self.path = recovery_dir() / f"{os.getpid()}{SUFFIX}"
+        self._written: int | None = None  # undo index of the last write
         self.timer = QTimer(self)
         self.timer.setInterval(AUTOSAVE_MS)
         self.timer.timeout.connect(self.autosave)
@@ -87,9 +88,14 @@ class RecoveryController(QObject):
         if doc.graph is None or not doc.is_dirty():
             self.remove()
             return None
+        index = doc.undo_stack.index()  # every edit and range change is an undo step
+        if index == self._written and self.path.is_file():
+            return self.path  # nothing new since the last write
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            return save_session(self.window, self.path)
+            saved = save_session(self.window, self.path)
+            self._written = index
+            return saved
         except (KilnError, OSError) as exc:  # never in the user's way: say it, go on
             self.window.statusBar().showMessage(f"Autosave failed: {exc}", 8000)
             return None
@@ -97,6 +103,7 @@ class RecoveryController(QObject):
     def remove(self) -> None:
         """Nothing to recover any more (a normal close, a save, another model)."""
         discard(self.path)
+        self._written = None
 
     def offer(self) -> str | None:
         """At start: ask what to do with a crash's recovery session (the newest one)."""

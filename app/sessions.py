@@ -22,15 +22,14 @@ from PySide6.QtWidgets import QFileDialog
 
 from app.calibrate_dialog import CalibrationRequest
 from app.dialogs import show_error
-from app.quant_session import evaluate_session, make_session
+from app.quant_session import session_from_profile
 from app.workers import Job
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
 from compiler.frontends.onnx.export import to_onnx
 from compiler.passes import Pipeline
-from compiler.quant.calibration_data import Normalization, load_calibration
+from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import parse_profile
-from compiler.quant.quantize import Options
 
 SESSION_VERSION = 1
 SUFFIX = ".kiln"
@@ -218,19 +217,8 @@ class SessionController(QObject):
         profile = parse_profile(quant["profile"])
         graph = self.window.document.graph
 
-        def work(_progress):
-            live = load_calibration(request.data, graph, request.normalization)
-            labelled = (load_calibration(request.evaluate, graph, request.normalization)
-                        if request.evaluate else None)
-            options = Options(method=request.method, schema=request.schema)
-            session = make_session(graph, profile, options,
-                                   labelled if labelled is not None else live, labelled,
-                                   request.samples)
-            session.request = request
-            evaluate_session(session)
-            return session
-
-        job = Job(work, "Restoring the quantization", self)
+        job = Job(lambda _progress: session_from_profile(graph, profile, request),
+                  "Restoring the quantization", self)
         job.succeeded.connect(self._quant_restored)
         job.failed.connect(lambda message: show_error(self.window, "Open session", message))
         self._job = job

@@ -172,6 +172,7 @@ def test_the_profile_is_saved_beside_the_model(qtbot, tmp_path):
     with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
         quant.load_profile(saved)
     assert quant.session.profile.overrides["relu1_out"] == {"min": 0.0, "max": 3.0}
+    assert quant.session.request.data == "digits:train"  # so a saved session keeps the ranges
 
 
 @pytest.mark.slow
