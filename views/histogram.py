@@ -48,7 +48,6 @@ class HistogramView(QWidget):
         self.view = (0.0, 1.0)  # the x interval shown
         self._drag: str | None = None  # "low" or "high" while a handle is held
         self._start: tuple[float, float] | None = None
-        self.frames = 0  # paint events, for the frame-rate bench
 
     # -- content ------------------------------------------------------------------------------
 
@@ -100,7 +99,6 @@ class HistogramView(QWidget):
     # -- painting -----------------------------------------------------------------------------
 
     def paintEvent(self, _event) -> None:  # noqa: D102 (Qt override)
-        self.frames += 1
         p = QPainter(self)
         p.fillRect(self.rect(), QColor(style.BACKGROUND))
         font = QFont(self.font())

@@ -47,10 +47,6 @@ class Evaluation:
     seconds: float
     changed: list[str] = field(default_factory=list)  # tensors whose errors were recomputed
 
-    def worst(self) -> TensorReport | None:
-        """The tensor whose quantization loses most (lowest SQNR)."""
-        return min(self.tensors.values(), key=lambda t: t.sqnr, default=None)
-
 
 class IncrementalEvaluator:
     """A float model, its profile and quantization options, evaluated on fixed samples."""
