@@ -22,7 +22,7 @@ DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig
 # otherwise pull in hundreds of desktop libraries).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc lld-14 qemu-user
 
-.PHONY: setup system-packages run test lint bench docs clean dist install-desktop
+.PHONY: setup system-packages run test lint bench docs clean dist package install-desktop
 
 # As root, install the Debian packages that are missing (nothing happens when all are there).
 # A package removed but not purged still has a status: only "install ok installed" counts.
@@ -43,7 +43,7 @@ $(STAMP): pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq python3-venv; \
 	  $(PYTHON) -m venv $(VENV); else echo "install python3-venv first"; exit 1; fi; }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,package]'
 	touch $(STAMP)
 
 setup: system-packages $(STAMP)
@@ -55,8 +55,23 @@ run: setup
 
 # The wheel (`pip install dist/kiln-*.whl` gives a working `kiln`, sample model inside).
 dist: setup
-	rm -rf dist
+	rm -f dist/kiln-*.whl
 	$(PY) -m pip wheel -q --no-deps -w dist .
+
+# The standalone Linux build (PyInstaller, packaging/kiln.spec): the folder kiln/ holding the
+# `kiln` executable with its own Python, Qt and every resource, and the same as a .tar.gz.
+PACKAGE_DIR ?= dist/package
+PACKAGE_WORK ?= build/package
+package: setup
+	@start=$$(date +%s); \
+	rm -rf $(PACKAGE_DIR) $(PACKAGE_WORK) && \
+	$(VENV)/bin/pyinstaller --noconfirm --log-level ERROR --distpath $(abspath $(PACKAGE_DIR)) \
+	  --workpath $(abspath $(PACKAGE_WORK)) packaging/kiln.spec && \
+	name=kiln-$$($(PY) -c 'from importlib.metadata import version; print(version("kiln"))')-linux-$$(uname -m) && \
+	tar -C $(PACKAGE_DIR) -czf $(PACKAGE_DIR)/$$name.tar.gz kiln && \
+	echo "built $(PACKAGE_DIR)/kiln ($$(du -sm $(PACKAGE_DIR)/kiln | cut -f1) MB) and" \
+	  "$(PACKAGE_DIR)/$$name.tar.gz ($$(du -sm $(PACKAGE_DIR)/$$name.tar.gz | cut -f1) MB) in" \
+	  "$$(( $$(date +%s) - start )) s; start it with $(PACKAGE_DIR)/kiln/kiln"
 
 # The desktop entry, icon and MIME types, for this user.
 DATA_HOME := $(or $(XDG_DATA_HOME),$(HOME)/.local/share)
@@ -99,4 +114,4 @@ docs: setup
 	$(PY) -m compiler.passes.doc > docs/passes.md
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OUT) dist build .pytest_cache .ruff_cache

@@ -20,7 +20,7 @@ def add_profile_parser(sub) -> None:
     add_model_args(profile)
     profile.add_argument("--data", required=True, metavar="DATA",
                          help="a folder of .npy files or images, an .npz or .npy file, or "
-                              "'digits', 'digits:train', 'digits:test' (scikit-learn's digits)")
+                              "'digits', 'digits:train', 'digits:test' (the 8x8 digits)")
     profile.add_argument("-o", "--output", required=True, metavar="PROFILE.json",
                          help="where to write the profile (a .yaml or .yml name writes Glow's "
                               "profile format)")

@@ -1,4 +1,7 @@
-"""Run a host-compiled network: link its object into a shared library and call it via ctypes.
+"""Run a host-compiled network: load its object into this process and call it via ctypes.
+
+The object is loaded by LLVM's own loader (no C compiler needed); given a C compiler, it is
+linked into a shared library instead, the way a user's program would link it.
 
 `HostNet(net)` runs a `CompiledNet` in memory; `HostNet.from_bundle(folder)` runs a written
 bundle from its files alone (NET.o, NET.report.json, NET.weights.bin), the way a user's program
@@ -17,12 +20,15 @@ from pathlib import Path
 import numpy as np
 
 from compiler.codegen.build import CompiledNet, Tensor
+from compiler.codegen.inprocess import LoadedObject
 from compiler.codegen.weights import WEIGHT_ALIGNMENT
 from compiler.errors import KilnError
 
 # Regions are over-allocated by this much so their start can be moved to the plan's alignment.
 _SLACK = 256
 _REGIONS = ("mutable", "activations")
+# The entry point: int NAME(const void *constant, void *mutable, void *activations).
+_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def _aligned(size: int, alignment: int) -> np.ndarray:
@@ -32,11 +38,10 @@ def _aligned(size: int, alignment: int) -> np.ndarray:
     return raw[start:start + max(size, 1)]
 
 
-def _link(obj: Path, name: str, folder: Path, cc: str | None) -> Path:
-    """`obj` linked into a shared library in `folder` with the system C compiler."""
-    cc = cc or shutil.which("cc")
-    if cc is None:
-        raise KilnError("running on the host needs a C compiler (cc) to link the object")
+def _link(obj: Path, name: str, folder: Path, cc: str) -> Path:
+    """`obj` linked into a shared library in `folder` with the C compiler `cc`."""
+    if shutil.which(cc) is None:
+        raise KilnError(f"the C compiler {cc} is not installed")
     lib = folder / f"lib{name}.so"
     done = subprocess.run([cc, "-shared", "-o", str(lib), str(obj), "-lm"],
                           capture_output=True, text=True)
@@ -48,8 +53,9 @@ def _link(obj: Path, name: str, folder: Path, cc: str | None) -> Path:
 class HostNet:
     """A compiled network loaded into this process.
 
-    The shared library lives in a private temporary folder that `close` (or garbage collection
-    of the folder object) removes; the regions are numpy buffers reused across calls.
+    By default LLVM loads the object into this process (its code is freed with the HostNet);
+    with `cc` (a C compiler's name) the object is linked into a shared library in a private
+    temporary folder that `close` removes. The regions are numpy buffers reused across calls.
 
     Attributes:
         name: Entry point name.
@@ -115,10 +121,14 @@ class HostNet:
               outputs: list[Tensor], alignment: int, sizes: dict[str, int],
               constant: bytes | None) -> None:
         self.name, self.inputs, self.outputs = name, inputs, outputs
-        self._lib = ctypes.CDLL(str(_link(obj, name, Path(self._dir.name), cc)))
-        self._fn = getattr(self._lib, name)
-        self._fn.restype = ctypes.c_int
-        self._fn.argtypes = [ctypes.c_void_p] * 3
+        if cc is None:
+            self._code = LoadedObject(obj.read_bytes(), obj.name, [name])
+            self._fn = _ENTRY(self._code.address(name))
+        else:
+            self._code = ctypes.CDLL(str(_link(obj, name, Path(self._dir.name), cc)))
+            self._fn = getattr(self._code, name)
+            self._fn.restype = ctypes.c_int
+            self._fn.argtypes = [ctypes.c_void_p] * 3
         self.regions = {r: _aligned(sizes[r], alignment) for r in _REGIONS}
         if constant is not None:
             self.regions["constant"] = _aligned(len(constant), max(alignment, WEIGHT_ALIGNMENT))
@@ -166,7 +176,7 @@ class HostNet:
             raise KilnError(f"{self.name} returned {status}")
 
     def close(self) -> None:
-        """Remove the temporary library (the loaded copy stays mapped until exit)."""
+        """Remove the temporary files (the loaded code stays until the HostNet is collected)."""
         self._dir.cleanup()
 
 

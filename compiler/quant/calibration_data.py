@@ -6,8 +6,8 @@ first ([N, *input shape without its batch]). Accepted sources:
 - an .npz file, each array one sample or a stack;
 - a folder of images (PNG, JPEG), resized to the input's spatial size and normalized as the
   caller states (`Normalization`: scale, mean, std, channel order, element type);
-- `digits`, `digits:train` or `digits:test`: scikit-learn's 8x8 digits scaled to [0, 1], split
-  as the bundled sample CNN was trained (a quarter held out, seed 0).
+- `digits`, `digits:train` or `digits:test`: the UCI 8x8 digits (as scikit-learn ships them)
+  scaled to [0, 1], split as the bundled sample CNN was trained (a quarter held out, seed 0).
 A sample that does not fit the input is a KilnError naming the file and the shapes.
 """
 
@@ -23,6 +23,7 @@ from compiler.ir.graph import Graph
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 DIGITS_TEST_SIZE, DIGITS_SPLIT_SEED = 0.25, 0
+DIGITS_FILE = Path(__file__).with_name("digits.npz")
 
 
 @dataclass(frozen=True)
@@ -158,26 +159,18 @@ def _image(path: Path, shape, dtype, norm: Normalization) -> np.ndarray:
 
 
 def _digits(source: str, shape) -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's digits in [0, 1] as [N, 1, 8, 8], and their labels.
+    """The 8x8 digits in [0, 1] as [N, 1, 8, 8], and their labels.
 
-    The whole set, or the sample CNN's training or held-out split.
+    The whole set, or the sample CNN's training or held-out split (both stored in digits.npz,
+    written by tools/write_digits_data.py from scikit-learn's copy).
     """
     part = source.split(":", 1)[1] if ":" in source else ""
     if part not in ("", "train", "test"):
         raise KilnError(f"{source}: the digits data is 'digits', 'digits:train' or "
                         "'digits:test'")
-    try:
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
-    except ImportError:
-        raise KilnError("the digits data set comes with scikit-learn, which is not installed "
-                        "(pip install scikit-learn)") from None
-    digits = load_digits()
-    images = (digits.images.astype(np.float32) / np.float32(16.0)).reshape(-1, 1, 8, 8)
-    labels = digits.target.astype(np.int64)
-    if part:
-        x_train, x_test, y_train, y_test = train_test_split(
-            images, labels, test_size=DIGITS_TEST_SIZE, random_state=DIGITS_SPLIT_SEED,
-            stratify=labels)
-        images, labels = (x_train, y_train) if part == "train" else (x_test, y_test)
+    with np.load(DIGITS_FILE) as data:
+        order = data[part] if part else slice(None)
+        images = data["images"][order].astype(np.float32) / np.float32(16.0)
+        labels = data["labels"][order].astype(np.int64)
+    images = images.reshape(-1, 1, 8, 8)
     return _fit(images, shape, "float32", source), labels

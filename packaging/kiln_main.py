@@ -1,0 +1,8 @@
+"""The standalone build's entry point: the same `kiln` command the wheel installs."""
+
+import sys
+
+from app.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
