@@ -16,6 +16,10 @@ DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig
   libglib2.0-0 fonts-dejavu-core libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxcb-image0 \
   libxcb-render-util0 libxcb-shape0 libxcb-randr0 libxcb-xinerama0 desktop-file-utils \
   shared-mime-info
+# `make package` bundles the shared libpython, which Debian's own Python keeps in a package of
+# its own.
+DEBIAN_PACKAGES += $(shell $(PYTHON) -c 'import sys; print("libpython%d.%d" % \
+  sys.version_info[:2] if sys.base_prefix == "/usr" else "")' 2>/dev/null)
 # Cross compiler, newlib (semihosting libc) and QEMU for the Cortex-M firmware tests, the host
 # C compiler (host bundles, QEMU's instruction-counting plugin), and lld with qemu-user for
 # running AArch64 and RISC-V 32 objects; installed without recommends (qemu-system-arm would

@@ -9,6 +9,7 @@ from __future__ import annotations
 import platform
 from html import escape
 from importlib import metadata
+from pathlib import Path
 
 from PySide6.QtCore import Qt, qVersion
 from PySide6.QtGui import QAction, QKeySequence
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+GUIDE = Path(__file__).resolve().parent / "resources" / "guide.md"
 CANVAS_KEYS = (("Arrow Up / Down", "Canvas: walk to a producer / consumer"),
                ("Arrow Left / Right", "Canvas: walk to a sibling"),
                ("Enter", "Canvas: show the selected node's properties"),
@@ -99,16 +101,8 @@ def _actions(menu: QMenu) -> list[QAction]:
 
 
 def guide_text() -> str:
-    """The user guide: the README the installed package carries as its long description.
-
-    The same text in a checkout (editable install) and in a wheel, with nothing to keep in
-    step by hand.
-    """
-    try:
-        meta = metadata.metadata("kiln")
-    except metadata.PackageNotFoundError:
-        return "Kiln is not installed as a package; its guide is the README of its source."
-    return meta.get_payload() or meta.get("Description") or ""
+    """The user guide (resources/guide.md, shipped inside the package and the standalone)."""
+    return GUIDE.read_text(encoding="utf-8")
 
 
 class GuideDialog(QDialog):
