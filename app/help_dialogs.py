@@ -29,11 +29,13 @@ from PySide6.QtWidgets import (
 )
 
 GUIDE = Path(__file__).resolve().parent / "resources" / "guide.md"
-CANVAS_KEYS = (("Arrow Up / Down", "Canvas: walk to a producer / consumer"),
-               ("Arrow Left / Right", "Canvas: walk to a sibling"),
-               ("Enter", "Canvas: show the selected node's properties"),
-               ("Escape", "Canvas: clear the selection"),
-               ("Wheel", "Canvas and histogram: zoom"))
+# Keys the canvas handles itself (no menu action carries them).
+CANVAS_KEYS = (("Up / Down", "Walk to a producer / consumer"),
+               ("Left / Right", "Walk to a sibling"),
+               ("Enter", "Show the selected node's properties"),
+               ("Escape", "Clear the selection"),
+               ("Wheel", "Zoom (the histogram too)"),
+               ("Drag", "Pan (on the background)"))
 
 
 def _version(package: str) -> str:
@@ -139,7 +141,9 @@ class ShortcutsDialog(QDialog):
             for c, text in enumerate(row):
                 self.table.setItem(r, c, QTableWidgetItem(text))
         header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)

@@ -20,7 +20,7 @@ def test_the_shortcuts_window_lists_what_the_menus_hold(qtbot):
     keys = {(menu, action): k for menu, action, k in rows}
     assert keys[("Passes", "Run Pipeline")] == "F5"
     assert keys[("Edit", "Find…")] == "Ctrl+F"
-    assert ("Canvas", "Canvas: clear the selection") in {(m, a) for m, a, _ in rows}
+    assert ("Canvas", "Clear the selection") in {(m, a) for m, a, _ in rows}
     # A shortcut a feature adds later shows up too: the list is read, not written down.
     _menu_action(window, "&Quantize", "&Keep Float").setShortcut("Ctrl+K")
     assert ("Quantize", "Keep Float", "Ctrl+K") in shortcut_rows(window)
