@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 
 from compiler.quant.calibrate import METHODS
 from views import style
+from views.flow_layout import FlowLayout
 from views.histogram import HistogramView
 from views.quant_colors import LABELS, SQNR_BINS
 from views.sqnr_bars import SqnrBars
@@ -156,6 +157,11 @@ class QuantPanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
+        # At least five rows: a short dock scrolls (it sits in a scroll area) rather than
+        # squeezing the table to one row.
+        rows = self.table.verticalHeader().defaultSectionSize()
+        self.table.setMinimumHeight(self.table.horizontalHeader().sizeHint().height() + 5 * rows
+                                    + 2 * self.table.frameWidth())
         self.histogram = HistogramView()
         self.low, self.high = QDoubleSpinBox(), QDoubleSpinBox()
         for box in (self.low, self.high):
@@ -185,37 +191,34 @@ class QuantPanel(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.calibrate_button)
         top.addWidget(self.status, 1)
-        readouts = QHBoxLayout()
-        for title, label in (("Output SQNR", self.output_sqnr), ("Top-1 agreement",
-                                                                  self.agreement),
-                             ("Accuracy", self.accuracy)):
-            readouts.addWidget(QLabel(f"{title}:"))
+        # The readouts wrap onto a second row in a narrow dock instead of being clipped.
+        readouts = QWidget()
+        flow = FlowLayout(readouts)
+        for title, label in (("Output SQNR", self.output_sqnr),
+                             ("Top-1 agreement", self.agreement), ("Accuracy", self.accuracy)):
             label.setStyleSheet("font-weight: bold;")
-            readouts.addWidget(label)
-            readouts.addSpacing(10)
-        readouts.addStretch(1)
-        readouts.addWidget(self.overlay)
+            flow.addWidget(_labelled(title, label))
+        flow.addWidget(self.overlay)
         upper = QWidget()
         column = QVBoxLayout(upper)
         column.setContentsMargins(0, 0, 0, 0)
         column.addLayout(top)
-        column.addLayout(readouts)
+        column.addWidget(readouts)
         column.addWidget(self.legend)
         column.addWidget(QLabel("Worst layers:"))
         column.addWidget(self.worst)
         column.addWidget(self.filter)
         column.addWidget(self.table, 1)
-        editor = QHBoxLayout()
+        editor = QWidget()
+        fields = FlowLayout(editor)
         for title, widget in (("Min", self.low), ("Max", self.high), ("Method", self.method)):
-            editor.addWidget(QLabel(f"{title}:"))
-            editor.addWidget(widget)
-        editor.addWidget(self.keep_float)
-        editor.addStretch(1)
+            fields.addWidget(_labelled(title, widget))
+        fields.addWidget(self.keep_float)
         lower = QWidget()
         below = QVBoxLayout(lower)
         below.setContentsMargins(0, 0, 0, 0)
         below.addWidget(self.histogram, 1)
-        below.addLayout(editor)
+        below.addWidget(editor)
         below.addWidget(self.live)
         layers = QScrollArea()
         layers.setWidget(self.bars)
@@ -279,3 +282,13 @@ class QuantPanel(QWidget):
         if index.isValid():
             self.table.selectRow(index.row())
             self.table.scrollTo(index)
+
+
+def _labelled(title: str, widget: QWidget) -> QWidget:
+    """`title:` and `widget` side by side, kept together when a flow layout wraps."""
+    pair = QWidget()
+    row = QHBoxLayout(pair)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(QLabel(f"{title}:"))
+    row.addWidget(widget)
+    return pair

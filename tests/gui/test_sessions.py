@@ -40,6 +40,8 @@ def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, t
     window.select_and_center(conv3)
     assert doc.selection == conv3  # the panel follows the canvas, not the reverse
     window.canvas.set_zoom(1.7)
+    window.memory.dock.hide()
+    window.docks["minimap"].setFloating(True)
     session = save_session(window, tmp_path / "day")
     assert session.name == "day.kiln"
     saved = json.loads(session.read_text())
@@ -60,6 +62,7 @@ def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, t
     assert again.document.selection == conv3 and again.canvas.selected_key() == conv3
     assert again.canvas.zoom_level() == pytest.approx(1.7)
     assert again.quant.panel.model.row_of("relu1_out") is not None
+    assert not again.memory.dock.isVisible() and again.docks["minimap"].isFloating()
 
 
 def test_a_changed_or_missing_model_is_reported_with_its_hash(qtbot, tmp_path, message_boxes):
