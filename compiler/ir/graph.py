@@ -108,6 +108,9 @@ class Graph:
         self.nodes: list[Node] = []
         self.outputs: list[Value] = []
         self.metadata: dict[str, Any] = {}
+        # When set, an output's elements may come in any order (layout passes may leave it
+        # channels-last): what a profile of ranges and histograms needs, and nothing else.
+        self.free_output_order = False
         self.next_id = 0
         self._names: set[str] | None = None  # caches of taken names, built on first use
         self._nodes_named: set[str] | None = None
@@ -255,6 +258,7 @@ class Graph:
         """
         copy = Graph(self.name, self.opset)
         copy.metadata = dict(self.metadata)
+        copy.free_output_order = self.free_output_order
         copy.next_id = self.next_id
         mapping: dict[int, Value] = {}
         for value in self.inputs:

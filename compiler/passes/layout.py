@@ -336,6 +336,26 @@ def _hoist_over_reshape(rw: Rewriter, node: Node) -> bool:
     return True
 
 
+def _release_outputs(graph: Graph) -> bool:
+    """Outputs made by a Transpose become its input, under the output's name.
+
+    Only for graphs whose outputs may come in any order: the Transpose is then free to sink
+    and cancel like any other.
+    """
+    changed = False
+    for i, value in enumerate(graph.outputs):
+        node = value.producer
+        if node is None or node.op != "Transpose":
+            continue
+        source = node.inputs[0]
+        if source is None or source.producer is None or source in graph.outputs:
+            continue
+        source.name, value.name = value.name, source.name
+        graph.outputs[i] = source
+        changed = True
+    return changed
+
+
 @register_pass("sink_transposes", "layout")
 def sink_transposes(graph: Graph) -> bool:
     """Move Transposes below the element-wise operators, Pad, Concat and Reshape reading them.
@@ -345,8 +365,8 @@ def sink_transposes(graph: Graph) -> bool:
     merges axes that stay together. A Transpose meeting the next one merges with it, and inverse
     pairs cancel: run to a fixed point, this removes the Transposes to_nhwc put between layers.
     """
+    changed = _release_outputs(graph) if graph.free_output_order else False
     rw = Rewriter(graph)
-    changed = False
     for node in rw.nodes():
         if not rw.live(node):
             continue

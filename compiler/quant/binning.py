@@ -29,6 +29,7 @@ COPIES = 4  # interleaved count arrays
 SMALL_BINS = 12  # up to this many bins, counted in vector registers
 LANES = 8  # floats per min/max step
 BINNED, GROW, NOT_FINITE = 0, 1, 2  # what a call did
+ROW = 5  # fields of a kiln_bin_rows row
 
 _F32, _F64, _I64, _I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(64), ir.IntType(32)
 
@@ -117,6 +118,7 @@ def _module(bin_count: int) -> str:
     fnty = ir.FunctionType(_I32, [_F32.as_pointer(), _I64, _F64.as_pointer(),
                                   _I64.as_pointer(), _F32.as_pointer()])
     fn = ir.Function(module, fnty, "kiln_bin")
+    fn.attributes.add("noinline")  # compiled once, called by kiln_bin_rows too
     x, n, span, counts, seen = fn.args
     bins = _I64(bin_count)
     k = _Builder(fn)
@@ -215,7 +217,39 @@ def _module(bin_count: int) -> str:
 
     k.loop(i, n, 1, [], tail)
     b.ret(_I32(BINNED))
+    _add_batched(module, fn)
     return str(module)
+
+
+def _add_batched(module: ir.Module, one: ir.Function) -> None:
+    """`i64 kiln_bin_rows(i64 *rows, i64 start, i64 count)`: kiln_bin on rows[start:count].
+
+    Each row is (x, n, range, counts, seen); it stops at the first row not BINNED and returns
+    4 * row + status, or 4 * count when every row was binned. One call per sample instead of
+    one per tensor: a ctypes call costs more than binning a small tensor.
+    """
+    fn = ir.Function(module, ir.FunctionType(_I64, [_I64.as_pointer(), _I64, _I64]),
+                     "kiln_bin_rows")
+    rows, start, count = fn.args
+    k = _Builder(fn)
+    b = k.b
+    args_types = [a.type for a in one.args]
+
+    def row(i, _):
+        base = b.mul(i, _I64(ROW))
+        fields = [b.load(b.gep(rows, [b.add(base, _I64(f))])) for f in range(ROW)]
+        args = [b.inttoptr(v, t) if isinstance(t, ir.PointerType) else v
+                for v, t in zip(fields, args_types)]
+        status = b.call(one, args)
+        carry_on, stop = fn.append_basic_block("binned"), fn.append_basic_block("stop")
+        b.cbranch(b.icmp_signed("==", status, _I32(BINNED)), carry_on, stop)
+        b.position_at_end(stop)
+        b.ret(b.add(b.mul(i, _I64(4)), b.zext(status, _I64)))
+        b.position_at_end(carry_on)
+        return []
+
+    k.loop(start, count, 1, [], row)
+    b.ret(b.mul(count, _I64(4)))
 
 
 @cache
@@ -229,7 +263,9 @@ def _compiled(bins: int):
     fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                           ctypes.c_void_p, ctypes.c_void_p)(
         engine.get_function_address("kiln_bin"))
-    return engine, fn
+    rows = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        engine.get_function_address("kiln_bin_rows"))
+    return engine, fn, rows
 
 
 class CompiledHistogram:
@@ -273,3 +309,30 @@ class CompiledHistogram:
         """The merged counts and range as a `Histogram`."""
         return Histogram(float(self.span[0]), float(self.span[1]),
                          self.counts.reshape(COPIES, self.bins).sum(axis=0))
+
+
+class BufferHistograms:
+    """Histograms fed together from fixed buffers (a network's outputs): one call per batch."""
+
+    def __init__(self, buffers: list[tuple[CompiledHistogram, int, int]]):
+        """`buffers`: (histogram, address, float count); one bin count for all."""
+        self.histograms = [h for h, _, _ in buffers]
+        if len({h.bins for h in self.histograms}) > 1:
+            raise ValueError("the histograms differ in their number of bins")
+        self._rows = np.array([[address, size, *h._args] for h, address, size in buffers],
+                              np.int64).reshape(-1, ROW)
+        self._fn = _compiled(self.histograms[0].bins)[2] if buffers else None
+
+    def add(self) -> None:
+        """Take each buffer's current values into its histogram."""
+        start, count = 0, len(self.histograms)
+        while start < count:
+            row, status = divmod(self._fn(self._rows.ctypes.data, start, count), 4)
+            if status == GROW:
+                self.histograms[row]._grow()
+                start = row  # the same buffer again, into the grown range
+            elif status == NOT_FINITE:
+                raise KilnError(f"tensor {self.histograms[row].name!r} holds NaN or infinity; "
+                                "it cannot be profiled")
+            else:
+                start = count

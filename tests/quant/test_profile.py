@@ -18,7 +18,7 @@ from app.cli import main
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from compiler.quant.binning import CompiledHistogram
+from compiler.quant.binning import BufferHistograms, CompiledHistogram
 from compiler.quant.calibration_data import Normalization, load_calibration
 from compiler.quant.histogram import Histogram
 from compiler.quant.profile import load_profile
@@ -225,3 +225,26 @@ def test_the_compiled_histogram_refuses_nan_and_infinity(bad):
     values[57] = bad
     with pytest.raises(KilnError, match="'conv1' holds NaN or infinity"):
         CompiledHistogram("conv1", 10).add(values)
+
+
+@pytest.mark.parametrize("bins", [10, 2048])
+def test_rows_of_buffers_bin_as_one_buffer_at_a_time(bins):
+    """kiln_bin_rows over fixed buffers equals kiln_bin per buffer, growth and all; a NaN in
+    a later buffer names its tensor."""
+    rng = np.random.default_rng(bins)
+    buffers = [np.zeros(int(rng.integers(1, 400)), np.float32) for _ in range(7)]
+    one = [CompiledHistogram(f"t{i}", bins) for i in range(len(buffers))]
+    rows = BufferHistograms([(CompiledHistogram(f"t{i}", bins), b.ctypes.data, b.size)
+                             for i, b in enumerate(buffers)])
+    for _ in range(30):
+        for b in buffers:
+            b[:] = rng.standard_normal(b.size) * rng.uniform(0.1, 5) + rng.uniform(-3, 3)
+        rows.add()
+        for h, b in zip(one, buffers):
+            h.add_buffer(b.ctypes.data, b.size)
+    for h, r in zip(one, rows.histograms):
+        a, b = h.histogram(), r.histogram()
+        assert (a.low, a.high) == (b.low, b.high) and a.counts.tolist() == b.counts.tolist()
+    buffers[4][3] = np.nan
+    with pytest.raises(KilnError, match="'t4' holds NaN or infinity"):
+        rows.add()
