@@ -130,3 +130,31 @@ def test_lower_channel_shuffle_leaves_real_transposes_alone():
     y = b.node("Transpose", [y], perm=(0, 2, 3, 1))  # moves elements across two axes
     y = b.node("Reshape", [y, b.ints([1, 4, 6])])
     apply(b.build(y), "lower_channel_shuffle", changed=False)
+
+
+def test_outputs_free_of_order_keep_their_names_and_lose_their_transposes():
+    """A profile's graph: every tensor an output, any element order. No Transpose is left
+    but the input's; each output keeps its name and holds the same values, reordered."""
+    from compiler.driver import compilation
+    from compiler.interpreter import run
+
+    def probe(free: bool):
+        b = Builder()
+        x = b.input("x", (1, 3, 8, 8))
+        c = _conv(b, x, 3, 4, "w1")
+        r = b.node("Relu", [c])
+        y = b.node("Add", [_conv(b, r, 4, 4, "w2"), r])
+        g = b.build(y)
+        g.outputs = [c, r, y]
+        g.free_output_order = free
+        return compilation(g).prepared
+
+    fixed, free = probe(False), probe(True)
+    assert op_counts(fixed)["Transpose"] > 1 and op_counts(free)["Transpose"] == 1
+    assert [v.name for v in free.outputs] == [v.name for v in fixed.outputs]
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    want, got = run(fixed, feeds), run(free, feeds)
+    for name in want:
+        assert got[name].shape != want[name].shape  # channels-last now
+        np.testing.assert_array_equal(np.sort(got[name], axis=None),
+                                      np.sort(want[name], axis=None))
