@@ -12,6 +12,7 @@ the median of its block medians, which a busy machine disturbs far less than a m
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -101,6 +102,9 @@ def _onnxruntime():
     try:
         import onnxruntime
     except ImportError:
+        if getattr(sys, "frozen", False):  # the standalone build leaves the peers out
+            raise KilnError("kiln bench needs onnxruntime, which the standalone build does not "
+                            "include: run it from Kiln installed with pip") from None
         raise KilnError("kiln bench needs onnxruntime, which is not installed (pip install "
                         "onnxruntime, or install Kiln with its test extra)") from None
     return onnxruntime
