@@ -110,6 +110,13 @@ def test_standalone_build(package, tmp_path):
     for name in ("main_window", "quantization_panel", "user_guide", "about", "export_int8_report"):
         assert (shots / f"{name}.png").stat().st_size > 1000, out
 
+    # what the standalone leaves out is said in one line
+    done = _bare([str(package / "kiln"), "bench", str(sample)], tmp_path / "home")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("kiln: error: digits_cnn.onnx: kiln bench needs onnxruntime, "
+                                   "which the standalone build does not include: run it from "
+                                   "Kiln installed with pip")
+
     # a compiled run, loaded in-process, equals the development environment's bit for bit
     _kiln(package, tmp_path / "home", "run", str(sample), "--engine", "compiled",
           "-o", str(tmp_path / "standalone.npz"))
