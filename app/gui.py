@@ -69,6 +69,8 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     from app.mainwindow import MainWindow
 
     interactive = args.screenshot is None and not headless
+    if not interactive:
+        _quiet_window_system_notes()
     window = MainWindow(remember=interactive)  # scripted runs leave the user's settings alone
     if interactive:
         window.show()
@@ -99,6 +101,22 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
     for path in written:
         print(f"  {path.name}")
     return 0
+
+
+# What the offscreen platform says of every window it cannot resize or raise: noise in a
+# scripted run's output, which should only list what it wrote.
+_WINDOW_SYSTEM_NOTES = ("This plugin does not support",)
+
+
+def _quiet_window_system_notes() -> None:
+    """Drop the offscreen platform's notes; every other Qt message still reaches stderr."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(kind, context, message: str) -> None:
+        if not message.startswith(_WINDOW_SYSTEM_NOTES):
+            print(message, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
 
 
 def _export_host_bundle(window) -> Path:
