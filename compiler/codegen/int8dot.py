@@ -18,6 +18,7 @@ from llvmlite import ir
 
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, first
+from compiler.codegen.qbinary import add_residual
 from compiler.quant.requant import RANGES
 
 WEIGHTS = 3  # the weight slot: QLinearConv's and QGemm's weights both come fourth
@@ -190,6 +191,8 @@ def store_vector(k: Kernel, values: ir.Value, oc0: ir.Value, at: ir.Value, zp: i
     else:
         out = requant.onnx(k, values, load_vector(k, k.args[requant.SCALES], oc0, count,
                                                   ir.FloatType()), zp, low, high)
+    if k.residual is not None:  # a fused QLinearAdd
+        out = add_residual(k, out, at)
     ptr = b.bitcast(b.gep(k.outs[0], [at], inbounds=True),
                     ir.PointerType(ir.VectorType(I8, count)))
     b.store(b.trunc(out, ir.VectorType(I8, count)), ptr, align=1)

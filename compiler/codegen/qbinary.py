@@ -168,6 +168,8 @@ def _add_onnx(k: Kernel, x, y, params) -> ir.Value:
     fixed = np.float32(np.float32(zc) - np.float32(np.float32(r_ac * np.float32(za))
                                                    + np.float32(r_bc * np.float32(zb))))
     node = k.node
+    if node.op != "QLinearAdd":  # a fused residual: both sides have the output's shape
+        return _rint_to_int(k, _fma(k, x, f32(r_ac), _fma(k, y, f32(r_bc), f32(fixed))))
     if node.inputs[0].type.numel == 1 and node.inputs[3].type.numel != 1:
         # A scalar side joins the fixed part first, as the reference does.
         joined = b.fadd(f32(fixed), b.fmul(b.sitofp(x, F32), f32(r_ac)))
@@ -176,6 +178,33 @@ def _add_onnx(k: Kernel, x, y, params) -> ir.Value:
         joined = b.fadd(f32(fixed), b.fmul(b.sitofp(y, F32), f32(r_bc)))
         return _rint_to_int(k, _fma(k, x, f32(r_ac), joined))
     return _rint_to_int(k, _fma(k, x, f32(r_ac), _fma(k, y, f32(r_bc), f32(fixed))))
+
+
+def add_residual(k: Kernel, values: ir.Value, at: ir.Value) -> ir.Value:
+    """A QLinearConv's requantized results joined to the residual of its fused QLinearAdd.
+
+    `values` are the int32 results (scalar or vector) for the elements from `at`; the sum
+    follows the Add's rule and is clamped to its range. The residual is read before the caller
+    stores there, so the result may overwrite it.
+    """
+    add, b = k.act_node, k.b
+    count = values.type.count if isinstance(values.type, ir.VectorType) else 0
+    stored = ir.VectorType(I8, count) if count else I8
+    ptr = b.bitcast(b.gep(k.residual, [at], inbounds=True), ir.PointerType(stored))
+    widen = b.sext if add.output.type.dtype == "int8" else b.zext
+    residual = widen(b.load(ptr, align=1), _like(values, I32))
+    params = tuple(np.asarray(add.inputs[i].data).reshape(-1)[0]
+                   if i < len(add.inputs) and add.inputs[i] is not None else 0
+                   for i in (1, 2, 4, 5, 6, 7))
+    sa, za, sb, zb, sc, zc = params
+    params = (np.float32(sa), int(za), np.float32(sb), int(zb), np.float32(sc), int(zc))
+    x, y = (values, residual) if add.inputs[0] is k.node.output else (residual, values)
+    if add.attrs.get("requant", "onnx") == "tflite":
+        value = _add_tflite(k, x, y, params, 1)
+    else:
+        value = _add_onnx(k, x, y, params)
+    low, high = add.attrs.get("output_range") or RANGES[add.output.type.dtype]
+    return requant.clamp(k, value, low, high)
 
 
 def _mul(k: Kernel, x, y, params, rule: str) -> ir.Value:

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first, splat
+from compiler.codegen.qbinary import add_residual
 from compiler.codegen.window import window
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES
@@ -131,6 +132,8 @@ def _emit_vector(k: Kernel, depthwise: bool) -> None:
         else:
             values = requant.onnx(k, accs, load_vector(k.args[_SCALES], oc0, ir.FloatType()),
                                   zp, low, high)
+        if k.residual is not None:  # a fused QLinearAdd
+            values = add_residual(k, values, b.add(pixel, oc0))
         out = b.bitcast(b.gep(k.outs[0], [b.add(pixel, oc0)], inbounds=True),
                         ir.PointerType(ir.VectorType(ir.IntType(8), lanes)))
         b.store(b.trunc(values, ir.VectorType(ir.IntType(8), lanes)), out, align=1)
@@ -169,4 +172,6 @@ def _emit_scalar(k: Kernel) -> None:
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(out_c) as oc:
             value = _requantize(k, b.load(acc_ptr(oc)), oc, zp, low, high)
+            if k.residual is not None:  # a fused QLinearAdd
+                value = add_residual(k, value, b.add(pixel, oc))
             k.store(b.trunc(value, ir.IntType(8)), k.outs[0], b.add(pixel, oc))

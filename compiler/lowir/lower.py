@@ -7,7 +7,9 @@ Rules (each keeps every output element's reads before its own write):
 - An element-wise op writes over an input of the same shape and element size that dies there.
 - An Add whose other operand is a Conv/FullyConnected result (without activation) read by it
   alone is fused into that producer (`Conv+Add`): element i of the result reads only element i
-  of the residual, so the result may overwrite the residual when the residual dies there.
+  of the residual, so the result may overwrite the residual when the residual dies there. The
+  same holds for a QLinearAdd of a QLinearConv result: the convolution's requantized value
+  joins the residual by the QLinearAdd's own arithmetic.
 Graph inputs are never written over: the caller owns them.
 """
 
@@ -23,7 +25,8 @@ from compiler.schedule.model import is_view
 # Element-wise categories that may run in place; row-wise normalizers are excluded.
 IN_PLACE_CATEGORIES = ("elementwise", "activation")
 NOT_IN_PLACE = frozenset({"Softmax", "LogSoftmax", "Hardmax", "PRelu"})
-RESIDUAL_PRODUCERS = frozenset({"Conv", "FullyConnected"})
+RESIDUAL_PRODUCERS = {"Add": frozenset({"Conv", "FullyConnected"}),
+                      "QLinearAdd": frozenset({"QLinearConv"})}
 
 
 def _concat_slices(graph: Graph, users: dict[int, list[Node]]) -> dict[int, tuple[Value, int]]:
@@ -228,13 +231,16 @@ def _in_place_ok(node: Node, value: Value) -> bool:
 
 def _residual(add: Node, users, outputs, position) -> tuple[Node, Value] | None:
     """(producer, residual) when `add` can be fused into the producer of one operand."""
-    if add.op != "Add" or len(add.inputs) != 2 or any(v is None for v in add.inputs):
+    operands = _add_operands(add)
+    if operands is None or any(v is None for v in operands):
         return None
-    for c, r in (add.inputs, add.inputs[::-1]):
+    for c, r in (operands, operands[::-1]):
         p = c.producer
         # The fused op computes producer-then-add element by element: no broadcasting, no
         # activation between them, and nobody else reads the producer's own result.
-        if p is None or p.op not in RESIDUAL_PRODUCERS or p.attrs.get("activation"):
+        if p is None or p.op not in RESIDUAL_PRODUCERS[add.op] or p.attrs.get("activation"):
+            continue
+        if c.type.dtype != add.output.type.dtype or r.type.dtype != add.output.type.dtype:
             continue
         if c.type.shape != add.output.type.shape or r.type.shape != add.output.type.shape:
             continue
@@ -245,6 +251,16 @@ def _residual(add: Node, users, outputs, position) -> tuple[Node, Value] | None:
         if r.producer is not None and position[id(r.producer)] > position[id(p)]:
             continue  # the residual must exist when the producer runs
         return p, r
+    return None
+
+
+def _add_operands(add: Node) -> tuple[Value | None, Value | None] | None:
+    """The two summed tensors of an Add, or of a QLinearAdd whose parameters are constants."""
+    if add.op == "Add" and len(add.inputs) == 2:
+        return add.inputs[0], add.inputs[1]
+    if add.op == "QLinearAdd" and all(isinstance(v, Constant) for i, v in enumerate(add.inputs)
+                                      if i not in (0, 3) and v is not None):
+        return add.inputs[0], add.inputs[3]
     return None
 
 

@@ -13,7 +13,7 @@ import pytest
 from compiler.codegen import host
 from compiler.codegen.bundle import write_bundle
 from compiler.codegen.targets import get_target
-from compiler.driver import compilation, compile_graph
+from compiler.driver import Options, compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
 from compiler.quant.requant import REQUANT_KEY
@@ -25,9 +25,9 @@ SEEDS = range(50)  # seeded random inputs per case, as the int8 issue asks
 INT8_MODELS = ["ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8"]
 
 
-def _bundle_equals_interpreter(graph, folder, seeds=SEEDS) -> int:
+def _bundle_equals_interpreter(graph, folder, seeds=SEEDS, target: str = "host") -> int:
     prepared = compilation(graph).prepared
-    net = compile_graph(prepared, get_target("host"))
+    net = compile_graph(prepared, get_target(target))
     write_bundle(net, folder)
     runner = host.HostNet.from_bundle(folder)
     differing = 0
@@ -366,3 +366,46 @@ def test_matmul_integer(dtype, constant_b, tmp_path):
     graph = _onnx_graph(_model(node, inputs, helper.make_tensor_value_info(
         "y", TensorProto.INT32, None), inits), tmp_path)
     assert _bundle_equals_interpreter(graph, tmp_path / "b") == 0
+
+
+def _residual_block(channels: int, activation: int) -> bytes:
+    """a -> CONV_2D -> x -> CONV_2D -> h -> CONV_2D -> c, then ADD(c, x): a residual block."""
+    rng = np.random.default_rng(6)
+    shape, wshape = (1, 7, 6, channels), (channels, 3, 3, channels)
+    tensors, ops = [quantized("a", shape, 0.04, 5)], []
+    sources = [0]
+    for i, (scale, zero) in enumerate([(0.05, -7), (0.06, 2), (0.05, -3)]):
+        ws = rng.uniform(0.005, 0.03, channels).tolist()
+        base = len(tensors)
+        tensors += [T(f"w{i}", wshape, "int8", rng.integers(-127, 128, wshape), scale=ws,
+                      zero_point=[0] * channels, axis=0),
+                    T(f"b{i}", (channels,), "int32", rng.integers(-800, 800, channels),
+                      scale=[0.04 * s for s in ws], zero_point=[0] * channels),
+                    quantized(f"y{i}", shape, scale, zero)]
+        ops.append(Op("CONV_2D", [sources[-1], base, base + 1], [base + 2], ("Conv2DOptions", {
+            "Padding": 0, "StrideH": 1, "StrideW": 1, "FusedActivationFunction": 1})))
+        sources.append(base + 2)
+    tensors.append(quantized("y", shape, 0.07, 3))
+    ops.append(Op("ADD", [sources[3], sources[1]], [len(tensors) - 1],
+                  ("AddOptions", {"FusedActivationFunction": activation})))
+    return write(Model(tensors, ops, [0], [len(tensors) - 1]))
+
+
+@pytest.mark.parametrize("rule", ["tflite", "onnx"])
+@pytest.mark.parametrize("channels,activation", [(8, 0), (16, 1), (5, 0)])
+def test_int8_residual_add_fused_into_its_convolution(rule, channels, activation, tmp_path):
+    """The Add is done in the last convolution's store, in place over its residual, with the
+    interpreter's bytes: VNNI and generic kernels, vector and scalar stores; fused for
+    Cortex-M7 and M55 too (their bytes: test_int8_models_run_exactly_on_cortex_m, ResNet-8)."""
+    graph = load_model(_residual_block(channels, activation))
+    graph.metadata[REQUANT_KEY] = rule
+    assert _bundle_equals_interpreter(graph, tmp_path / "host") == 0
+    # Without VNNI: the generic kernel's vector (8, 16) and scalar (5) stores.
+    assert _bundle_equals_interpreter(graph, tmp_path / "x86", target="x86-64") == 0
+    compiled = compilation(graph)
+    for target in ("host", "cortex-m7", "cortex-m55"):
+        ops = [k.op for k in compiled.net(Options(target)).kernels]
+        assert ops == ["QLinearConv", "QLinearConv", "QLinearConv+Add"], target
+    # Two tensors live at once, not three: the sum is written over the residual.
+    tensor = graph.inputs[0].type.nbytes
+    assert compiled.plan(Options("host", alignment=1)).arena.size == 2 * tensor
