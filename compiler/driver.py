@@ -191,11 +191,13 @@ class Compilation:
 
     def plan(self, options: Options = Options()) -> MemoryPlan:
         """The memory plan (schedule, low-level IR, regions, arena) for these options."""
-        key = (options.resolved_alignment(), options.io_in_arena)
+        key = (options.resolved_alignment(), options.io_in_arena,
+               options.resolved_target().int8_residual_in_store)
         with self._lock:
             if key not in self._plans:
                 _refuse_empty_inputs(self.prepared)
-                self._plans[key] = plan_memory(self.prepared, *key)
+                self._plans[key] = plan_memory(self.prepared, key[0], key[1],
+                                               int8_residual=key[2])
             return self._plans[key]
 
     def kernels(self, options: Options = Options()) -> KernelMap:

@@ -53,15 +53,21 @@ def _concat_slices(graph: Graph, users: dict[int, list[Node]]) -> dict[int, tupl
     return slices
 
 
-def lower(graph: Graph, order: Sequence[Node] | None = None) -> LowIR:
-    """The low-level IR of `graph` run in `order` (default: its node order)."""
-    return _Lowering(graph, list(order if order is not None else graph.nodes)).run()
+def lower(graph: Graph, order: Sequence[Node] | None = None, int8_residual: bool = True
+          ) -> LowIR:
+    """The low-level IR of `graph` run in `order` (default: its node order).
+
+    `int8_residual`: fuse QLinearAdd residuals into their QLinearConv too (the target's
+    `int8_residual_in_store`).
+    """
+    return _Lowering(graph, list(order if order is not None else graph.nodes),
+                     int8_residual).run()
 
 
 class _Lowering:
     """State of one lowering: where each value lives and which storages hold which values."""
 
-    def __init__(self, graph: Graph, order: list[Node]):
+    def __init__(self, graph: Graph, order: list[Node], int8_residual: bool = True):
         self.graph = graph
         self.order = order
         self.position = {id(n): k for k, n in enumerate(order)}
@@ -78,7 +84,7 @@ class _Lowering:
         self.fused: dict[int, tuple[Node, Value]] = {}  # id(producer) -> (its Add, residual)
         for add in order:
             pair = _residual(add, self.users, self.outputs, self.position)
-            if pair is not None:
+            if pair is not None and (int8_residual or add.op != "QLinearAdd"):
                 self.fused[id(pair[0])] = (add, pair[1])
         self.step = 0
 

@@ -58,7 +58,7 @@ class MemoryPlan:
         }
 
 
-def _best_order(graph: Graph, alignment: int, io_in_arena: bool):
+def _best_order(graph: Graph, alignment: int, io_in_arena: bool, int8_residual: bool):
     """The scheduler candidate with the lowest arena bound once in-place ops are known.
 
     The schedulers count every output as a new buffer; lowering shows which ones reuse their
@@ -75,7 +75,7 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool):
         if order in seen:
             continue  # another scheduler found the same order: same lowering, same bound
         seen.add(order)
-        ir = lower(graph, nodes)
+        ir = lower(graph, nodes, int8_residual)
         buffers = lifetimes(ir, io_in_arena)
         key = (lower_bound(buffers, alignment), result.candidates[name], name != result.method)
         if best is None or key < best[0]:
@@ -84,9 +84,12 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool):
 
 
 def plan_memory(graph: Graph, alignment: int = HOST_ALIGNMENT, io_in_arena: bool = False,
-                climb_iterations: int = 300) -> MemoryPlan:
-    """Schedule `graph` (a final graph), lower it, and plan its three regions."""
-    order, ir, buffers = _best_order(graph, alignment, io_in_arena)
+                climb_iterations: int = 300, int8_residual: bool = True) -> MemoryPlan:
+    """Schedule `graph` (a final graph), lower it, and plan its three regions.
+
+    `int8_residual`: the target fuses int8 residual Adds into their convolutions (`lower`).
+    """
+    order, ir, buffers = _best_order(graph, alignment, io_in_arena, int8_residual)
     verify_lowir(ir)
     arena = plan_arena(buffers, alignment, climb_iterations)
     constant = sum(align_up(c.type.nbytes, alignment) for c in graph.used_constants())
