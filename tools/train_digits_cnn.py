@@ -1,10 +1,11 @@
 """Train Kiln's sample digits CNN with plain numpy and export it to ONNX.
 
 Kiln needs a small, real, reproducible model to compile and test against without pulling in a
-deep-learning framework. This script trains a tiny CNN on scikit-learn's bundled 8x8 digits
-with hand-written numpy backprop (im2col convolutions, Adam), exports it with ``onnx.helper``
-using readable node names, checks it, and re-measures its held-out accuracy with onnxruntime so
-the shipped file and its accuracy record always agree. A fixed seed makes every run write a
+deep-learning framework. This script trains a tiny CNN on the 8x8 digits (the UCI set
+scikit-learn ships, stored with its split in compiler/quant/digits.npz) with hand-written numpy
+backprop (im2col convolutions, Adam), exports it with ``onnx.helper`` using readable node
+names, checks it, and re-measures its held-out accuracy with onnxruntime so the shipped file
+and its accuracy record always agree. A fixed seed makes every run write a
 byte-identical ``digits_cnn.onnx``.
 
 Usage:
@@ -22,16 +23,14 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
+
+from compiler.quant.calibration_data import digits
 
 HERE = Path(__file__).resolve().parents[1] / "app" / "resources" / "models"
 ONNX_PATH = HERE / "digits_cnn.onnx"
 JSON_PATH = HERE / "digits_cnn.json"
 
 SEED = 0
-TEST_SIZE = 0.25
-SPLIT_RANDOM_STATE = 0
 EPOCHS = 30
 BATCH_SIZE = 32
 LEARNING_RATE = 3e-3
@@ -56,10 +55,8 @@ def digits_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         ``(x_train, x_test, y_train, y_test)``; x is float32 ``[N, 1, 8, 8]`` scaled to 0..1,
         y is int64 ``[N]``.
     """
-    digits = load_digits()
-    x = (digits.images.astype(np.float32) / np.float32(16.0)).reshape(-1, 1, 8, 8)
-    y = digits.target.astype(np.int64)
-    return train_test_split(x, y, test_size=TEST_SIZE, random_state=SPLIT_RANDOM_STATE, stratify=y)
+    (x_train, y_train), (x_test, y_test) = digits("train"), digits("test")
+    return x_train, x_test, y_train, y_test
 
 
 def init_params(rng: np.random.Generator) -> dict[str, np.ndarray]:

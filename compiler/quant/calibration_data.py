@@ -158,19 +158,25 @@ def _image(path: Path, shape, dtype, norm: Normalization) -> np.ndarray:
     return values.astype(dtype)[None]
 
 
-def _digits(source: str, shape) -> tuple[np.ndarray, np.ndarray]:
-    """The 8x8 digits in [0, 1] as [N, 1, 8, 8], and their labels.
+def digits(part: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """The 8x8 digits as float32 [N, 1, 8, 8] in [0, 1], and their int64 labels.
 
-    The whole set, or the sample CNN's training or held-out split (both stored in digits.npz,
-    written by tools/write_digits_data.py from scikit-learn's copy).
+    The whole set (""), or the sample CNN's "train" or "test" split: the data its training
+    script (tools/train_digits_cnn.py) learns from and is measured on, stored in digits.npz
+    (written by tools/write_digits_data.py from scikit-learn's copy).
     """
-    part = source.split(":", 1)[1] if ":" in source else ""
-    if part not in ("", "train", "test"):
-        raise KilnError(f"{source}: the digits data is 'digits', 'digits:train' or "
-                        "'digits:test'")
     with np.load(DIGITS_FILE) as data:
         order = data[part] if part else slice(None)
         images = data["images"][order].astype(np.float32) / np.float32(16.0)
         labels = data["labels"][order].astype(np.int64)
-    images = images.reshape(-1, 1, 8, 8)
+    return images.reshape(-1, 1, 8, 8), labels
+
+
+def _digits(source: str, shape) -> tuple[np.ndarray, np.ndarray]:
+    """`digits` of a source named 'digits', 'digits:train' or 'digits:test', fitted."""
+    part = source.split(":", 1)[1] if ":" in source else ""
+    if part not in ("", "train", "test"):
+        raise KilnError(f"{source}: the digits data is 'digits', 'digits:train' or "
+                        "'digits:test'")
+    images, labels = digits(part)
     return _fit(images, shape, "float32", source), labels
