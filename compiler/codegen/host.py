@@ -67,8 +67,9 @@ class HostNet:
     def __init__(self, net: CompiledNet, cc: str | None = None):
         self._dir = tempfile.TemporaryDirectory(prefix="kiln-")
         obj = Path(self._dir.name) / f"{net.name}.o"
-        obj.write_bytes(net.object)
-        self._load(net.name, obj, cc, net.inputs, net.outputs, net.plan.alignment,
+        if cc is not None:  # a C compiler links a file; LLVM loads the bytes in memory
+            obj.write_bytes(net.object)
+        self._load(net.name, obj, net.object, cc, net.inputs, net.outputs, net.plan.alignment,
                    {"mutable": net.plan.mutable, "activations": net.plan.arena.size},
                    net.constant if net.weights == "external" else None)
         self.net: CompiledNet | None = net
@@ -113,16 +114,19 @@ class HostNet:
             raise KilnError(f"{folder / f'{name}.o'} is missing")
         self = cls.__new__(cls)
         self._dir = tempfile.TemporaryDirectory(prefix="kiln-")
-        self._load(name, folder / f"{name}.o", cc, inputs, outputs, alignment, sizes, constant)
+        self._load(name, folder / f"{name}.o", None, cc, inputs, outputs, alignment, sizes,
+                   constant)
         self.net = None
         return self
 
-    def _load(self, name: str, obj: Path, cc: str | None, inputs: list[Tensor],
-              outputs: list[Tensor], alignment: int, sizes: dict[str, int],
-              constant: bytes | None) -> None:
+    def _load(self, name: str, obj: Path, data: bytes | None, cc: str | None,
+              inputs: list[Tensor], outputs: list[Tensor], alignment: int,
+              sizes: dict[str, int], constant: bytes | None) -> None:
+        """Load the object (its bytes `data`, else the file `obj`) and allocate the regions."""
         self.name, self.inputs, self.outputs = name, inputs, outputs
         if cc is None:
-            self._code = LoadedObject(obj.read_bytes(), obj.name, [name])
+            self._code = LoadedObject(obj.read_bytes() if data is None else data, obj.name,
+                                      [name])
             self._fn = _ENTRY(self._code.address(name))
         else:
             self._code = ctypes.CDLL(str(_link(obj, name, Path(self._dir.name), cc)))
