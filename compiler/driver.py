@@ -43,6 +43,9 @@ class Options:
         weights: "embedded" (read-only data in the object) or "external" (a blob to place).
         separate_kernels: Keep every kernel a function of its own instead of inlining it into
             the entry point, so per-layer instruction counts can tell its code apart.
+        fast_compile: Compile in a fraction of LLVM's usual time for code a few percent
+            slower (compact kernels): for a network run once over a data set, as profiling
+            does.
     """
 
     target: str = "host"
@@ -51,6 +54,7 @@ class Options:
     io_in_arena: bool = False
     weights: str = "embedded"
     separate_kernels: bool = False
+    fast_compile: bool = False
 
     def resolved_target(self) -> Target:
         """The Target object (KilnError for an unknown name)."""
@@ -216,7 +220,8 @@ class Compilation:
             if key not in self._nets:
                 self._nets[key] = build_net(self.prepared, self.plan(key),
                                             options.resolved_target(), options.name,
-                                            options.weights, options.separate_kernels)
+                                            options.weights, options.separate_kernels,
+                                            options.fast_compile)
             return self._nets[key]
 
     def bundle(self, folder: str | Path, options: Options = Options(),
@@ -277,8 +282,19 @@ def compilation(graph: Graph, pipeline: Pipeline | None = None) -> Compilation:
 
 def compile_graph(graph: Graph, target: Target | str, name: str = "net",
                   alignment: int | None = None, io_in_arena: bool = False,
-                  weights: str = "embedded") -> CompiledNet:
-    """Compile a graph that already went through a pipeline (only the prepare stage runs)."""
+                  weights: str = "embedded", fast_compile: bool = False) -> CompiledNet:
+    """Compile a graph that already went through a pipeline (only the prepare stage runs).
+
+    A Target object that is not the registered target of its name (one with another CPU's
+    vector width, to test that CPU's kernel shapes on this host) is compiled as given, with
+    the registered target's memory plan.
+    """
     target_name = target if isinstance(target, str) else target.name
-    options = Options(target_name, name, alignment, io_in_arena, weights)
-    return compilation(graph, Pipeline([])).net(options)
+    options = Options(target_name, name, alignment, io_in_arena, weights,
+                      fast_compile=fast_compile)
+    known = compilation(graph, Pipeline([]))
+    if isinstance(target, Target) and target != get_target(target_name):
+        options.check()
+        return build_net(known.prepared, known.plan(options), target, name, weights,
+                         fast_compile=fast_compile)
+    return known.net(options)

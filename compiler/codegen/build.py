@@ -124,9 +124,10 @@ class _Builder:
     """
 
     def __init__(self, graph: Graph, plan: MemoryPlan, target: Target, name: str,
-                 weights: str, separate_kernels: bool = False):
+                 weights: str, separate_kernels: bool = False, compact: bool = False):
         self.graph, self.plan, self.target, self.name = graph, plan, target, name
         self.separate_kernels = separate_kernels
+        self.compact = compact
         self.external = weights == "external"
         self.module = new_module(name, target)
         self.nodes = {n.name: n for n in graph.nodes}
@@ -227,7 +228,8 @@ class _Builder:
         outs = [next(it) for _ in outputs]
         for i in sorted(weights):
             args[i] = next(it)
-        kernel = Kernel(node, fn, args, outs, residual, add, target=self.target)
+        kernel = Kernel(node, fn, args, outs, residual, add, target=self.target,
+                        compact=self.compact)
         emit(kernel)
         kernel.finish()
         return fn, params, consts
@@ -305,22 +307,25 @@ class _Builder:
 
 
 def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
-              weights: str = "embedded", separate_kernels: bool = False) -> CompiledNet:
+              weights: str = "embedded", separate_kernels: bool = False,
+              fast_compile: bool = False) -> CompiledNet:
     """Generate the module and object of a prepared graph whose memory `plan` is made.
 
     The compile driver (`compiler.driver`) calls this with the graph its `prepare_for_codegen`
     stage left and the plan of that graph, so the object assumes exactly the plan every view
     shows. `weights` is "embedded" (read-only data in the object) or "external" (the object
     reads them through `constant_weights`; `CompiledNet.constant` is the blob to place there).
+    `fast_compile` trades a few percent of speed for a fraction of LLVM's time (compact
+    kernels, `emit_object`'s fast mode): for code run once over a data set.
     """
     check_net_name(name)
     if weights not in WEIGHT_MODES:
         raise KilnError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
-    builder = _Builder(graph, plan, target, name, weights, separate_kernels)
+    builder = _Builder(graph, plan, target, name, weights, separate_kernels, fast_compile)
     text = str(builder.build())
     blob, kernels = builder.table.blob(), builder.kernels
     del builder  # the prepared weight arrays: the blob holds their bytes now
-    obj = emit_object(text, target)
+    obj = emit_object(text, target, fast=fast_compile)
     if weights == "embedded":
         obj, blob = embed(obj, f"{name}.weights", blob), b""
     return CompiledNet(name, target, graph, plan, text, obj,

@@ -52,13 +52,16 @@ class Kernel:
             tensor added to the result (it may be the output itself: element i is read just
             before element i is written), else None.
         act_node: The node whose fused activation ends the kernel (the Add when fused).
+        compact: Less code at some cost in speed, for code compiled to run a few times
+            (emitters that specialize by position, such as convolution edges, may honour it).
     """
 
     def __init__(self, node: Node, fn: ir.Function, args: list, outs: list,
                  residual: ir.Value | None = None, act_node: Node | None = None,
-                 target=None):
+                 target=None, compact: bool = False):
         self.node, self.fn, self.args, self.outs = node, fn, args, outs
         self.target = target
+        self.compact = compact
         self.residual = residual
         self.act_node = act_node or node
         self._entry = ir.IRBuilder(fn.append_basic_block("entry"))

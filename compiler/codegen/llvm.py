@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from functools import cache
 
 import llvmlite.binding as llvm
@@ -67,19 +68,40 @@ def _optimize(module: ir.Module | str, target: Target, level: int) -> llvm.Modul
     return ref
 
 
-def emit_object(module: ir.Module | str, target: Target, level: int = 3) -> bytes:
+def emit_object(module: ir.Module | str, target: Target, level: int = 3,
+                fast: bool = False) -> bytes:
     """An ELF object for `target`; the same module always gives the same bytes.
 
-    So a module compiled before comes from the object cache.
+    So a module compiled before comes from the object cache. `fast` compiles without two
+    induction-variable rewrites (loop strength reduction, widening 32-bit indices to 64 bits)
+    that cost a fifth of LLVM's time and, on Kiln's kernels, whose addressing is already
+    strength-reduced, save nothing measurable on a host.
     """
     text = str(module)
     key = (f"{'.'.join(map(str, llvm.llvm_version_info))}|{target.triple}|{target.cpu}|"
-           f"{target.features}|O{level}")
-    return cached_object(key, text, lambda: _emit_object(text, target, level))
+           f"{target.features}|O{level}{'|fast' if fast else ''}")
+    return cached_object(key, text, lambda: _emit_object(text, target, level, fast))
 
 
-def _emit_object(text: str, target: Target, level: int) -> bytes:
-    with LLVM_LOCK:
+# LLVM's only switches for these passes are command-line options, global to the process: set
+# for one object and put back, under the lock every use of LLVM holds.
+_FAST_OPTIONS = {"disable-lsr": ("true", "false"), "indvars-widen-indvars": ("false", "true")}
+
+
+@contextmanager
+def _options(fast: bool):
+    try:
+        for name, (on, _) in _FAST_OPTIONS.items():
+            if fast:
+                llvm.set_option("kiln", f"-{name}={on}")
+        yield
+    finally:
+        for name, (_, default) in _FAST_OPTIONS.items():
+            llvm.set_option("kiln", f"-{name}={default}")
+
+
+def _emit_object(text: str, target: Target, level: int, fast: bool) -> bytes:
+    with LLVM_LOCK, _options(fast):
         ref = optimize(text, target, level)
         obj = target_machine(target).emit_object(ref)
         del ref

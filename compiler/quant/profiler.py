@@ -83,9 +83,10 @@ def profile_model(graph: Graph, data: CalibrationData, model: str = "", bins: in
     # Ranges and histograms do not depend on the elements' order: tensors computed
     # channels-last are read as they are, without a Transpose back to the model's layout.
     probe.free_output_order = True
-    # Kernels kept apart: inlined into one entry function they cost LLVM a quarter more time
-    # to optimize, which a profile (compiled once, run on each sample) pays and never regains.
-    net = compilation(probe).net(Options("host", separate_kernels=True))
+    # Compiled for LLVM's speed (a profile compiles once and runs each sample once): kernels
+    # kept apart (inlined into one entry function they cost a quarter more time to optimize)
+    # and compact (convolution edges in guarded loops: 40 % less compile time, 4 % slower).
+    net = compilation(probe).net(Options("host", separate_kernels=True, fast_compile=True))
     names = profiled_tensors(final)
     histograms = {name: CompiledHistogram(name, bins) for name in names}
     inputs = {v.name for v in final.inputs}

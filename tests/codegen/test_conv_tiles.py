@@ -3,7 +3,8 @@
 Tiles are shaped by the target (AVX-512 host, AVX2, NEON/MVE, scalar FPU), but the shape only
 changes the IR, not the instruction set it needs: each shape is compiled for this host with the
 target's tiling, run, and compared with onnxruntime. Edge pixels, partial tiles and partial
-channel chunks are all exercised by the odd sizes below.
+channel chunks are all exercised by the odd sizes below, in both forms: the fast one (edge
+tiles unrolled by column) and the compact one that fast compilation asks for (guarded loops).
 """
 
 from __future__ import annotations
@@ -64,29 +65,32 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("compact", [False, True], ids=["fast", "compact"])
 @pytest.mark.parametrize("bits,registers", SHAPES, ids=[f"{b}b{r}r" for b, r in SHAPES])
 @pytest.mark.parametrize("case", list(CASES))
-def test_tiled_conv_matches_onnxruntime(case, bits, registers):
+def test_tiled_conv_matches_onnxruntime(case, bits, registers, compact):
     nodes, inputs, inits = _conv(**CASES[case])
     model = make_model(nodes, inputs, [("y", np.float32, None)], inits)
     graph = run_pipeline(load_onnx(model), snapshots=False).graph
-    net = HostNet(compile_graph(graph, _target(bits, registers)))
+    net = HostNet(compile_graph(graph, _target(bits, registers), fast_compile=compact))
     rng = np.random.default_rng(7)
     feeds = {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
     got = net.run(feeds)["y"]
     (want,) = ort_run(model, feeds)
-    assert_close(got, want, what=f"{case} with {bits}-bit vectors, {registers} registers")
+    assert_close(got, want, what=f"{case} with {bits}-bit vectors, {registers} registers"
+                 f"{', compact' if compact else ''}")
     net.close()
 
 
+@pytest.mark.parametrize("compact", [False, True], ids=["fast", "compact"])
 @pytest.mark.parametrize("bits,registers", SHAPES[:2])
-def test_tiled_conv_with_fused_residual(bits, registers):
+def test_tiled_conv_with_fused_residual(bits, registers, compact):
     nodes, inputs, inits = _conv(c_in=12, c_out=12, size=(9, 10), residual=True)
     inputs[1] = ("r", np.float32, [1, 12, 9, 10])
     model = make_model(nodes, inputs, [("y", np.float32, None)], inits)
     graph = run_pipeline(load_onnx(model), snapshots=False).graph
     assert any(n.op == "Conv" for n in graph.nodes)
-    net = HostNet(compile_graph(graph, _target(bits, registers)))
+    net = HostNet(compile_graph(graph, _target(bits, registers), fast_compile=compact))
     rng = np.random.default_rng(8)
     feeds = {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
     (want,) = ort_run(model, feeds)
@@ -104,3 +108,13 @@ def test_tile_shapes_fit_the_register_file():
             assert pixels >= 1
             assert vectors * pixels + vectors + 1 <= max(registers, 2 * vectors + 1)
     assert tiling_for(None) == Tiling(8, 16)
+
+
+def test_each_tiling_reaches_the_code():
+    """A target of another CPU's vector width compiles with that CPU's tiles, not the host's."""
+    nodes, inputs, inits = _conv(**CASES["3x3-pad"])
+    graph = run_pipeline(load_onnx(make_model(nodes, inputs, [("y", np.float32, None)], inits)),
+                         snapshots=False).graph
+    widths = {compile_graph(graph, _target(bits, registers)).llvm_ir.count(" x float>")
+              for bits, registers in SHAPES[:3]}
+    assert len(widths) == 3
