@@ -37,6 +37,24 @@ def ort_session(graph: Graph):
                                 providers=["CPUExecutionProvider"])
 
 
+def qdq_session(path):
+    """onnxruntime running a QDQ model file with every node unit fused into its integer operator.
+
+    As it runs on Arm. On x86 its optimizer fuses an int8 unit only after moving its tensors to
+    uint8, which it does for a QuantizeLinear with one reader alone: the two readers of a
+    residual block's input then run DequantizeLinear, float Conv, QuantizeLinear, whose float
+    accumulation rounds apart from integer arithmetic. `session.qdqisint8allowed` is its switch
+    for the int8 kernels on x86 too.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.qdqisint8allowed", "1")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def differing(ours: np.ndarray, want: np.ndarray) -> int:
     """Elements that differ (integers compared exactly; dtype and shape must agree)."""
     assert ours.dtype == want.dtype and ours.shape == want.shape, (ours.dtype, want.dtype)

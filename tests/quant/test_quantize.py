@@ -25,6 +25,7 @@ from compiler.quant.profile import TensorRange, load_profile
 from compiler.quant.profiler import profile_model
 from compiler.quant.quantize import Options, quantize
 from tests.conftest import SAMPLE_MODEL, require_module
+from tests.quant.int8_oracle import qdq_session
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,6 @@ def test_the_quantized_digits_cnn_keeps_its_accuracy(digits, method):
 
 def test_the_qdq_model_runs_in_onnxruntime_with_kilns_bytes(digits, tmp_path):
     require_module("onnxruntime", "the test extra installs it")
-    import onnxruntime as ort
-
     graph, profile, test = digits
     profile.save(tmp_path / "p.json")
     differing = {}
@@ -67,9 +66,7 @@ def test_the_qdq_model_runs_in_onnxruntime_with_kilns_bytes(digits, tmp_path):
                      "--requant", rule, "-o", str(out)]) == 0
         onnx.checker.check_model(onnx.load(out))
         ours = compilation(load_model(out)).final
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+        session = qdq_session(out)
         count = 0
         for i in range(50):
             feeds = {test.input_name: test.samples[i:i + 1]}
@@ -171,14 +168,6 @@ def test_the_report_measures_the_loss_per_tensor_and_at_the_output(digits, tmp_p
     assert clipped["relu3_out"] > 0.001
 
 
-# With int8 activations onnxruntime (x86) runs six of ResNet-8's nine convolutions in float
-# (DequantizeLinear, float Conv, QuantizeLinear): its QLinearConv there needs uint8
-# activations, and it moves an int8 tensor to uint8 only when its QuantizeLinear has one
-# DequantizeLinear, after giving each reader of a residual block's input a DequantizeLinear of
-# its own. Float accumulation rounds differently from the integer arithmetic Kiln reproduces;
-# with uint8 activations every operator is fused and the bytes agree
-# (test_uint8_activations_are_fused_by_onnxruntime_and_agree).
-KNOWN_DIFFERENCES = {"pretrainedResnet": 3}
 
 
 @pytest.mark.slow
@@ -186,11 +175,10 @@ KNOWN_DIFFERENCES = {"pretrainedResnet": 3}
                                   "vww_96_float"])
 def test_the_mlperf_float_models_quantize_to_what_onnxruntime_runs(name, tmp_path):
     """Each float MLPerf Tiny model, calibrated as the quantizer benchmark does: every conv and
-    dense layer becomes integer, and onnxruntime running Kiln's QDQ file gives the bytes of
-    Kiln's interpreter (onnx rule)."""
+    dense layer becomes integer, and onnxruntime running Kiln's QDQ file with its integer
+    operators (`qdq_session`) gives the bytes of Kiln's interpreter (onnx rule) on every
+    held-out input."""
     require_module("onnxruntime", "the test extra installs it")
-    import onnxruntime as ort
-
     from compiler.frontends.onnx.export import save_onnx
     from tests.bench.bench_quantizer import _data
     from tests.conftest import shared_models
@@ -206,17 +194,16 @@ def test_the_mlperf_float_models_quantize_to_what_onnxruntime_runs(name, tmp_pat
         assert not any(n.op in ("Conv", "Gemm", "MatMul", "FullyConnected")
                        for n in final.nodes)
         save_onnx(qdq, tmp_path / "q.onnx")
-        session = ort.InferenceSession(str(tmp_path / "q.onnx"),
-                                       providers=["CPUExecutionProvider"])
+        session = qdq_session(tmp_path / "q.onnx")
         differing[rule] = total = 0
-        for feeds in held.feeds(0, min(4, len(held))):
+        for feeds in held.feeds(0, len(held)):
             (want,) = session.run(None, feeds)
             (got,) = run(final, feeds).values()
             differing[rule] += int(np.count_nonzero(got != want))
             total += want.size
     print(f"{name}: output elements of {total} differing from onnxruntime, by rule: "
           f"{differing}")
-    assert differing["onnx"] == KNOWN_DIFFERENCES.get(name, 0)
+    assert differing["onnx"] == 0
 
 
 @pytest.mark.slow
