@@ -344,10 +344,14 @@ def cmd_memory(args) -> int:
     for name, size in doc["strategies"].items():
         strategies.add_row(name + (" (kept)" if name == plan.arena.strategy else ""), f"{size:,}")
     console.print(strategies)
-    buffers = Table("buffer", "node", "size", "offset", "steps")
+    streaming = any(b["streams_from"] for b in doc["buffers"])
+    buffers = Table("buffer", "node", "size", "offset", "steps",
+                    *(["overlaps (rows)"] if streaming else []))
     for b in doc["buffers"]:
+        stream = b["streams_from"]
         buffers.add_row(b["name"], b["node"], f"{b['size']:,}", f"{b['offset']:,}",
-                        f"{b['first']}-{b['last']}")
+                        f"{b['first']}-{b['last']}", *([] if not streaming else [
+                            f"{stream['source']} ({stream['rows']})" if stream else ""]))
     console.print(buffers)
     if args.dump:
         print(plan.lowir.dump(), end="")  # plain print: rich would wrap long operand lists

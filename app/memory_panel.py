@@ -46,6 +46,7 @@ class Planned:
         ops: Buffer name -> operator of the final node producing it.
         node_of: Buffer name -> canvas key of its source node (None: no box to select).
         buffers_of: Canvas key -> names of the buffers its node contributes to.
+        streams: Buffer name -> the buffer its op streams rows from (they may overlap).
         pipeline: The pipeline that made the final graph (`pipeline_key`).
     """
 
@@ -56,6 +57,7 @@ class Planned:
     ops: dict[str, str] = field(default_factory=dict)
     node_of: dict[str, object] = field(default_factory=dict)
     buffers_of: dict[object, list[str]] = field(default_factory=dict)
+    streams: dict[str, str] = field(default_factory=dict)
     pipeline: str = ""
 
     @property
@@ -101,6 +103,8 @@ def plan_job(compiled: Compilation, options: Options):
         by_name = {n.name: n for n in final.nodes}
         inputs = {v.name for v in graph.inputs}
         for b in plan.arena.buffers:
+            if b.stream is not None:
+                result.streams[b.name] = b.stream[0]
             node = by_name.get(b.node)
             if node is None:  # a graph input: no producer, its pill on the canvas
                 result.ops[b.name] = "Input"
@@ -344,7 +348,8 @@ class MemoryController(QObject):
         a = result.doc["alignment"]
         return [Bar(b["name"], b["node"], result.ops.get(b["name"], "?"), b["size"],
                     offsets.get(b["name"], b["offset"]), align_up(b["size"], a), b["first"],
-                    b["last"]) for b in result.doc["buffers"]]
+                    b["last"], result.streams.get(b["name"], ""))
+                for b in result.doc["buffers"]]
 
     def _draw(self) -> None:
         result = self.current

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QMouseEvent, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from views import style
@@ -35,6 +35,7 @@ class Bar:
     height: int  # the aligned size it takes in the arena
     first: int
     last: int
+    streams_from: str = ""  # the buffer its op streams rows from, which it may overlap
 
 
 def kib(n: float) -> str:
@@ -180,8 +181,26 @@ class MemoryTimeline(QWidget):
         """What hovering a buffer says."""
         steps = f"step {bar.first}" if bar.first == bar.last else \
             f"steps {bar.first}–{bar.last}"
-        return (f"<b>{bar.name}</b><br>{bar.op} node {bar.node or '(graph input)'}<br>"
+        text = (f"<b>{bar.name}</b><br>{bar.op} node {bar.node or '(graph input)'}<br>"
                 f"{bar.size:,} bytes ({kib(bar.size)}), offset {bar.offset:,}<br>{steps}")
+        source = self.bar(bar.streams_from)
+        if source is not None and self._overlap(bar, source) is not None:
+            text += (f"<br>overlaps {source.name}: written row by row, {_way(bar, source)}, "
+                     "each row over input rows already read")
+        for reader in self.bars:
+            if reader.streams_from == bar.name and self._overlap(reader, bar) is not None:
+                text += (f"<br>overlapped by {reader.name} at step {reader.first}: written "
+                         f"row by row, {_way(reader, bar)}, over rows already read")
+        return text
+
+    def _overlap(self, bar: Bar, source: Bar) -> QRectF | None:
+        """The bytes a streaming buffer shares with its source at the step they meet."""
+        low = max(bar.offset, source.offset)
+        high = min(bar.offset + bar.height, source.offset + source.height)
+        if high <= low or source.last != bar.first:
+            return None
+        return QRectF(self._x(bar.first), self._y(high), self._x(bar.first + 1)
+                      - self._x(bar.first), self._y(low) - self._y(high))
 
     # -- painting -----------------------------------------------------------------------------
 
@@ -270,6 +289,12 @@ class MemoryTimeline(QWidget):
                            p.fontMetrics().elidedText(f"{bar.op} {kib(bar.height)}",
                                                       Qt.TextElideMode.ElideRight,
                                                       int(rect.width() - 8)))
+        # Bytes a streaming buffer shares with its source: hatched at the step both are live.
+        for bar in self.bars:
+            source = self.bar(bar.streams_from)
+            shared = self._overlap(bar, source) if source is not None else None
+            if shared is not None:
+                p.fillRect(shared, QBrush(QColor("#ffffff"), Qt.BrushStyle.BDiagPattern))
         chosen = self.bar(self._selected or "")
         if chosen is not None:
             p.setPen(QPen(QColor(style.SELECTED), 3))
@@ -314,6 +339,18 @@ class MemoryTimeline(QWidget):
         p.drawLine(QPointF(x, y + 8), QPointF(x + 18, y + 8))
         p.setPen(QColor(style.TEXT))
         p.drawText(QPointF(x + 22, y + 12), "live bytes")
+        x += 22 + metrics.horizontalAdvance("live bytes") + 14
+        if any(self._overlap(b, s) is not None for b in self.bars
+               if (s := self.bar(b.streams_from)) is not None):
+            swatch = QRectF(x, y + 2, 12, 12)
+            p.fillRect(swatch, QColor(style.UNKNOWN))
+            p.fillRect(swatch, QBrush(QColor("#ffffff"), Qt.BrushStyle.BDiagPattern))
+            p.drawText(QPointF(x + 16, y + 12), "shared by a layer's input and output")
+
+
+def _way(bar: Bar, source: Bar) -> str:
+    """The order a streaming buffer's rows are written in, from where it sits."""
+    return "downwards" if bar.offset > source.offset else "upwards"
 
 
 def _nice_step(raw: float) -> int:

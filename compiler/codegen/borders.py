@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.codegen.kernel import Kernel
-from compiler.codegen.window import spatial
 from compiler.ir.graph import Node
+from compiler.ops.geometry import spatial
 
 # Weight slots of the starts and of each output row's and column's class.
 STARTS, ROW_CLASS, COLUMN_CLASS = 13, 14, 15

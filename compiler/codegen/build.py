@@ -202,18 +202,23 @@ class _Builder:
         fn = ir.Function(self.module, fnty, f"{self.name}.k{index}.{node.op}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        if self.separate_kernels or (add is not None and add.op == "QLinearAdd"):
+        # A tensor alone in its storage overlaps no other argument: saying so lets LLVM
+        # vectorize without runtime checks. In-place pairs (residual and output) get nothing,
+        # nor do an output and the input it streams from when the plan overlaps them.
+        shared, descending = self._aliasing(params)
+        for arg, alone in zip(fn.args, shared):
+            if alone:
+                arg.add_attribute("noalias")
+        storages = [self.plan.lowir.values[v.name][0] for v in params]
+        overlapping = any(self.plan.overlapping(a, b) for a in storages for b in storages)
+        if (self.separate_kernels or (add is not None and add.op == "QLinearAdd")
+                or (overlapping and not self.target.inline_streaming)):
             # Kept as its own function: its code is measurable alone. An int8 convolution
             # with its residual Add is too: inlined, LLVM hoists the Add's constants into the
             # entry point and the convolution's loops pay in spills (3 % more instructions
-            # for ResNet-8 on Cortex-M7).
+            # for ResNet-8 on Cortex-M7). So is one whose output overlaps its input where
+            # inlining it costs more than the call (`Target.inline_streaming`).
             fn.attributes.add("noinline")
-        # A tensor alone in its storage overlaps no other argument: saying so lets LLVM
-        # vectorize without runtime checks. In-place pairs (residual and output) get nothing.
-        storages = [self.plan.lowir.values[v.name][0] for v in params]
-        for arg, storage in zip(fn.args, storages):
-            if storages.count(storage) == 1:
-                arg.add_attribute("noalias")
         # Weights are never written and live in their own region. No `align 64` promise: a
         # caller placing the blob less aligned than asked then still gets correct code.
         for arg in fn.args[len(params):]:
@@ -229,10 +234,20 @@ class _Builder:
         for i in sorted(weights):
             args[i] = next(it)
         kernel = Kernel(node, fn, args, outs, residual, add, target=self.target,
-                        compact=self.compact)
+                        compact=self.compact, descending_rows=descending)
         emit(kernel)
         kernel.finish()
         return fn, params, consts
+
+    def _aliasing(self, params: list[Value]) -> tuple[list[bool], bool]:
+        """Per runtime argument, whether no other one shares its bytes; and the row order.
+
+        The order is downwards when the output streams from an input it overlaps from above.
+        """
+        storages = [self.plan.lowir.values[v.name][0] for v in params]
+        alone = [storages.count(s) == 1 and not any(
+            self.plan.overlapping(s, other) for other in storages) for s in storages]
+        return alone, self.plan.descending(storages[-1])
 
     def _shape_key(self, node: Node, add: Node | None,
                    weights: dict[int, tuple[np.ndarray, int]]) -> tuple:
@@ -266,7 +281,8 @@ class _Builder:
             ("inline", frozen(v.data)) if isinstance(v, Constant) else v is node.output
             for v in add.inputs))
         storages = [self.plan.lowir.values[v.name][0] for v in params]
-        aliasing = tuple(storages.index(s) for s in storages)
+        alone, descending = self._aliasing(params)
+        aliasing = (tuple(storages.index(s) for s in storages), tuple(alone), descending)
         return (node.op, frozen(sorted(node.attrs.items())), tuple(inputs),
                 tuple(v.type for v in params), add_key, aliasing)
 

@@ -42,8 +42,9 @@ from compiler.codegen.kernel import (
     vector_ptr,
 )
 from compiler.codegen.targets import Target
-from compiler.codegen.window import inside, spatial, window
+from compiler.codegen.window import inside, window
 from compiler.ir.graph import Node
+from compiler.ops.geometry import spatial
 
 # Pixels per tile of a compact kernel: half the code of eight for LLVM, 1 % slower (ResNet-8 on
 # an AVX-512 host).

@@ -54,14 +54,17 @@ class Kernel:
         act_node: The node whose fused activation ends the kernel (the Add when fused).
         compact: Less code at some cost in speed, for code compiled to run a few times
             (emitters that specialize by position, such as convolution edges, may honour it).
+        descending_rows: Run output rows from the last to the first (`rows`): the output
+            overlaps the input it streams from, from above.
     """
 
     def __init__(self, node: Node, fn: ir.Function, args: list, outs: list,
                  residual: ir.Value | None = None, act_node: Node | None = None,
-                 target=None, compact: bool = False):
+                 target=None, compact: bool = False, descending_rows: bool = False):
         self.node, self.fn, self.args, self.outs = node, fn, args, outs
         self.target = target
         self.compact = compact
+        self.descending_rows = descending_rows
         self.residual = residual
         self.act_node = act_node or node
         self._entry = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -100,6 +103,16 @@ class Kernel:
         i.add_incoming(b.add(i, I32(1), flags=["nuw", "nsw"]), b.block)
         b.branch(head)
         b.position_at_end(done)
+
+    @contextmanager
+    def rows(self, n: int) -> Iterator[ir.Value]:
+        """The loop over `n` output rows; yields the row, counting down when `descending_rows`.
+
+        Streaming kernels (`compiler.lowir.Stream`) loop over rows with it, outermost after the
+        batch, and write each row within its iteration.
+        """
+        with self.loop(n) as i:
+            yield self.b.sub(I32(n - 1), i, flags=["nsw"]) if self.descending_rows else i
 
     def index(self, *terms: tuple[ir.Value, int], base: int = 0) -> ir.Value:
         """A flat element index, base + sum(value * stride), with constant strides."""

@@ -12,9 +12,10 @@ from llvmlite import ir
 
 from compiler.codegen.elementwise import max_of
 from compiler.codegen.kernel import FAST, Kernel, llvm_type
-from compiler.codegen.window import spatial, window
+from compiler.codegen.window import window
 from compiler.ir.graph import Node, Value
 from compiler.ir.types import TensorType
+from compiler.ops.geometry import spatial
 
 
 def avg_divisors(node: Node, include: bool | None = None) -> np.ndarray:

@@ -105,7 +105,7 @@ def _emit_vector(k: Kernel, depthwise: bool) -> None:
                          ir.PointerType(ir.VectorType(element, lanes)))
         return b.load(cast, align=1)
 
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow, \
+    with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow, \
             k.loop(out_c // lanes) as chunk:
         oc0 = k.index((chunk, lanes))
         b.store(load_vector(k.args[_BIAS], oc0, I32), acc_slot)
@@ -155,7 +155,7 @@ def _emit_scalar(k: Kernel) -> None:
     def acc_ptr(oc):
         return b.gep(accs, [I32(0), oc], inbounds=True)
 
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+    with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         with k.loop(out_c) as oc:
             b.store(k.load(k.args[_BIAS], oc), acc_ptr(oc))
         with window(k, node, oh, ow) as (ih, iw, kh, kw), k.loop(groups) as g, \

@@ -92,7 +92,7 @@ def emit_qconv_dot(k: Kernel) -> None:
     taps = node.inputs[3].type.shape[2] * kw_n
     zp = int(first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(I32) for _ in range(BLOCK)]
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+    with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         border = border_offset(k, oh, ow)
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
         with k.loop(out_c // BLOCK) as ob:
@@ -186,7 +186,7 @@ def emit_qconv_im2col(k: Kernel) -> None:
     base = b.gep(column, [I32(0), I32(0)], inbounds=True)
     words = b.bitcast(base, ir.PointerType(I32))
     accs = [k.alloca(I32) for _ in range(BLOCK)]
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+    with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         for i in range(depth // 4):
             b.store(I32(0), b.gep(words, [I32(i)], inbounds=True), align=4)
 

@@ -118,7 +118,7 @@ def emit_qconv_vnni(k: Kernel) -> None:
         column = k.alloca(ir.ArrayType(ir.IntType(8), column_bytes))
         column.align = 16
         column = b.gep(column, [I32(0), I32(0)], inbounds=True)
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+    with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         if column is not None:
             _gather(k, column, column_bytes, n, oh, ow)
         border = border_offset(k, oh, ow)

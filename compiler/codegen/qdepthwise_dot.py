@@ -84,7 +84,7 @@ def emit_qdepthwise_dot(k: Kernel) -> None:
     vec = ir.VectorType(I32, block)
     half = ir.VectorType(ir.IntType(16), block)
     acc_vec = None if dsp else k.alloca(vec)
-    with k.loop(batch) as n, k.loop(out_h) as oh, k.loop(out_w) as ow:
+    with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         border = border_offset(k, oh, ow)
         pixel = k.index((n, out_h * out_w * channels), (oh, out_w * channels), (ow, channels))
         with k.loop(channels // block) as cb:

@@ -21,9 +21,10 @@ from llvmlite import ir
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input
 from compiler.codegen.pool import as_2d, avg_divisors, emit_as_2d
-from compiler.codegen.window import spatial, window
+from compiler.codegen.window import window
 from compiler.errors import KilnError
 from compiler.ir.graph import Node
+from compiler.ops.geometry import spatial
 from compiler.quant.requant import RANGES, quantize_multiplier
 
 F32 = ir.FloatType()

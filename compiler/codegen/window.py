@@ -8,37 +8,8 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel
-from compiler.errors import KilnError
 from compiler.ir.graph import Node
-
-
-def spatial(node: Node) -> tuple[list[int], list[int], list[int], list[int]]:
-    """Kernel, strides, dilations and pads (top, left, bottom, right) of a 2-D NHWC node."""
-    attrs = node.attrs
-    if attrs.get("layout") != "NHWC" or len(node.inputs[0].type.shape) != 4:
-        raise KilnError(f"cannot generate {node.op} {node.name}: only 2-D NHWC is supported")
-    kernel = attrs.get("kernel_shape")
-    if not kernel:  # a convolution's weights say it (QLinearConv's are its fourth input)
-        kernel = node.inputs[3 if node.op == "QLinearConv" else 1].type.shape[2:]
-    kernel = list(kernel)
-    strides = list(attrs.get("strides") or [1, 1])
-    dilations = list(attrs.get("dilations") or [1, 1])
-    pads = list(attrs.get("pads") or [0, 0, 0, 0])
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        # ONNX: pad so that out = ceil(in / stride); the odd pixel goes at the end for UPPER.
-        sizes, outs = node.inputs[0].type.shape[1:3], node.output.type.shape[1:3]
-        for d in range(2):
-            total = max(0, (outs[d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1
-                        - sizes[d])
-            small = total // 2
-            begin = small if auto_pad == "SAME_UPPER" else total - small
-            pads[d], pads[d + 2] = begin, total - begin
-    elif auto_pad not in ("NOTSET", "VALID"):
-        raise KilnError(f"cannot generate {node.op} {node.name}: auto_pad {auto_pad}")
-    elif auto_pad == "VALID":
-        pads = [0, 0, 0, 0]
-    return kernel, strides, dilations, pads
+from compiler.ops.geometry import spatial
 
 
 @contextmanager

@@ -60,6 +60,51 @@ class Storage:
     node: str = ""
 
 
+@dataclass(frozen=True)
+class Stream:
+    """An op that writes its output row by row, each from a window of input rows.
+
+    Its output may then overlap the input that dies there, as long as no row is written over
+    input rows still to be read. Rows are counted over the whole tensor (batch times height).
+    Bytes are relative to the starts of the two storages; `needed[r]` is the (first, last)
+    input row that output row r reads, (rows, -1) when it reads none (all padding).
+
+    Attributes:
+        source: The input's storage (it dies at this op).
+        in_offset: Where the input starts in its storage.
+        in_row: Bytes of one input row.
+        in_rows: Input rows.
+        out_offset: Where the output starts in its storage.
+        out_row: Bytes of one output row.
+        needed: Per output row, the first and last input row it reads.
+    """
+
+    source: str
+    in_offset: int
+    in_row: int
+    in_rows: int
+    out_offset: int
+    out_row: int
+    needed: tuple[tuple[int, int], ...]
+
+    def ascending_lag(self) -> int:
+        """Least bytes the output's storage must start below the input's, rows run upwards.
+
+        Every write up to output row r ends below the first input row that row r reads.
+        """
+        return max(self.out_offset + (r + 1) * self.out_row - self.in_offset
+                   - min(first, self.in_rows) * self.in_row
+                   for r, (first, _) in enumerate(self.needed))
+
+    def descending_lead(self) -> int:
+        """Least bytes the output's storage must start above the input's, rows run downwards.
+
+        Every write from output row r on starts above the last input row that row r reads.
+        """
+        return max(self.in_offset + (last + 1) * self.in_row - self.out_offset
+                   - r * self.out_row for r, (_, last) in enumerate(self.needed))
+
+
 @dataclass
 class LowIR:
     """A scheduled, lowered graph: instructions plus where each value lives.
@@ -70,6 +115,8 @@ class LowIR:
         values: Value name -> (storage name, byte offset).
         steps: Number of `op` instructions.
         pinned: Storages holding a graph output (live to the end, even an input's).
+        streams: Output storage -> how its op reads and writes rows (`Stream`), for ops whose
+            output may overlap the input that dies there.
     """
 
     instrs: list[Instr] = field(default_factory=list)
@@ -77,6 +124,7 @@ class LowIR:
     values: dict[str, tuple[str, int]] = field(default_factory=dict)
     steps: int = 0
     pinned: set[str] = field(default_factory=set)
+    streams: dict[str, Stream] = field(default_factory=dict)
 
     def dump(self) -> str:
         """One line per instruction, e.g. `  3  Conv conv1: out t1[0:4096] <- in x[0:1024]`."""

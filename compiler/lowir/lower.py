@@ -10,7 +10,12 @@ Rules (each keeps every output element's reads before its own write):
   of the residual, so the result may overwrite the residual when the residual dies there. The
   same holds for a QLinearAdd of a QLinearConv result: the convolution's requantized value
   joins the residual by the QLinearAdd's own arithmetic.
-Graph inputs are never written over: the caller owns them.
+- An int8 convolution writes its output row by row, each row from a window of input rows
+  (every emitter loops over output rows outermost): when its input dies there, the output
+  may overlap it (`Stream`), the planner choosing how far apart and which way the rows run.
+Graph inputs are never written over by these rules: the caller owns them. Only when the
+planner puts inputs in the arena (as TFLite Micro does) may their bytes hold other values
+after their last read, a streaming output's included.
 """
 
 from __future__ import annotations
@@ -18,13 +23,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.ir.graph import Constant, Graph, Node, Value
-from compiler.lowir.ir import IN, INOUT, OUT, Instr, LowIR, Operand, Storage
+from compiler.lowir.ir import IN, INOUT, OUT, Instr, LowIR, Operand, Storage, Stream
 from compiler.ops import lookup
+from compiler.ops.geometry import rows_read
 from compiler.schedule.model import is_view
 
 # Element-wise categories that may run in place; row-wise normalizers are excluded.
 IN_PLACE_CATEGORIES = ("elementwise", "activation")
 NOT_IN_PLACE = frozenset({"Softmax", "LogSoftmax", "Hardmax", "PRelu"})
+# Operators whose every kernel runs output rows in order, each row's writes after the input
+# rows it needs are read: their output may overlap their dying input.
+STREAMED = frozenset({"QLinearConv"})
 RESIDUAL_PRODUCERS = {"Add": frozenset({"Conv", "FullyConnected"}),
                       "QLinearAdd": frozenset({"QLinearConv"})}
 
@@ -145,9 +154,15 @@ class _Lowering:
         storage, offset = self.where[id(value)]
         return Operand(storage, value.name, offset, value.type.nbytes, mode)
 
-    def dies_at(self, storage: str, k: int, exclude: Node | None = None) -> bool:
-        """True when the storage is an activation that no node after step k reads."""
-        if self.ir.storages[storage].kind != "activation":
+    def dies_at(self, storage: str, k: int, exclude: Node | None = None,
+                inputs_too: bool = False) -> bool:
+        """True when the storage is an activation that no node after step k reads.
+
+        With `inputs_too`, a graph input also counts: it dies the same way when it lives in the
+        arena (the planner decides that).
+        """
+        kinds = ("activation", "input") if inputs_too else ("activation",)
+        if self.ir.storages[storage].kind not in kinds:
             return False
         for v in self.members[storage]:
             if id(v) in self.outputs:
@@ -204,6 +219,7 @@ class _Lowering:
                     break
         for o in node.outputs:
             self.ensure(o, node.name)
+        self.stream(node, data_in)
         outs = [self.operand(o, OUT) for o in node.outputs]
         operands = []
         for o in (self.operand(v, IN) for v in data_in):
@@ -213,6 +229,24 @@ class _Lowering:
                 o = Operand(o.storage, o.value, o.offset, o.size, INOUT, same[0].value)
             operands.append(o)
         self.emit(node, node.op, operands + outs, (node.name,))
+
+    def stream(self, node: Node, data_in: list[Value]) -> None:
+        """Record how `node` runs its rows when its new output may overlap its dying input."""
+        if node.op not in STREAMED or len(data_in) != 1 or len(node.outputs) != 1:
+            return
+        x, out = data_in[0], node.output
+        source, in_offset = self.where[id(x)]
+        storage, out_offset = self.where[id(out)]
+        if (source == storage or self.members[storage] != [out]
+                or self.ir.storages[storage].kind != "activation"
+                or not self.dies_at(source, self.position[id(node)], inputs_too=True)):
+            return
+        needed = rows_read(node)
+        if needed is None:
+            return
+        self.ir.streams[storage] = Stream(
+            source, in_offset, x.type.nbytes // x.type.shape[1], x.type.shape[1], out_offset,
+            out.type.nbytes // out.type.shape[1], tuple(needed))
 
     def emit(self, node: Node, op: str, operands: list[Operand], names: tuple[str, ...]) -> None:
         """Append an instruction that takes the next schedule step."""

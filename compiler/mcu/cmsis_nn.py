@@ -23,11 +23,11 @@ import numpy as np
 
 from compiler.cache import cache_dir
 from compiler.codegen.qfully_connected import weight_rows
-from compiler.codegen.window import spatial
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.mcu import firmware
 from compiler.mcu.counting import count
+from compiler.ops.geometry import spatial
 from compiler.quant.requant import RANGES, quantize_multiplier, tflite_multiplier
 from compiler.quant.tflite_softmax import softmax_params
 

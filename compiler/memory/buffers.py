@@ -16,6 +16,10 @@ class Buffer:
         first: Step that first writes it.
         last: Step that last reads it.
         node: The node whose output it holds (for reports and the timeline).
+        stream: (source, lag, lead) when the op that first writes this buffer streams rows from
+            `source`, which dies there: this buffer may overlap it when its offset is at least
+            `lag` bytes below the source's (rows run upwards) or `lead` bytes above (rows run
+            downwards).
     """
 
     name: str
@@ -23,6 +27,22 @@ class Buffer:
     first: int
     last: int
     node: str = ""
+    stream: tuple[str, int, int] | None = None
+
+    def forbidden(self, other: Buffer, other_offset: int, alignment: int) -> tuple[int, int]:
+        """The open interval of offsets this buffer may not take with `other` at its offset.
+
+        Both are live at a common step; unless one streams from the other, they may not share
+        a byte.
+        """
+        if self.stream is not None and self.stream[0] == other.name:
+            _, lag, lead = self.stream
+            return other_offset - lag, other_offset + lead
+        if other.stream is not None and other.stream[0] == self.name:
+            _, lag, lead = other.stream
+            return other_offset - lead, other_offset + lag
+        return (other_offset - align_up(self.size, alignment),
+                other_offset + align_up(other.size, alignment))
 
     def overlaps_in_time(self, other: Buffer) -> bool:
         """True when both are live at some common step, so they may not share bytes."""
@@ -36,7 +56,11 @@ def align_up(size: int, alignment: int) -> int:
 
 def live_bytes(buffers: Iterable[Buffer], steps: int | None = None,
                alignment: int = 1) -> list[int]:
-    """Bytes live at each step (aligned sizes), the curve a timeline view draws."""
+    """Bytes live at each step (aligned sizes), the curve a timeline view draws.
+
+    At the step where a buffer streams from its source, the pair counts for the least bytes
+    their union can take (`stream_union`).
+    """
     buffers = list(buffers)
     if steps is None:
         steps = max((b.last + 1 for b in buffers), default=0)
@@ -49,7 +73,26 @@ def live_bytes(buffers: Iterable[Buffer], steps: int | None = None,
     for step in range(steps):
         running += delta[step]
         curve.append(running)
+    by_name = {b.name: b for b in buffers}
+    for b in buffers:
+        source = by_name.get(b.stream[0]) if b.stream is not None else None
+        if source is not None and source.last == b.first and 0 <= b.first < steps:
+            both = align_up(b.size, alignment) + align_up(source.size, alignment)
+            curve[b.first] -= both - stream_union(b, source, alignment)
     return curve
+
+
+def stream_union(out: Buffer, source: Buffer, alignment: int = 1) -> int:
+    """The fewest bytes a streaming output and its source can span together.
+
+    Rows upwards, the output starts at least `lag` below the source; downwards, at least
+    `lead` above it; apart, they span both sizes.
+    """
+    _, lag, lead = out.stream
+    size_out, size_in = align_up(out.size, alignment), align_up(source.size, alignment)
+    below = max(size_out, align_up(lag, alignment) + size_in)
+    above = max(size_in, align_up(lead, alignment) + size_out)
+    return min(below, above, size_out + size_in)
 
 
 def lower_bound(buffers: Sequence[Buffer], alignment: int = 1) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from compiler.lowir.ir import IN, INOUT, OUT, LowIR
 from compiler.memory.buffers import Buffer
 
@@ -11,7 +13,8 @@ def lifetimes(ir: LowIR, io_in_arena: bool = False) -> list[Buffer]:
 
     A storage lives from the first step that writes it to the last step that reads it. Graph
     inputs are written by the caller before step 0; graph outputs are read after the last step.
-    Views take no step, so they extend nothing by themselves.
+    Views take no step, so they extend nothing by themselves. A storage written by an op that
+    streams rows from a storage dying at that very step carries the stream (`Buffer.stream`).
     """
     first: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -31,4 +34,10 @@ def lifetimes(ir: LowIR, io_in_arena: bool = False) -> list[Buffer]:
         start = 0 if s.kind == "input" else first.get(s.name, 0)
         stop = end if s.name in ir.pinned else last.get(s.name, start)
         buffers.append(Buffer(s.name, s.size, start, max(stop, start), s.node))
-    return buffers
+    by_name = {b.name: b for b in buffers}
+    for name, stream in ir.streams.items():
+        out, source = by_name.get(name), by_name.get(stream.source)
+        if out is not None and source is not None and source.last == out.first:
+            by_name[name] = replace(out, stream=(source.name, stream.ascending_lag(),
+                                                 stream.descending_lead()))
+    return [by_name[b.name] for b in buffers]

@@ -86,7 +86,8 @@ def check_plan(plan: ArenaPlan) -> None:
     """Raise PlanError unless the plan is valid.
 
     Valid means: every buffer has an aligned offset and lies inside the arena, and no two
-    buffers live at a common step share a byte.
+    buffers live at a common step share a byte, but for a streaming output and its source,
+    which may overlap when the output sits at least its lag below or its lead above.
     """
     a = plan.alignment
     for b in plan.buffers:
@@ -109,12 +110,26 @@ def check_plan(plan: ArenaPlan) -> None:
             if other.first > b.last:
                 break
             olo = plan.offsets[other.name]
+            if _streams(b, other):
+                out, source = (b, other) if b.stream and b.stream[0] == other.name else (other, b)
+                _, lag, lead = out.stream
+                apart = plan.offsets[out.name] - plan.offsets[source.name]
+                if -lag < apart < lead:
+                    raise PlanError(f"buffer {out.name} streams from {source.name} but sits "
+                                    f"{apart} bytes from it, inside ({-lag}, {lead})")
+                continue
             if b.size and other.size and lo < olo + other.size and olo < hi:
                 raise PlanError(f"buffers {b.name} and {other.name} are live together "
                                 f"(steps {max(b.first, other.first)}-"
                                 f"{min(b.last, other.last)}) and overlap in memory")
     if plan.size < lower_bound(plan.buffers, a):
         raise PlanError("the arena is smaller than its lower bound: the checker is wrong")
+
+
+def _streams(a: Buffer, b: Buffer) -> bool:
+    """True when one of the two streams rows from the other."""
+    return ((a.stream is not None and a.stream[0] == b.name)
+            or (b.stream is not None and b.stream[0] == a.name))
 
 
 __all__ = ["ArenaPlan", "PlanError", "plan_arena", "check_plan", "first_fit"]

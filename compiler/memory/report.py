@@ -41,6 +41,36 @@ class MemoryPlan:
     io_in_arena: bool
     output_names: tuple[str, ...] = ()
 
+    def overlapping(self, a: str, b: str) -> bool:
+        """True when two different arena storages share bytes (a streaming output and input)."""
+        offsets, storages = self.arena.offsets, self.lowir.storages
+        if a == b or a not in offsets or b not in offsets:
+            return False
+        return (offsets[a] < offsets[b] + storages[b].size
+                and offsets[b] < offsets[a] + storages[a].size)
+
+    def descending(self, storage: str) -> bool:
+        """True when the op writing `storage` must run its rows downwards.
+
+        It streams from a source it overlaps from above (not the `lag` below that rows run
+        upwards need).
+        """
+        stream = self.lowir.streams.get(storage)
+        if stream is None or not self.overlapping(storage, stream.source):
+            return False
+        _, lag, _ = next(b.stream for b in self.arena.buffers if b.name == storage)
+        return self.arena.offsets[storage] - self.arena.offsets[stream.source] > -lag
+
+    def streams_from(self, storage: str) -> dict | None:
+        """How `storage` overlaps the input it streams from, or None when it does not.
+
+        {"source": the input's storage, "rows": "up" or "down", the order its kernel runs}.
+        """
+        stream = self.lowir.streams.get(storage)
+        if stream is None or not self.overlapping(storage, stream.source):
+            return None
+        return {"source": stream.source, "rows": "down" if self.descending(storage) else "up"}
+
     def to_json(self) -> dict:
         """The `kiln memory --json` document."""
         a = self.arena
@@ -50,7 +80,8 @@ class MemoryPlan:
             "schedule_peak": self.schedule.peak, "topological_peak": self.schedule.topological_peak,
             "strategies": dict(a.strategies),
             "buffers": [{"name": b.name, "node": b.node, "size": b.size,
-                         "offset": a.offsets[b.name], "first": b.first, "last": b.last}
+                         "offset": a.offsets[b.name], "first": b.first, "last": b.last,
+                         "streams_from": self.streams_from(b.name)}
                         for b in sorted(a.buffers, key=lambda b: (b.first, b.name))],
             "live_bytes": a.live_bytes(),
             "alignment": self.alignment, "io_in_arena": self.io_in_arena,

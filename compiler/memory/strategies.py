@@ -17,26 +17,27 @@ Offsets = dict[str, int]
 
 
 def first_fit(order: Sequence[Buffer], alignment: int) -> Offsets:
-    """Offsets for buffers placed in `order`, each in the lowest gap that holds it.
+    """Offsets for buffers placed in `order`, each at the lowest offset free of clashes.
 
     Placed buffers are indexed by the steps they are live at, so finding the ones that clash
     with a new buffer costs its lifetime times the buffers live meanwhile, not the whole list.
+    Each clash forbids an interval of offsets (`Buffer.forbidden`: the other's bytes, or less
+    for a streaming pair); the lowest aligned offset outside all of them is taken.
     """
     at_step: dict[int, list[int]] = {}
-    spans: list[tuple[int, int]] = []  # (offset, end) of each placed buffer
+    placed: list[tuple[Buffer, int]] = []
     offsets: Offsets = {}
     for buf in order:
-        size = align_up(buf.size, alignment)
         clashing = {k for t in range(buf.first, buf.last + 1) for k in at_step.get(t, ())}
         offset = 0
-        for start, end in sorted(spans[k] for k in clashing):
-            if start - offset >= size:
+        for low, high in sorted(buf.forbidden(*placed[k], alignment) for k in clashing):
+            if offset <= low:
                 break
-            offset = max(offset, end)
+            offset = max(offset, align_up(high, alignment))
         offsets[buf.name] = offset
         for t in range(buf.first, buf.last + 1):
-            at_step.setdefault(t, []).append(len(spans))
-        spans.append((offset, offset + size))
+            at_step.setdefault(t, []).append(len(placed))
+        placed.append((buf, offset))
     return offsets
 
 

@@ -242,3 +242,36 @@ def test_the_timeline_follows_the_pipeline_editor(qtbot):
     assert any(n.op == "Relu" for n in unfused.nodes)
     assert after.doc == plan_memory(unfused).to_json()
     assert after.doc != before.doc  # the Relus run as steps of their own now
+
+
+def test_a_streaming_layer_shows_the_bytes_it_shares_with_its_input(qtbot, tmp_path):
+    """A chain of int8 convolutions: each output overlaps the input it streams from; hovering
+    the shared bytes says so, and the rows' direction agrees with `kiln memory --json`."""
+    from tests.memory.test_streams import _chain_model
+    from tests.tflite.writer import write
+
+    model = tmp_path / "chain.tflite"
+    model.write_bytes(write(_chain_model()[0]))
+    window = make_window(qtbot, model)
+    planned = _wait_plan(qtbot, window)
+    timeline = window.memory.timeline
+    timeline.resize(900, 300)
+    rows = {b["name"]: b["streams_from"] for b in planned.doc["buffers"]}
+    streaming = [b for b in timeline.bars if rows[b.name]]
+    assert len(streaming) >= 3
+    for bar in streaming:
+        source = timeline.bar(bar.streams_from)
+        shared = timeline._overlap(bar, source)
+        assert shared is not None and shared.height() > 0
+        # The middle of the shared bytes, on the step where both are live.
+        at = timeline.bar_rect(bar).center()
+        at.setY(shared.center().y())
+        move = QMouseEvent(QEvent.Type.MouseMove, at, QPointF(timeline.mapToGlobal(at)),
+                           Qt.MouseButton.NoButton, Qt.MouseButton.NoButton,
+                           Qt.KeyboardModifier.NoModifier)
+        QApplication.sendEvent(timeline, move)
+        tip = timeline.toolTip()
+        way = "downwards" if rows[bar.name]["rows"] == "down" else "upwards"
+        # The smaller rectangle answers: either side of the pair names the other.
+        assert (f"overlaps {source.name}" in tip or f"overlapped by {bar.name}" in tip) \
+            and way in tip, tip
