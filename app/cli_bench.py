@@ -15,7 +15,7 @@ from app.cli_args import UsageError, add_model_args, parse_shape
 def add_bench_parser(sub) -> None:
     """The `bench` subcommand's arguments."""
     bench = sub.add_parser("bench", help="the model compiled for this host against onnxruntime "
-                                         "and LiteRT")
+                                         "and LiteRT (LiteRT alone for a .tflite model)")
     add_model_args(bench)
     bench.add_argument("--json", action="store_true", help="print one JSON document")
     bench.add_argument("--runs", type=int, metavar="N",

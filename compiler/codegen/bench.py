@@ -3,7 +3,8 @@
 The peers are onnxruntime (one intra-op and one inter-op thread, every graph optimization, run
 through IOBinding with inputs and outputs bound once, so the timed call copies nothing in
 Python, as the bundle's call copies nothing) and, when the model has a `.tflite` twin, LiteRT
-(XNNPACK, one thread, `invoke` on tensors set once). Every engine gets the same seeded inputs.
+(XNNPACK, one thread, `invoke` on tensors set once); a `.tflite` model is timed against LiteRT
+alone, which runs the file itself. Every engine gets the same seeded inputs.
 After a warm-up the engines run block by block, the order rotating each block so none always
 goes first; each block keeps the median of many single inferences and the result per engine is
 the median of its block medians, which a busy machine disturbs far less than a mean would.
@@ -93,8 +94,10 @@ class BenchResult:
                "kiln_gflops": self.kiln_gflops, "peak_gflops": self.peak_gflops,
                "peak_fraction": self.peak_fraction}
         # The keys of the first version, kept for scripts that read them.
-        doc.update(kiln_ms=self.kiln_ms, ort_ms=self.ort_ms, ratio=self.ratio(ORT),
-                   kiln_repeats_ms=self.engines[KILN], ort_repeats_ms=self.engines[ORT])
+        doc.update(kiln_ms=self.kiln_ms, kiln_repeats_ms=self.engines[KILN])
+        if ORT in self.engines:
+            doc.update(ort_ms=self.ort_ms, ratio=self.ratio(ORT),
+                       ort_repeats_ms=self.engines[ORT])
         return doc
 
 
@@ -214,21 +217,32 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
     """Compile `model` for the host and time it against its peers on the same inputs.
 
     `tflite` names the model's LiteRT twin; by default a twin found by `litert_twin` is used.
+    A TFLite `model` is its own twin, and onnxruntime, which cannot read it, sits out.
     """
     from compiler.codegen.host import HostNet
     from compiler.codegen.peak import peak_flops
     from compiler.codegen.targets import get_target
     from compiler.driver import compilation
+    from compiler.frontends.load import is_tflite, load_model
     from compiler.frontends.onnx import load_onnx
     from compiler.inputs import random_inputs
     from compiler.stats import compute_stats
 
     if repeats < 1 or (runs is not None and runs < 1):
         raise KilnError("runs and repeats must be at least 1")
-    graph = load_onnx(str(model), shapes or {})
-    feeds = random_inputs(graph, seed)
-    ort_call, ort_out = _ort_engine(model, feeds)
-    twin = Path(tflite) if tflite is not None else litert_twin(model)
+    path = Path(model)
+    if path.is_file() and is_tflite(path.read_bytes()[:8]):
+        if tflite is not None:
+            raise KilnError(f"--tflite names the LiteRT twin of an ONNX model; {path.name} is a "
+                            "TFLite model, which LiteRT runs itself")
+        graph = load_model(path, shapes or {})
+        feeds = random_inputs(graph, seed)
+        ort_call, ort_out, twin = None, {}, path
+    else:
+        graph = load_onnx(str(model), shapes or {})
+        feeds = random_inputs(graph, seed)
+        ort_call, ort_out = _ort_engine(model, feeds)
+        twin = Path(tflite) if tflite is not None else litert_twin(model)
     if twin is not None and not twin.is_file():
         raise KilnError(f"--tflite {twin}: no such file")
     target = get_target("host")
@@ -242,9 +256,12 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
         try:
             ours = hosted.run(feeds)
             ours_list = [ours[v.name] for v in graph.outputs]
-            engines: dict[str, Callable[[], object]] = {KILN: hosted.call, ORT: ort_call}
-            diffs = {ORT: _max_diff(ours_list, [ort_out[v.name] for v in graph.outputs
-                                                if v.name in ort_out])}
+            engines: dict[str, Callable[[], object]] = {KILN: hosted.call}
+            diffs = {}
+            if ort_call is not None:
+                engines[ORT] = ort_call
+                diffs[ORT] = _max_diff(ours_list, [ort_out[v.name] for v in graph.outputs
+                                                   if v.name in ort_out])
             if twin is not None:
                 engines[LITERT], litert_out = _litert_engine(twin, feeds)
                 diffs[LITERT] = _max_diff(ours_list, litert_out)

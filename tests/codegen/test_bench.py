@@ -40,6 +40,25 @@ def test_a_tflite_twin_adds_litert(capsys):
     assert doc["max_abs_diff"]["litert"] < 0.05
 
 
+def test_a_tflite_model_is_timed_against_litert_alone(capsys, tmp_path):
+    """An int8 .tflite written here: LiteRT runs the file itself, onnxruntime cannot."""
+    require_module("ai_edge_litert", "the test extra installs it on x86-64 Linux only")
+    from tests.codegen.test_int8_kernels import _conv_tflite
+
+    model = tmp_path / "conv.tflite"
+    model.write_bytes(_conv_tflite(False, 1, 0, 3))
+    assert main(["bench", str(model), "--json", "--runs", "5", "--repeats", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["engines"]) == {"kiln", "litert"} and doc["tflite"] == "conv.tflite"
+    assert "ort_ms" not in doc and doc["kiln_ms"] > 0
+    assert doc["ratios"]["litert"] == pytest.approx(doc["kiln_ms"]
+                                                    / doc["engines"]["litert"]["ms"])
+    assert doc["max_abs_diff"]["litert"] <= 1  # int8: LiteRT rounds as TFLite Micro, or 1 off
+    assert main(["bench", str(model), "--tflite", str(model), "--runs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "is a TFLite model, which LiteRT runs itself" in err and err.count("\n") == 1
+
+
 def test_a_twin_of_another_shape_is_refused(capsys, tmp_path):
     require_module("ai_edge_litert", "the test extra installs it on x86-64 Linux only")
     twin = shared_models() / "tflite" / "kws_ref_model_float32.tflite"
