@@ -4,9 +4,9 @@ Both run one thread on the same inputs (seeded smooth random images for ResNet-8
 training split cycled for the digits CNN). onnxruntime's figure is `create_calibrator` +
 `collect_data` + `compute_data`, its whole calibration, with its session set to one thread;
 Kiln's is `profile_model`, which also fills a histogram per tensor. Kiln is measured twice:
-warm (its object cache holds the instrumented network from an earlier profile, compile or
-export of the model) and cold (KILN_NO_CACHE=1, so LLVM compiles it during the run). Engines
-alternate block by block; the figures are medians of the blocks.
+warm (its object cache holds the instrumented network from an earlier profile of the model)
+and cold (KILN_NO_CACHE=1: LLVM compiles the network, in its fast mode, and the histogram code
+during the run). Engines alternate block by block; the figures are medians of the blocks.
 
 Then the quantization workbench's incremental evaluator: ResNet-8 (or the digits CNN) on 100
 inputs, the range of each quantized tensor in turn narrowed to 80 %, the time until the new
@@ -100,7 +100,11 @@ def _kiln_seconds(graph, data: CalibrationData, cold: bool) -> float:
 
 
 def main() -> int:
-    """Print the table; exit 1 when warm Kiln is slower than onnxruntime on a model."""
+    """Print the table; exit 1 when Kiln is slower than onnxruntime where the goal asks.
+
+    Warm on every model; cold too on ResNet-8, the model the goal names (the digits CNN is so
+    small that compiling it costs more than profiling it, cold).
+    """
     models = [("digits_cnn", SAMPLE)]
     if (SHARED / "onnx" / "pretrainedResnet.onnx").exists():
         models.append(("ResNet-8", SHARED / "onnx" / "pretrainedResnet.onnx"))
@@ -118,11 +122,11 @@ def main() -> int:
             times["warm"].append(_kiln_seconds(graph, data, cold=False))
             times["cold"].append(_kiln_seconds(graph, data, cold=True))
         ort, warm, cold = (statistics.median(times[k]) for k in ("ort", "warm", "cold"))
-        met &= warm < ort
+        met &= warm < ort and (name != "ResNet-8" or cold < ort)
         print(f"{name:12}{ort:>13.3f}{warm:>11.3f}{cold:>11.3f}{warm / ort:>10.2f}"
               f"{cold / ort:>10.2f}")
-    print("goal (kiln profile faster than onnxruntime's MinMax calibrator):",
-          "met (warm)" if met else "MISSED")
+    print("goal (kiln profile faster than onnxruntime's MinMax calibrator; ResNet-8 cold too):",
+          "met" if met else "MISSED")
     return 0 if _incremental(*models[-1]) and met else 1
 
 
