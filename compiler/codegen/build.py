@@ -205,12 +205,10 @@ class _Builder:
         # A tensor alone in its storage overlaps no other argument: saying so lets LLVM
         # vectorize without runtime checks. In-place pairs (residual and output) get nothing,
         # nor do an output and the input it streams from when the plan overlaps them.
-        shared, descending = self._aliasing(params)
+        shared, overlapping, descending = self._aliasing(params)
         for arg, alone in zip(fn.args, shared):
             if alone:
                 arg.add_attribute("noalias")
-        storages = [self.plan.lowir.values[v.name][0] for v in params]
-        overlapping = any(self.plan.overlapping(a, b) for a in storages for b in storages)
         if (self.separate_kernels or (add is not None and add.op == "QLinearAdd")
                 or (overlapping and not self.target.inline_streaming)):
             # Kept as its own function: its code is measurable alone. An int8 convolution
@@ -239,15 +237,18 @@ class _Builder:
         kernel.finish()
         return fn, params, consts
 
-    def _aliasing(self, params: list[Value]) -> tuple[list[bool], bool]:
-        """Per runtime argument, whether no other one shares its bytes; and the row order.
+    def _aliasing(self, params: list[Value]) -> tuple[list[bool], bool, bool]:
+        """How a kernel's runtime arguments share bytes.
 
-        The order is downwards when the output streams from an input it overlaps from above.
+        Per argument, whether no other one shares its bytes; whether two of them overlap from
+        different storages (an output and the input it streams from); and whether the rows
+        then run downwards (the output overlaps the input from above).
         """
         storages = [self.plan.lowir.values[v.name][0] for v in params]
-        alone = [storages.count(s) == 1 and not any(
-            self.plan.overlapping(s, other) for other in storages) for s in storages]
-        return alone, self.plan.descending(storages[-1])
+        overlaps = [any(self.plan.overlapping(s, other) for other in storages)
+                    for s in storages]
+        alone = [storages.count(s) == 1 and not o for s, o in zip(storages, overlaps)]
+        return alone, any(overlaps), self.plan.descending(storages[-1])
 
     def _shape_key(self, node: Node, add: Node | None,
                    weights: dict[int, tuple[np.ndarray, int]]) -> tuple:
@@ -281,8 +282,9 @@ class _Builder:
             ("inline", frozen(v.data)) if isinstance(v, Constant) else v is node.output
             for v in add.inputs))
         storages = [self.plan.lowir.values[v.name][0] for v in params]
-        alone, descending = self._aliasing(params)
-        aliasing = (tuple(storages.index(s) for s in storages), tuple(alone), descending)
+        alone, overlapping, descending = self._aliasing(params)
+        aliasing = (tuple(storages.index(s) for s in storages), tuple(alone), overlapping,
+                    descending)
         return (node.op, frozen(sorted(node.attrs.items())), tuple(inputs),
                 tuple(v.type for v in params), add_key, aliasing)
 
