@@ -54,7 +54,7 @@ def main() -> int:
             continue
         ratio = arenas[name] / tflm
         failed |= ratio > target
-        print(f"  {name:18} {arenas[name]:>9,} / {tflm:>9,} = {ratio:.3f} (target <= {target})")
+        print(f"  {name:24} {arenas[name]:>9,} / {tflm:>9,} = {ratio:.3f} (target <= {target})")
     return 1 if failed else 0
 
 
