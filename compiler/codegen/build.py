@@ -10,11 +10,13 @@ from llvmlite import ir
 from compiler.codegen.entry import Call, emit_calls
 from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
+from compiler.codegen.pair import PairRows, emit_driver, pair_rows
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
+from compiler.lowir.ir import PAIR_OP
 from compiler.memory.report import MemoryPlan
 
 I8P = ir.PointerType(ir.IntType(8))
@@ -99,9 +101,9 @@ class CompiledNet:
     kernels: list[KernelInfo] = field(default_factory=list)
 
 
-def _location(plan: MemoryPlan, value: Value) -> tuple[int, int]:
-    """(argument index of the region, byte offset) of a runtime value."""
-    storage, offset = plan.lowir.values[value.name]
+def _location(plan: MemoryPlan, value: Value | str) -> tuple[int, int]:
+    """(argument index of the region, byte offset) of a runtime value (or its name)."""
+    storage, offset = plan.lowir.values[value if isinstance(value, str) else value.name]
     if storage in plan.mutable_offsets:
         return 1, plan.mutable_offsets[storage] + offset
     return 2, plan.arena.offsets[storage] + offset
@@ -139,6 +141,10 @@ class _Builder:
         """(node, fused Add or None, covered node names, op) per kernel, in schedule order."""
         steps = []
         for instr in (i for i in self.plan.lowir.instrs if i.kind == "op"):
+            if instr.op == PAIR_OP:
+                second, add = (self.nodes[n] for n in instr.nodes[1:])
+                steps.append((second, add, tuple(instr.nodes), instr.op))
+                continue
             fused = instr.op.endswith("+Add") and len(instr.nodes) == 2
             if (len(instr.nodes) > 1 and not fused) or instr.name not in self.nodes:
                 raise KilnError(f"cannot generate {instr.op} ({instr.name})")
@@ -180,15 +186,16 @@ class _Builder:
                   for _, (array, offset) in sorted(weights.items())]
         return runtime + outputs, consts
 
-    def kernel(self, node: Node, index: int, add: Node | None,
-               weights: dict[int, tuple[np.ndarray, int]]
+    def kernel(self, node: Node, index: int | str, add: Node | None,
+               weights: dict[int, tuple[np.ndarray, int]], alone: list[bool] | None = None
                ) -> tuple[ir.Function, list[Value], list[tuple[int, ir.Type]]]:
         """The function of `node`, its runtime values in order, and its weight arguments.
 
         The weight arguments follow the runtime ones, as (blob offset, element type): the entry
         point passes pointers into the blob, wherever it is. With `add` (a fused residual
         Add), the kernel also takes the residual and writes the Add's output instead of the
-        node's.
+        node's. `alone` says which runtime arguments share no bytes for a node the plan does
+        not know (a pair's one-row nodes); such a kernel is always inlined into its caller.
         """
         emit, _ = lookup(node, self.target)
         params, consts = self._arguments(node, add, weights)
@@ -205,11 +212,14 @@ class _Builder:
         # A tensor alone in its storage overlaps no other argument: saying so lets LLVM
         # vectorize without runtime checks. In-place pairs (residual and output) get nothing,
         # nor do an output and the input it streams from when the plan overlaps them.
-        shared, overlapping, descending = self._aliasing(params)
-        for arg, alone in zip(fn.args, shared):
-            if alone:
+        shared, overlapping, descending = (self._aliasing(params) if alone is None
+                                           else (alone, False, False))
+        for arg, apart in zip(fn.args, shared):
+            if apart:
                 arg.add_attribute("noalias")
-        if (self.separate_kernels or (add is not None and add.op == "QLinearAdd")
+        if alone is not None:
+            fn.attributes.add("alwaysinline")
+        elif (self.separate_kernels or (add is not None and add.op == "QLinearAdd")
                 or (overlapping and not self.target.inline_streaming)):
             # Kept as its own function: its code is measurable alone. An int8 convolution
             # with its residual Add is too: inlined, LLVM hoists the Add's constants into the
@@ -288,13 +298,55 @@ class _Builder:
         return (node.op, frozen(sorted(node.attrs.items())), tuple(inputs),
                 tuple(v.type for v in params), add_key, aliasing)
 
+    def _weights(self, node: Node) -> dict[int, tuple[np.ndarray, int]]:
+        """`node`'s arrays as its emitter wants them, each with its blob offset."""
+        arrays = lookup(node, self.target)[1](node)
+        return {i: (a, self.table.add(a)) for i, a in arrays.items()}
+
+    def _pair_rows(self, names: tuple[str, ...]) -> PairRows:
+        first, second, add = (self.nodes[n] for n in names)
+        window = self.plan.lowir.storages[f"{first.output.name}.rows"].size
+        return pair_rows(first, second, add,
+                         window // (first.output.type.nbytes // first.output.type.shape[1]))
+
+    def pair(self, step: int, rows: PairRows, weights: dict[str, dict]
+             ) -> tuple[ir.Function, list[str], list[tuple[int, ir.Type]]]:
+        """A residual block's pair: its one-row kernels and the driver calling them.
+
+        Returns the driver, the names of its runtime values (the residual, written over, and
+        the window) and its weight arguments (every kernel's, in turn).
+        """
+        kernels, consts = {}, []
+        parts = {"top": rows.top, "middle": rows.middle, "bottom": rows.bottom, "out": rows.out}
+        for part, node in parts.items():
+            add = rows.out_add if part == "out" else None
+            # Input and output rows apart; B's residual row is the row it writes.
+            alone = [True, False, False] if add is not None else [True, True]
+            fn, _, own = self.kernel(node, f"{step}.{part}", add, weights[part], alone)
+            kernels[part] = (fn, 2 + len(consts))
+            consts += own
+        fnty = ir.FunctionType(ir.VoidType(), [I8P, I8P] + [ir.PointerType(t) for _, t in consts])
+        driver = ir.Function(self.module, fnty, f"{self.name}.k{step}.QLinearConv_pair")
+        driver.linkage = "internal"
+        driver.attributes.add("nounwind")
+        driver.attributes.add("noinline")
+        for arg in driver.args:
+            arg.add_attribute("noalias")
+        emit_driver(driver, rows, kernels)
+        return driver, consts
+
     def build(self) -> ir.Module:
         """The module with the exported `int name(const u8 *, u8 *, u8 *)` entry point."""
         steps = self._steps()
         prepared = []
-        for node, _, _, _ in steps:
-            arrays = lookup(node, self.target)[1](node)
-            prepared.append({i: (a, self.table.add(a)) for i, a in arrays.items()})
+        for node, _, names, op in steps:
+            if op == PAIR_OP:
+                rows = self._pair_rows(names)
+                parts = {"top": rows.top, "middle": rows.middle, "bottom": rows.bottom,
+                         "out": rows.out}
+                prepared.append((rows, {p: self._weights(n) for p, n in parts.items()}))
+            else:
+                prepared.append(self._weights(node))
         self._placeholder()
         entry = ir.Function(self.module, ir.FunctionType(I32, [I8P, I8P, I8P]), self.name)
         entry.attributes.add("nounwind")
@@ -303,6 +355,17 @@ class _Builder:
         made: dict[tuple, ir.Function] = {}
         calls: list[Call] = []
         for step, ((node, add, names, op), weights) in enumerate(zip(steps, prepared)):
+            if op == PAIR_OP:
+                rows, parts = weights
+                fn, consts = self.pair(step, rows, parts)
+                residual = self.nodes[names[0]].inputs[0]
+                places = [_location(self.plan, residual),
+                          _location(self.plan, f"{self.nodes[names[0]].output.name}.rows")]
+                places += [(BLOB, offset) for offset, _ in consts]
+                calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
+                self.kernels.append(KernelInfo(fn.name, op, names, sum(
+                    a.nbytes for own in parts.values() for a, _ in own.values())))
+                continue
             key = self._shape_key(node, add, weights)
             if key in made:
                 fn = made[key]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 IN, OUT, INOUT = "in", "out", "inout"
+# The op of a residual block's two convolutions and Add run row by row as one instruction.
+PAIR_OP = "QLinearConv+QLinearConv+Add"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ Rules (each keeps every output element's reads before its own write):
   of the residual, so the result may overwrite the residual when the residual dies there. The
   same holds for a QLinearAdd of a QLinearConv result: the convolution's requantized value
   joins the residual by the QLinearAdd's own arithmetic.
+- Two int8 convolutions in a row whose second adds the first one's input back (a residual
+  block, fused as above) run as one instruction row by row (`lower_pair`): the first one's
+  rows pass through a window of a few rows instead of a whole tensor, and the sum is written
+  over the input, rows it no longer needs. The block then holds one tensor and the window.
 - An int8 convolution writes its output row by row, each row from a window of input rows
   (every emitter loops over output rows outermost): when its input dies there, the output
   may overlap it (`Stream`), the planner choosing how far apart and which way the rows run.
@@ -23,9 +27,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.ir.graph import Constant, Graph, Node, Value
-from compiler.lowir.ir import IN, INOUT, OUT, Instr, LowIR, Operand, Storage, Stream
+from compiler.ir.types import TensorType
+from compiler.lowir.ir import (
+    IN,
+    INOUT,
+    OUT,
+    PAIR_OP,
+    Instr,
+    LowIR,
+    Operand,
+    Storage,
+    Stream,
+)
 from compiler.ops import lookup
-from compiler.ops.geometry import rows_read
+from compiler.ops.geometry import row_preserving, rows_read
 from compiler.schedule.model import is_view
 
 # Element-wise categories that may run in place; row-wise normalizers are excluded.
@@ -34,6 +49,8 @@ NOT_IN_PLACE = frozenset({"Softmax", "LogSoftmax", "Hardmax", "PRelu"})
 # Operators whose every kernel runs output rows in order, each row's writes after the input
 # rows it needs are read: their output may overlap their dying input.
 STREAMED = frozenset({"QLinearConv"})
+# New rows of the first convolution of a pair between two moves of its window's rows.
+PAIR_BAND = 8
 RESIDUAL_PRODUCERS = {"Add": frozenset({"Conv", "FullyConnected"}),
                       "QLinearAdd": frozenset({"QLinearConv"})}
 
@@ -95,18 +112,50 @@ class _Lowering:
             pair = _residual(add, self.users, self.outputs, self.position)
             if pair is not None and (int8_residual or add.op != "QLinearAdd"):
                 self.fused[id(pair[0])] = (add, pair[1])
+        # id(second convolution) -> the first, for residual blocks run as a pair.
+        self.pairs: dict[int, Node] = {}
+        for node in order:
+            first = self.pair_head(node) if int8_residual else None
+            if first is not None:
+                self.pairs[id(node)] = first
         self.step = 0
+
+    def pair_head(self, second: Node) -> Node | None:
+        """The first convolution of a pair ending in `second`, or None.
+
+        `second` is a QLinearConv fused with its QLinearAdd, whose residual is the input of the
+        QLinearConv that feeds `second` alone; both keep rows one to one with a three-row
+        window, and the residual is read by nothing else.
+        """
+        if second.op != "QLinearConv" or id(second) not in self.fused:
+            return None
+        add, residual = self.fused[id(second)]
+        middle = second.inputs[0]
+        first = middle.producer
+        if (add.op != "QLinearAdd" or first is None or first.op != "QLinearConv"
+                or id(first) in self.fused or first.inputs[0] is not residual
+                or [u for u in self.users.get(id(middle), [])] != [second]
+                or id(middle) in self.outputs or id(residual) in self.outputs
+                or residual.producer is None
+                or {id(u) for u in self.users.get(id(residual), [])} != {id(first), id(add)}):
+            return None
+        if row_preserving(first) != 3 or row_preserving(second) != 3:
+            return None
+        return first
 
     def run(self) -> LowIR:
         """Lower every node in order, then mark output storages and bound lifetimes."""
         for v in self.graph.inputs:
             self.place(v, self.new_storage(v, "input", ""), 0)
         skip = {id(add) for add, _ in self.fused.values()}
+        skip |= {id(first) for first in self.pairs.values()}
         for node in self.order:
             if id(node) in skip:
-                continue  # done by its producer's fused instruction
+                continue  # done by its producer's fused instruction, or by its pair's
             if self.is_placement(node):
                 self.lower_view(node)
+            elif id(node) in self.pairs:
+                self.lower_pair(self.pairs[id(node)], node, *self.fused[id(node)])
             elif id(node) in self.fused:
                 self.lower_fused(node, *self.fused[id(node)])
             else:
@@ -206,6 +255,36 @@ class _Lowering:
             operands = [self.operand(v, IN) for v in [*data_in, residual]]
             operands.append(self.operand(out, OUT))
         self.emit(node, f"{node.op}+Add", operands, (node.name, add.name))
+
+    def lower_pair(self, first: Node, second: Node, add: Node, residual: Value) -> None:
+        """Both convolutions and the Add as one instruction, the sum over the residual.
+
+        Its rows run in order: output row r needs rows r - 1 .. r + 1 of the first
+        convolution, which need residual rows up to r + 2, read before row r is written over.
+        Those rows live in a window of PAIR_BAND + 2 rows (its own storage, live at this step
+        only). Falls back to two instructions when the residual cannot be written over.
+        """
+        rs, roff = self.where[id(residual)]
+        out = add.output
+        if (not self.dies_at(rs, self.position[id(second)], exclude=add)
+                or id(out) in self.slices or id(out) in self.outputs):
+            self.lower_op(first)
+            self.lower_fused(second, add, residual)
+            return
+        middle = first.output
+        row = middle.type.nbytes // middle.type.shape[1]
+        rows = min(PAIR_BAND + 2, middle.type.shape[1] + 2)
+        window = Value(f"{middle.name}.rows", TensorType((rows, *middle.type.shape[2:]),
+                                                          middle.type.dtype))
+        self.ir.storages[window.name] = Storage(window.name, rows * row, "activation",
+                                                second.name)
+        self.place(window, window.name, 0)
+        self.place(out, rs, roff)
+        operands = (Operand(rs, residual.name, roff, residual.type.nbytes, INOUT, out.name),
+                    self.operand(window, OUT))
+        self.ir.instrs.append(Instr("op", second.name, PAIR_OP,
+                                    operands, self.step, (first.name, second.name, add.name)))
+        self.step += 1
 
     def lower_op(self, node: Node) -> None:
         """An ordinary kernel; element-wise ones write over an input that dies here."""

@@ -51,3 +51,18 @@ def rows_read(node: Node) -> list[tuple[int, int]] | None:
         rows = [i for i in (r * sh - pt + t * dh for t in range(kh)) if 0 <= i < height]
         needed.append((rows[0], rows[-1]) if rows else (height, -1))
     return needed
+
+
+def row_preserving(node: Node) -> int | None:
+    """The kernel height of a one-image NHWC window node that keeps its rows one to one.
+
+    Stride and dilation 1 down the rows, the same padding above and below, as many output rows
+    as input rows: output row r reads input rows r - p .. r + p. None for any other node.
+    """
+    x, y = node.inputs[0].type, node.output.type
+    if node.attrs.get("layout") != "NHWC" or len(x.shape) != 4 or x.shape[0] != 1:
+        return None
+    (kh, _), (sh, _), (dh, _), (pt, _, pb, _) = spatial(node)
+    if sh != 1 or dh != 1 or kh % 2 != 1 or pt != pb or pt != kh // 2 or y.shape[1] != x.shape[1]:
+        return None
+    return kh

@@ -1,0 +1,97 @@
+"""A residual block's two convolutions run row by row as one instruction (ResNet's blocks).
+
+The block x -> conv -> conv + x keeps x and a window of a few rows instead of x and the whole
+middle tensor. Built here as int8 TFLite (Kiln's interpreter is TFLite Micro's bytes on it),
+tall enough that the window moves its rows twice, and followed by a pointwise convolution so
+every element of the block's sum reaches the output. Compiled for the host and run under QEMU
+on Cortex-M7, the output is the interpreter's, byte for byte.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.driver import Options, compilation, compile_graph
+from compiler.frontends.load import load_model
+from compiler.interpreter import run
+from compiler.lowir.ir import PAIR_OP
+from compiler.memory.buffers import align_up
+from tests.memory.test_streams import _conv
+from tests.tflite.oracles import check_int8, quantized
+from tests.tflite.writer import Model, Op, write
+
+H, W, C = 21, 5, 16
+
+
+def _block_model() -> tuple[Model, dict]:
+    rng = np.random.default_rng(11)
+    tensors = [quantized("image", (1, H, W, C), 0.05, -3)]
+    stem, x, _ = _conv(tensors, rng, 0, C, C, 3, 1, False, H, W)
+    first, y, _ = _conv(tensors, rng, x, C, C, 3, 1, False, H, W)
+    second, c, _ = _conv(tensors, rng, y, C, C, 3, 1, False, H, W)
+    second.options[1]["FusedActivationFunction"] = 0  # the Add follows, then its Relu
+    tensors.append(quantized("sum", (1, H, W, C), 0.07, -11))
+    add = Op("ADD", [c, x], [len(tensors) - 1], ("AddOptions", {"FusedActivationFunction": 1}))
+    head, out, _ = _conv(tensors, rng, len(tensors) - 1, C, C, 1, 1, False, H, W)
+    return Model(tensors, [stem, first, second, add, head], [0], [out]), {"image": (1, H, W, C)}
+
+
+@pytest.fixture(scope="module")
+def block():
+    model, shapes = _block_model()
+    check_int8(model, shapes)
+    return load_model(write(model))
+
+
+def _feeds(graph, seed: int) -> dict:
+    x = graph.inputs[0]
+    return {x.name: np.random.default_rng(seed).integers(-128, 128, x.type.shape)
+            .astype(np.int8)}
+
+
+def test_the_block_is_one_instruction_and_holds_one_tensor_and_a_window(block):
+    plan = compilation(block).plan(Options("host"))
+    pairs = [i for i in plan.lowir.instrs if i.kind == "op" and i.op == PAIR_OP]
+    assert len(pairs) == 1 and len(pairs[0].nodes) == 3
+    tensor = H * W * C
+    window = next(s for s in plan.lowir.storages.values() if s.name.endswith(".rows"))
+    assert window.size == 10 * W * C
+    # The stem's output (the block's sum written over it) and the window, nothing else.
+    a = plan.alignment
+    assert plan.arena.size == align_up(tensor, a) + align_up(window.size, a)
+    separate = compilation(block).plan(Options("cortex-m55"))  # Helium keeps the Add apart
+    assert not any(i.op == PAIR_OP for i in separate.lowir.instrs)
+
+
+def test_the_block_compiled_for_the_host_gives_the_interpreters_bytes(block):
+    from compiler.codegen.host import HostNet
+
+    prepared = compilation(block).prepared
+    net = compile_graph(prepared, "host")
+    assert any(k.op == PAIR_OP for k in net.kernels)
+    runner = HostNet(net)
+    for seed in range(20):
+        feeds = _feeds(prepared, seed)
+        for name, value in run(prepared, feeds).items():
+            assert np.array_equal(runner.run(feeds)[name], value), f"seed {seed}"
+    runner.close()
+
+
+@pytest.mark.slow
+def test_the_block_runs_exactly_on_cortex_m7(block, tmp_path):
+    from tests.codegen import firmware
+
+    firmware.require_tools()
+    prepared = compilation(block).prepared
+    net = compile_graph(prepared, "cortex-m7")
+    assert any(k.op == PAIR_OP for k in net.kernels)
+    for seed in range(3):
+        feeds = _feeds(prepared, seed)
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        elf = firmware.build(net, firmware.main_c(net, feeds), "mps2-an500", folder)
+        stdout, _ = firmware.run(elf, "mps2-an500")
+        got = firmware.parse_outputs(net, stdout)
+        for name, value in run(prepared, feeds).items():
+            assert np.array_equal(got[name], value), f"seed {seed}, output {name}"
