@@ -83,6 +83,15 @@ def test_a_scale_of_zero_names_the_tensor(tmp_path):
     assert "scale" in message and "0.0" in message
 
 
+@pytest.mark.parametrize("dtype,zero_point", [("int8", 300), ("int8", -129), ("uint8", 256)])
+def test_a_zero_point_out_of_range_names_the_tensor(dtype, zero_point, tmp_path):
+    model = Model([T("x", (1, 4), dtype, scale=[0.1], zero_point=[zero_point]),
+                   T("y", (1, 4), dtype, scale=[0.1], zero_point=[0])],
+                  [Op("RELU", [0], [1])], [0], [1])
+    message = _error(write(model), tmp_path)
+    assert f"(x) has zero point {zero_point}, outside {dtype}'s" in message
+
+
 def test_the_cli_prints_one_line(tmp_path, capsys):
     path = tmp_path / "bad.tflite"
     path.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(64))
