@@ -24,17 +24,18 @@ from tests.tflite.writer import Model, Op, write
 H, W, C = 21, 5, 16
 
 
-def _block_model() -> tuple[Model, dict]:
+def _block_model(h: int = H, w: int = W, c: int = C, middle: int = C) -> tuple[Model, dict]:
+    """image -> stem -> [conv (to `middle` channels) -> conv + stem output] -> 1 x 1 conv."""
     rng = np.random.default_rng(11)
-    tensors = [quantized("image", (1, H, W, C), 0.05, -3)]
-    stem, x, _ = _conv(tensors, rng, 0, C, C, 3, 1, False, H, W)
-    first, y, _ = _conv(tensors, rng, x, C, C, 3, 1, False, H, W)
-    second, c, _ = _conv(tensors, rng, y, C, C, 3, 1, False, H, W)
+    tensors = [quantized("image", (1, h, w, c), 0.05, -3)]
+    stem, x, _ = _conv(tensors, rng, 0, c, c, 3, 1, False, h, w)
+    first, y, _ = _conv(tensors, rng, x, c, middle, 3, 1, False, h, w)
+    second, c_, _ = _conv(tensors, rng, y, middle, c, 3, 1, False, h, w)
     second.options[1]["FusedActivationFunction"] = 0  # the Add follows, then its Relu
-    tensors.append(quantized("sum", (1, H, W, C), 0.07, -11))
-    add = Op("ADD", [c, x], [len(tensors) - 1], ("AddOptions", {"FusedActivationFunction": 1}))
-    head, out, _ = _conv(tensors, rng, len(tensors) - 1, C, C, 1, 1, False, H, W)
-    return Model(tensors, [stem, first, second, add, head], [0], [out]), {"image": (1, H, W, C)}
+    tensors.append(quantized("sum", (1, h, w, c), 0.07, -11))
+    add = Op("ADD", [c_, x], [len(tensors) - 1], ("AddOptions", {"FusedActivationFunction": 1}))
+    head, out, _ = _conv(tensors, rng, len(tensors) - 1, c, c, 1, 1, False, h, w)
+    return Model(tensors, [stem, first, second, add, head], [0], [out]), {"image": (1, h, w, c)}
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +77,32 @@ def test_the_block_compiled_for_the_host_gives_the_interpreters_bytes(block):
         for name, value in run(prepared, feeds).items():
             assert np.array_equal(runner.run(feeds)[name], value), f"seed {seed}"
     runner.close()
+
+
+# Two and three rows (no middle row; one), one column, channel counts the dot kernels do not
+# take, and a middle tensor of other channels.
+@pytest.mark.parametrize("h,w,c,middle", [(2, 3, 8, 8), (3, 4, 5, 5), (12, 1, 4, 12),
+                                          (9, 6, 16, 24)])
+def test_blocks_of_other_shapes_give_the_interpreters_bytes(h, w, c, middle):
+    from compiler.codegen.host import HostNet
+
+    model, shapes = _block_model(h, w, c, middle)
+    check_int8(model, shapes)
+    prepared = compilation(load_model(write(model))).prepared
+    net = compile_graph(prepared, "host")
+    assert any(k.op == PAIR_OP for k in net.kernels)
+    runner = HostNet(net)
+    for seed in range(10):
+        feeds = _feeds(prepared, seed)
+        for name, value in run(prepared, feeds).items():
+            assert np.array_equal(runner.run(feeds)[name], value), f"seed {seed}"
+    runner.close()
+
+
+def test_a_one_row_image_keeps_its_block_apart():
+    model, _ = _block_model(1, 4, 8, 8)
+    plan = compilation(load_model(write(model))).plan(Options("host"))
+    assert not any(i.op == PAIR_OP for i in plan.lowir.instrs)
 
 
 @pytest.mark.slow
