@@ -16,7 +16,7 @@ from compiler.codegen.targets import Target
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
-from compiler.lowir.ir import PAIR_OP
+from compiler.lowir.ir import PAIR_OP, pair_window
 from compiler.memory.report import MemoryPlan
 
 I8P = ir.PointerType(ir.IntType(8))
@@ -305,20 +305,19 @@ class _Builder:
 
     def _pair_rows(self, names: tuple[str, ...]) -> PairRows:
         first, second, add = (self.nodes[n] for n in names)
-        window = self.plan.lowir.storages[f"{first.output.name}.rows"].size
+        window = self.plan.lowir.storages[pair_window(first.output.name)].size
         return pair_rows(first, second, add,
                          window // (first.output.type.nbytes // first.output.type.shape[1]))
 
     def pair(self, step: int, rows: PairRows, weights: dict[str, dict]
-             ) -> tuple[ir.Function, list[str], list[tuple[int, ir.Type]]]:
+             ) -> tuple[ir.Function, list[tuple[int, ir.Type]]]:
         """A residual block's pair: its one-row kernels and the driver calling them.
 
-        Returns the driver, the names of its runtime values (the residual, written over, and
-        the window) and its weight arguments (every kernel's, in turn).
+        Returns the driver, which takes the residual (written over), the window and then
+        every kernel's weight arguments in turn, and those weight arguments.
         """
         kernels, consts = {}, []
-        parts = {"top": rows.top, "middle": rows.middle, "bottom": rows.bottom, "out": rows.out}
-        for part, node in parts.items():
+        for part, node in rows.parts.items():
             add = rows.out_add if part == "out" else None
             # Input and output rows apart; B's residual row is the row it writes.
             alone = [True, False, False] if add is not None else [True, True]
@@ -342,9 +341,7 @@ class _Builder:
         for node, _, names, op in steps:
             if op == PAIR_OP:
                 rows = self._pair_rows(names)
-                parts = {"top": rows.top, "middle": rows.middle, "bottom": rows.bottom,
-                         "out": rows.out}
-                prepared.append((rows, {p: self._weights(n) for p, n in parts.items()}))
+                prepared.append((rows, {p: self._weights(n) for p, n in rows.parts.items()}))
             else:
                 prepared.append(self._weights(node))
         self._placeholder()
@@ -360,7 +357,7 @@ class _Builder:
                 fn, consts = self.pair(step, rows, parts)
                 residual = self.nodes[names[0]].inputs[0]
                 places = [_location(self.plan, residual),
-                          _location(self.plan, f"{self.nodes[names[0]].output.name}.rows")]
+                          _location(self.plan, pair_window(self.nodes[names[0]].output.name))]
                 places += [(BLOB, offset) for offset, _ in consts]
                 calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
                 self.kernels.append(KernelInfo(fn.name, op, names, sum(

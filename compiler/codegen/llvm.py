@@ -90,10 +90,12 @@ _FAST_OPTIONS = {"disable-lsr": ("true", "false"), "indvars-widen-indvars": ("fa
 
 @contextmanager
 def _options(fast: bool):
+    if not fast:
+        yield
+        return
     try:
         for name, (on, _) in _FAST_OPTIONS.items():
-            if fast:
-                llvm.set_option("kiln", f"-{name}={on}")
+            llvm.set_option("kiln", f"-{name}={on}")
         yield
     finally:
         for name, (_, default) in _FAST_OPTIONS.items():

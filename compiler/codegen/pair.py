@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernel import I32
+from compiler.codegen.kernel import I32, Kernel
 from compiler.ir.graph import Constant, Node, Value
 from compiler.ir.types import TensorType
 
@@ -55,6 +55,11 @@ class PairRows:
     y_row: int
     window: int
     zero: int
+
+    @property
+    def parts(self) -> dict[str, Node]:
+        """The one-row nodes by the names the driver calls them."""
+        return {"top": self.top, "middle": self.middle, "bottom": self.bottom, "out": self.out}
 
 
 def pair_rows(first: Node, second: Node, add: Node, window: int) -> PairRows:
@@ -103,9 +108,9 @@ def emit_driver(fn: ir.Function, rows: PairRows, calls: dict[str, tuple[ir.Funct
     weight argument among fn's arguments); each takes its weights as fn got them.
     """
     x, window = fn.args[0], fn.args[1]
-    entry = fn.append_basic_block("entry")
-    b = ir.IRBuilder(entry)
-    base = b.alloca(I32, name="base")  # the row of y in the window's first row
+    k = Kernel(rows.out, fn, [], [])  # for its loops and its entry block; no node of its own
+    b = k.b
+    base = k.alloca(I32)  # the row of y in the window's first row
     b.store(I32(-1), base)
 
     def weights(part: str) -> list[ir.Value]:
@@ -121,14 +126,15 @@ def emit_driver(fn: ir.Function, rows: PairRows, calls: dict[str, tuple[ir.Funct
         args = [b.bitcast(p, a.type) for p, a in zip(pointers, kernel.args)]
         b.call(kernel, args + weights(part))
 
-    def fill(slot: ir.Value) -> None:  # a row of padding: y's zero point throughout
-        start = at(window, slot, rows.y_row)
-        with _loop(b, fn, I32(rows.y_row)) as i:
+    def fill(index: ir.Value) -> None:  # a row of padding: y's zero point throughout
+        start = at(window, index, rows.y_row)
+        with k.loop(rows.y_row) as i:
             b.store(I8(rows.zero & 0xFF), b.gep(start, [i]))
 
     def compute(v: ir.Value) -> None:
         """Row v of y into its window row (v in 0..rows)."""
-        slot = at(window, b.sub(v, b.load(base)), rows.y_row)
+        index = b.sub(v, b.load(base))
+        slot = at(window, index, rows.y_row)
         last = rows.rows - 1
         with b.if_else(b.icmp_signed("==", v, I32(0))) as (is_top, rest):
             with is_top:
@@ -142,46 +148,19 @@ def emit_driver(fn: ir.Function, rows: PairRows, calls: dict[str, tuple[ir.Funct
                             with is_bottom:
                                 call("bottom", [at(x, I32(last - 1), rows.x_row), slot])
                             with pad:
-                                fill(b.sub(v, b.load(base)))
+                                fill(index)
 
     fill(I32(0))  # row -1
     compute(I32(0))
-    with _loop(b, fn, I32(rows.rows)) as r:
+    with k.loop(rows.rows) as r:
         # Room for row r + 1: when the window is full, rows r - 1 and r move to its front.
         full = b.icmp_signed(">=", b.sub(b.add(r, I32(1)), b.load(base)), I32(rows.window))
         with b.if_then(full):
             keep = at(window, b.sub(b.sub(r, I32(1)), b.load(base)), rows.y_row)
-            with _loop(b, fn, I32(2 * rows.y_row)) as i:
+            with k.loop(2 * rows.y_row) as i:
                 b.store(b.load(b.gep(keep, [i])), b.gep(window, [i]))
             b.store(b.sub(r, I32(1)), base)
         compute(b.add(r, I32(1)))
         here = at(x, r, rows.x_row)
         call("out", [at(window, b.sub(b.sub(r, I32(1)), b.load(base)), rows.y_row), here, here])
-    b.ret_void()
-
-
-class _loop:
-    """`for i in range(n)` at the builder's position; the body is the `with` block."""
-
-    def __init__(self, b: ir.IRBuilder, fn: ir.Function, n: ir.Value):
-        self.b, self.fn, self.n = b, fn, n
-
-    def __enter__(self) -> ir.Value:
-        b = self.b
-        before = b.block
-        self.head = self.fn.append_basic_block("pair.loop")
-        self.body = self.fn.append_basic_block("pair.body")
-        self.done = self.fn.append_basic_block("pair.done")
-        b.branch(self.head)
-        b.position_at_end(self.head)
-        self.i = b.phi(I32)
-        self.i.add_incoming(I32(0), before)
-        b.cbranch(b.icmp_signed("<", self.i, self.n), self.body, self.done)
-        b.position_at_end(self.body)
-        return self.i
-
-    def __exit__(self, *exc) -> None:
-        b = self.b
-        self.i.add_incoming(b.add(self.i, I32(1)), b.block)
-        b.branch(self.head)
-        b.position_at_end(self.done)
+    k.finish()

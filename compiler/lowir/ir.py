@@ -14,6 +14,11 @@ IN, OUT, INOUT = "in", "out", "inout"
 PAIR_OP = "QLinearConv+QLinearConv+Add"
 
 
+def pair_window(middle: str) -> str:
+    """The name of a pair's window storage (and value), after its middle tensor's."""
+    return f"{middle}.rows"
+
+
 @dataclass(frozen=True)
 class Operand:
     """A byte range of one storage that an instruction reads (in), writes (out) or both.

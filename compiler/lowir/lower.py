@@ -38,6 +38,7 @@ from compiler.lowir.ir import (
     Operand,
     Storage,
     Stream,
+    pair_window,
 )
 from compiler.ops import lookup
 from compiler.ops.geometry import row_preserving, rows_read
@@ -134,7 +135,7 @@ class _Lowering:
         first = middle.producer
         if (add.op != "QLinearAdd" or first is None or first.op != "QLinearConv"
                 or id(first) in self.fused or first.inputs[0] is not residual
-                or [u for u in self.users.get(id(middle), [])] != [second]
+                or self.users.get(id(middle), []) != [second]
                 or id(middle) in self.outputs or id(residual) in self.outputs
                 or residual.producer is None
                 or {id(u) for u in self.users.get(id(residual), [])} != {id(first), id(add)}):
@@ -274,7 +275,7 @@ class _Lowering:
         middle = first.output
         row = middle.type.nbytes // middle.type.shape[1]
         rows = min(PAIR_BAND + 2, middle.type.shape[1] + 2)
-        window = Value(f"{middle.name}.rows", TensorType((rows, *middle.type.shape[2:]),
+        window = Value(pair_window(middle.name), TensorType((rows, *middle.type.shape[2:]),
                                                           middle.type.dtype))
         self.ir.storages[window.name] = Storage(window.name, rows * row, "activation",
                                                 second.name)

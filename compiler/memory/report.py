@@ -58,8 +58,8 @@ class MemoryPlan:
         stream = self.lowir.streams.get(storage)
         if stream is None or not self.overlapping(storage, stream.source):
             return False
-        _, lag, _ = next(b.stream for b in self.arena.buffers if b.name == storage)
-        return self.arena.offsets[storage] - self.arena.offsets[stream.source] > -lag
+        apart = self.arena.offsets[storage] - self.arena.offsets[stream.source]
+        return apart > -stream.ascending_lag()
 
     def streams_from(self, storage: str) -> dict | None:
         """How `storage` overlaps the input it streams from, or None when it does not.

@@ -65,18 +65,23 @@ def test_the_block_is_one_instruction_and_holds_one_tensor_and_a_window(block):
     assert not any(i.op == PAIR_OP for i in separate.lowir.instrs)
 
 
-def test_the_block_compiled_for_the_host_gives_the_interpreters_bytes(block):
+def _host_equals_interpreter(graph, seeds: int) -> None:
+    """The graph compiled for the host, with its block as a pair, gives the interpreter's bytes."""
     from compiler.codegen.host import HostNet
 
-    prepared = compilation(block).prepared
+    prepared = compilation(graph).prepared
     net = compile_graph(prepared, "host")
     assert any(k.op == PAIR_OP for k in net.kernels)
     runner = HostNet(net)
-    for seed in range(20):
+    for seed in range(seeds):
         feeds = _feeds(prepared, seed)
         for name, value in run(prepared, feeds).items():
             assert np.array_equal(runner.run(feeds)[name], value), f"seed {seed}"
     runner.close()
+
+
+def test_the_block_compiled_for_the_host_gives_the_interpreters_bytes(block):
+    _host_equals_interpreter(block, 20)
 
 
 # Two and three rows (no middle row; one), one column, channel counts the dot kernels do not
@@ -84,19 +89,9 @@ def test_the_block_compiled_for_the_host_gives_the_interpreters_bytes(block):
 @pytest.mark.parametrize("h,w,c,middle", [(2, 3, 8, 8), (3, 4, 5, 5), (12, 1, 4, 12),
                                           (9, 6, 16, 24)])
 def test_blocks_of_other_shapes_give_the_interpreters_bytes(h, w, c, middle):
-    from compiler.codegen.host import HostNet
-
     model, shapes = _block_model(h, w, c, middle)
     check_int8(model, shapes)
-    prepared = compilation(load_model(write(model))).prepared
-    net = compile_graph(prepared, "host")
-    assert any(k.op == PAIR_OP for k in net.kernels)
-    runner = HostNet(net)
-    for seed in range(10):
-        feeds = _feeds(prepared, seed)
-        for name, value in run(prepared, feeds).items():
-            assert np.array_equal(runner.run(feeds)[name], value), f"seed {seed}"
-    runner.close()
+    _host_equals_interpreter(load_model(write(model)), 10)
 
 
 def test_a_one_row_image_keeps_its_block_apart():
