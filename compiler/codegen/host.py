@@ -21,6 +21,7 @@ import numpy as np
 
 from compiler.codegen.build import CompiledNet, Tensor
 from compiler.codegen.inprocess import LoadedObject
+from compiler.codegen.targets import Target, get_target, missing_on_this_cpu
 from compiler.codegen.weights import WEIGHT_ALIGNMENT
 from compiler.errors import KilnError
 
@@ -36,6 +37,14 @@ def _aligned(size: int, alignment: int) -> np.ndarray:
     raw = np.zeros(size + alignment + _SLACK, np.uint8)
     start = -raw.ctypes.data % alignment
     return raw[start:start + max(size, 1)]
+
+
+def _check_cpu(target: Target, label: str) -> None:
+    """Refuse code for an x86 level this CPU lacks, before it could stop on an instruction."""
+    missing = missing_on_this_cpu(target)
+    if missing:
+        raise KilnError(f"{label} is compiled for {target.name}, which needs "
+                        f"{', '.join(missing)}; this CPU lacks them (compile it for host)")
 
 
 def _link(obj: Path, name: str, folder: Path, cc: str) -> Path:
@@ -65,6 +74,7 @@ class HostNet:
     """
 
     def __init__(self, net: CompiledNet, cc: str | None = None):
+        _check_cpu(net.target, f"network {net.name}")
         self._dir = tempfile.TemporaryDirectory(prefix="kiln-")
         obj = Path(self._dir.name) / f"{net.name}.o"
         if cc is not None:  # a C compiler links a file; LLVM loads the bytes in memory
@@ -101,6 +111,12 @@ class HostNet:
         except (ValueError, TypeError) as e:
             raise KilnError(f"{report_path} is not a Kiln bundle report: {e}") from None
         _check_fits(inputs + outputs, sizes, report_path)
+        try:
+            target = get_target(str(report.get("target", "host")))
+        except KilnError:
+            target = None  # a target this version does not know: its ELF machine decides
+        if target is not None:
+            _check_cpu(target, f"{folder / f'{name}.o'}")
         constant = None
         if external:
             blob = folder / f"{name}.weights.bin"

@@ -79,6 +79,23 @@ def _data_only(node: Node) -> dict[int, np.ndarray]:
     return {0: node.inputs[0].data} if isinstance(node.inputs[0], Constant) else {}
 
 
+def _data_slots(*slots: int) -> Prepare:
+    """The listed slots, where they are constants: tensors the kernel reads like runtime ones.
+
+    An int8 operand known at compile time (a constant added, multiplied or joined) is read
+    from the weights as any runtime operand is read from the arena.
+    """
+    def prepare(node: Node) -> dict[int, np.ndarray]:
+        return {i: np.asarray(node.inputs[i].data) for i in slots
+                if i < len(node.inputs) and isinstance(node.inputs[i], Constant)}
+    return prepare
+
+
+def _concat_data(node: Node) -> dict[int, np.ndarray]:
+    """QLinearConcat's constant data inputs (every third slot from 2), beside its tables."""
+    return {**_data_slots(*range(2, len(node.inputs), 3))(node), **qconcat_tables(node)}
+
+
 EMITTERS_FLOAT_MOVES = {"Transpose": (emit_transpose, _constants),
                         "Concat": (emit_concat, _constants), "Pad": (emit_pad, _data_only),
                         "Slice": (emit_slice, _data_only), "Split": (emit_split, _data_only),
@@ -108,14 +125,14 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for op in ("QGemm", "QLinearMatMul") for dtype in ("int8", "uint8")},
     **{("QLinearConv", dtype): (emit_qconv, qconv_weights) for dtype in ("int8", "uint8")},
     **{("MaxPool", dtype): (emit_pool_any, _constants) for dtype in ("int8", "uint8")},
-    **{(op, dtype): (emit_qbinary, _no_weights) for op in ("QLinearAdd", "QLinearSub",
+    **{(op, dtype): (emit_qbinary, _data_slots(0, 3)) for op in ("QLinearAdd", "QLinearSub",
                                                            "QLinearMul")
        for dtype in ("int8", "uint8")},
     **{("QLinearGlobalAveragePool", dtype): (emit_qglobal_average_pool, _no_weights)
        for dtype in ("int8", "uint8")},
     **{("QLinearAveragePool", dtype): (emit_qaverage_pool, qaverage_divisors)
        for dtype in ("int8", "uint8")},
-    **{("QLinearConcat", dtype): (emit_qconcat, qconcat_tables) for dtype in ("int8", "uint8")},
+    **{("QLinearConcat", dtype): (emit_qconcat, _concat_data) for dtype in ("int8", "uint8")},
     **{("QLinearSoftmax", dtype): (emit_qsoftmax, qsoftmax_tables)
        for dtype in ("int8", "uint8")},
     **{(op, dtype): (emit_table, table_weights) for op in ("IntLookupTable",
@@ -126,8 +143,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     # Moving values is the same code for any element type.
     **{(op, dtype): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES
        for dtype in ("int8", "uint8", "int32")},
-    **{("QuantizeLinear", dtype): (emit_quantize, _no_weights) for dtype in ("int8", "uint8")},
-    ("DequantizeLinear", "float32"): (emit_dequantize, _no_weights),
+    **{("QuantizeLinear", dtype): (emit_quantize, _data_slots(0)) for dtype in ("int8", "uint8")},
+    ("DequantizeLinear", "float32"): (emit_dequantize, _data_slots(0)),
 }
 
 

@@ -25,6 +25,8 @@ class Target:
         registers: Floating-point (vector) registers kernels may keep accumulators in.
         int8_dot: The int8 dot-product instructions kernels can target: "mve" (Helium's
             VMLADAV), "dsp" (SMLAD on pairs of 16-bit values), "vnni" (VPDPBUSD), or "".
+        requires: LLVM feature names a CPU must have to run the code (x86 levels): an object
+            for a named x86 CPU runs on this machine only when its CPU has them all.
     """
 
     name: str
@@ -36,6 +38,7 @@ class Target:
     mcu: bool = False
     registers: int = 16
     int8_dot: str = ""
+    requires: tuple[str, ...] = ()
 
     @property
     def alignment(self) -> int:
@@ -100,8 +103,19 @@ def _host() -> Target:
                   "hard", 256)
 
 
+_X86 = "x86_64-unknown-linux-gnu"
+_AVX512 = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq")
 _TARGETS = (
-    Target("x86-64", "x86_64-unknown-linux-gnu", "x86-64", "", "hard", 128),
+    Target("x86-64", _X86, "x86-64", "", "hard", 128),
+    # x86 hosts by instruction-set level, each with the kernels the host detection would pick
+    # there: AVX2 (Haswell and later, AMD Zen), AVX-512 without and with VNNI. Objects for
+    # them are compiled on any machine and run where the CPU has the features.
+    Target("x86-64-v3", _X86, "x86-64-v3", "", "hard", 256,
+           requires=("avx2", "fma", "bmi2")),
+    Target("skylake-avx512", _X86, "skylake-avx512", "-prefer-256-bit", "hard", 512,
+           registers=32, requires=_AVX512),
+    Target("icelake-server", _X86, "icelake-server", "-prefer-256-bit", "hard", 512,
+           registers=32, int8_dot="vnni", requires=(*_AVX512, "avx512vnni")),
     Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True),
     Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True),
     Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True,
@@ -124,6 +138,22 @@ BOARDS = {b.name: b for b in (
     Board("mps2-an500", "cortex-m7", 4 * 1024 * 1024, 4 * 1024 * 1024),
     Board("mps2-an505", "cortex-m33", 4 * 1024 * 1024, 2 * 1024 * 1024),
 )}
+
+
+def host_cpu_features() -> frozenset[str]:
+    """The LLVM feature names this machine's CPU has (without the leading '+')."""
+    import llvmlite.binding as llvm
+
+    return frozenset(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",")
+                     if f.startswith("+"))
+
+
+def missing_on_this_cpu(target: Target) -> list[str]:
+    """The features `target`'s code needs that this machine's CPU lacks (empty: it runs here).
+
+    Only x86 levels name features; other targets' objects are refused by their machine type.
+    """
+    return sorted(set(target.requires) - host_cpu_features())
 
 
 def target_names() -> list[str]:

@@ -27,6 +27,7 @@ from compiler.quant.profiler import calibration_graph
 from compiler.quant.requant import MODES, REQUANT_KEY
 
 _CLAMPS = ("Relu", "Clip")
+_QDQ_OPSET = 13
 EQUALIZED_KEY = "kiln.quant.equalized"  # metadata: the profile's graph was equalized
 RENAMED_KEY = "kiln.quant.renamed"  # metadata: float tensor renamed for its output -> its name
 # Weight and bias input slots, and the weight's output-channel axis.
@@ -74,6 +75,9 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options(),
     if unknown:
         raise KilnError(f"--keep-float names tensors the model does not have: {unknown}")
     out = base.snapshot()
+    # Per-axis QuantizeLinear / DequantizeLinear arrived at opset 13: an older model's QDQ
+    # form is saved at 13 (its other operators re-encode themselves for it).
+    out.opset = max(out.opset, _QDQ_OPSET)
     out.metadata[REQUANT_KEY] = options.requant
     out.metadata[EQUALIZED_KEY] = profile.equalized
     params = activation_params(profile, options)

@@ -51,3 +51,35 @@ def test_boards_resolve_to_targets():
 def test_unknown_target_is_a_clear_error():
     with pytest.raises(KilnError, match="unknown target 'z80'"):
         get_target("z80")
+
+
+def test_x86_levels_run_only_where_the_cpu_has_their_features(monkeypatch, tmp_path):
+    """On a CPU without AVX-512 (features as an AVX2-only AMD EPYC reports them), an object
+    for icelake-server is refused in one sentence naming what is missing, before any of its
+    code runs, from memory and from a written bundle; the AVX2 level's object runs there."""
+    import numpy as np
+
+    from compiler.codegen import targets
+    from compiler.codegen.bundle import write_bundle
+    from compiler.codegen.host import HostNet
+    from compiler.driver import compilation, compile_graph
+    from compiler.frontends.load import load_model
+    from tests.conftest import SAMPLE_MODEL
+
+    real_missing = targets.missing_on_this_cpu(get_target("x86-64-v3"))
+    avx2_only = frozenset({"sse4.2", "avx", "avx2", "fma", "bmi2", "f16c"})
+    monkeypatch.setattr(targets, "host_cpu_features", lambda: avx2_only)
+    prepared = compilation(load_model(SAMPLE_MODEL)).prepared
+    assert targets.missing_on_this_cpu(get_target("icelake-server")) == [
+        "avx512bw", "avx512dq", "avx512f", "avx512vl", "avx512vnni"]
+    net = compile_graph(prepared, get_target("icelake-server"))
+    with pytest.raises(KilnError, match="compiled for icelake-server, which needs avx512bw"):
+        HostNet(net)
+    write_bundle(net, tmp_path / "b")
+    with pytest.raises(KilnError, match="lacks them"):
+        HostNet.from_bundle(tmp_path / "b")
+    assert not real_missing, f"this x86 CPU lacks {real_missing}: below the AVX2 level"
+    runner = HostNet(compile_graph(prepared, get_target("x86-64-v3")))
+    x = prepared.inputs[0]
+    out = runner.run({x.name: np.zeros(x.type.shape, np.float32)})
+    assert all(np.isfinite(v).all() for v in out.values())

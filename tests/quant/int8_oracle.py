@@ -55,6 +55,21 @@ def qdq_session(path):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def u8s8_inexact_reason() -> str | None:
+    """Why onnxruntime's uint8-activation kernels are not an exact oracle on this CPU, or None.
+
+    On x86 without VNNI (AVX-512 VNNI or AVX-VNNI) onnxruntime's u8s8 GEMM multiplies with
+    VPMADDUBSW, which saturates its 16-bit pair sums (the digits CNN with uint8 activations
+    differs in 380 of 400 outputs on an AVX2-only CPU); with VNNI the sums are exact int32.
+    """
+    from compiler.codegen.targets import host_cpu_features
+
+    if host_cpu_features() & {"avx512vnni", "avxvnni"}:
+        return None
+    return ("onnxruntime's u8s8 kernels saturate 16-bit sums on x86 without VNNI, so its "
+            "uint8-activation results are not exact on this CPU")
+
+
 def differing(ours: np.ndarray, want: np.ndarray) -> int:
     """Elements that differ (integers compared exactly; dtype and shape must agree)."""
     assert ours.dtype == want.dtype and ours.shape == want.shape, (ours.dtype, want.dtype)
