@@ -374,6 +374,9 @@ def _add_compile_parser(sub) -> None:
     compile_.add_argument("--io-in-arena", action="store_true",
                           help="place inputs and outputs inside the activation arena so their "
                                "space is reused once dead")
+    compile_.add_argument("--force", action="store_true",
+                          help="write into a folder that holds another bundle (replaced) or "
+                               "files that are not a bundle (kept beside it)")
     compile_.add_argument("--json", action="store_true", help="print the report as JSON")
     add_profile_arg(compile_)
 
@@ -444,11 +447,20 @@ def cmd_compile(args) -> int:
 
     A bundle over its board's budget is still written and the exit code stays 0 (it may be
     meant for a bigger part); the warning goes to stderr and `--json` carries `board.fits`.
+    A folder holding another bundle, or files that are no bundle, is refused before any work
+    unless --force; the same bundle (name and target) is simply rebuilt.
     """
+    from compiler.codegen.bundle_folder import FolderInUse, check_folder
+
     options, board = _options(args)  # errors before any work
-    compiled = compilation_of(args)
     try:
-        paths, doc = compiled.bundle(args.output, options, board)
+        check_folder(args.output, options.name, options.target, args.force,
+                     example=not options.resolved_target().mcu)
+        compiled = compilation_of(args)
+        paths, doc = compiled.bundle(args.output, options, board, force=args.force)
+    except FolderInUse as exc:
+        how = "replace it" if exc.kind == "bundle" else "write the bundle beside them"
+        raise UsageError(f"{exc}; pass --force to {how}") from None
     except OSError as exc:
         raise UsageError(f"cannot write the bundle to {args.output}: {exc.strerror}") from None
     net = compiled.net(options)

@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths
 from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMessageBox
 
 from app import settings
 from app.export_dialog import ExportDialog, ExportOptions
 from app.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
-from compiler.codegen.targets import BOARDS, Target
+from compiler.codegen.bundle_folder import FolderInUse, check_folder
+from compiler.codegen.targets import BOARDS, Target, get_target
 from compiler.driver import Compilation, Options, compilation
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 from compiler.quant.profile import Profile
 
 SHORTCUT = "Ctrl+Shift+E"
+CANCELLED_BY_OPEN = " because another model was opened"
 SETTINGS_KEY = "export"
 
 # GCC flags per MCU target: what the object was generated for (CPU, FPU, float ABI).
@@ -69,6 +73,7 @@ class Exported:
     command: str
     float_report: dict | None = None  # an int8 export: the float bundle's report, to compare
     counts: dict[str, int] | None = None  # "int8" / "float" -> instructions under QEMU
+    precision: str = "float32"  # what was compiled: "float32" or "int8"
 
 
 def _board(options: ExportOptions):
@@ -82,6 +87,27 @@ def _board(options: ExportOptions):
     return board
 
 
+def _check_counting(options: ExportOptions) -> None:
+    """Refuse instruction counting the target cannot have, before anything is compiled."""
+    if not options.count:
+        return
+    from compiler.mcu import firmware
+
+    firmware.board_for(options.target)  # "no QEMU board runs host; targets with one: …"
+    missing = firmware.missing_tools()
+    if missing:
+        raise KilnError(f"counting instructions needs {' and '.join(missing)} (Debian "
+                        f"packages: {firmware.PACKAGES})")
+
+
+def _profile_bytes(profile: Profile) -> bytes:
+    """The profile file's bytes, as `Profile.save` writes them (the format's one writer)."""
+    with tempfile.TemporaryDirectory(prefix="kiln-profile-") as tmp:
+        path = Path(tmp) / "profile.json"
+        profile.save(path)
+        return path.read_bytes()
+
+
 def driver_options(options: ExportOptions) -> Options:
     """The compile driver's options for the dialog's choices (what `kiln compile` builds)."""
     return Options(options.target, options.name, None, options.io_in_arena, options.weights)
@@ -93,41 +119,32 @@ def export_job(compiled: Compilation, options: ExportOptions,
     """The function of a job that compiles through the driver and writes the bundle.
 
     The stages are the ones `kiln compile` asks the driver for, so the files are byte for byte
-    the same. Cancel takes effect between stages; nothing is written before the last stage,
-    and the bundle is written atomically, so a cancelled export leaves the folder as it was.
-    An int8 export (`compiled` is the quantized graph's) also writes `profile` where
-    `options.profile` says, for `kiln compile --profile`, and reports the float bundle
-    (`floating`) to compare.
+    the same. Everything that can fail comes before the write: the options are checked first
+    (board, QEMU board for counting, the folder: another bundle there needs `options.force`),
+    then compiling, comparing and counting; writing is the last step and swaps the bundle in
+    whole. Cancel takes effect between stages and up to the swap, so a cancelled or failed
+    export leaves the folder as it was. An int8 export (`compiled` is the quantized graph's)
+    also writes `profile` where `options.profile` says (in the bundle when that is the
+    folder), for `kiln compile --profile`, and reports the float bundle (`floating`) to compare.
     """
     folder = Path(options.folder)
+    precision = "int8" if floating is not None else "float32"
 
     def work(progress: Progress) -> Exported:
         opts = driver_options(options).check()
         board = _board(options)
+        _check_counting(options)
+        target = opts.resolved_target()
+        check_folder(folder, opts.name, target.name, options.force, example=not target.mcu)
         progress.report(0.0, "running passes")
         _ = compiled.prepared  # the passes: their own stage, with its own cancel point
         progress.report(0.15, "planning memory")
         plan = compiled.plan(opts)
         progress.report(0.2, f"generating code ({plan.arena.size:,} B of activations)")
         net = compiled.net(opts)
-        progress.report(0.9, "writing bundle")
-        existed = folder.exists()
-        try:
-            files, doc = compiled.bundle(folder, opts, board)
-        except OSError as exc:
-            raise KilnError(f"cannot write the bundle to {folder}: {exc.strerror}") from None
-        if profile is not None and options.profile is not None:
-            profile.save(options.profile)
-            files = [*files, Path(options.profile)]
-        try:
-            progress.check()
-        except BaseException:
-            if not existed:  # cancelled while writing: take back the folder this job made
-                shutil.rmtree(folder, ignore_errors=True)
-            raise
         float_doc = None
         if floating is not None:
-            progress.report(0.92, "compiling the float model to compare")
+            progress.report(0.7, "compiling the float model to compare")
             float_doc = bundle_report(floating.net(opts), board)
         counts = None
         if options.count:
@@ -137,10 +154,33 @@ def export_job(compiled: Compilation, options: ExportOptions,
             for label, which in (("int8" if floating is not None else "float", compiled),
                                  ("float", floating)):
                 if which is not None:
-                    progress.report(0.95, f"counting {label} instructions under QEMU")
+                    progress.report(0.75, f"counting {label} instructions under QEMU")
                     counts[label] = bench_compilation(which, options.target, peer=False).kiln.total
+        progress.report(0.9, "writing bundle")
+        extra, elsewhere = {}, None
+        if profile is not None and options.profile is not None:
+            saved = Path(options.profile)
+            if saved.parent == folder:
+                extra[saved.name] = _profile_bytes(profile)
+            else:
+                elsewhere = saved
+        existed = folder.exists()
+        try:
+            files, doc = compiled.bundle(folder, opts, board, force=options.force, extra=extra,
+                                         check=progress.check)
+        except OSError as exc:
+            raise KilnError(f"cannot write the bundle to {folder}: {exc.strerror}") from None
+        try:
+            progress.check()
+        except BaseException:
+            if not existed:  # cancelled while writing: take back the folder this job made
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        if elsewhere is not None:
+            profile.save(elsewhere)
+            files = [*files, elsewhere]
         return Exported(folder, files, doc, build_command(net.target, options.name, folder),
-                        float_doc, counts)
+                        float_doc, counts, precision)
 
     return work
 
@@ -169,6 +209,7 @@ class ExportController(QObject):
         self.dialog: ExportDialog | None = None
         self.job: Job | None = None
         self.last: Exported | None = None
+        self._watching = False
         self.action = QAction("Export &Bundle…", window)
         self.action.setShortcut(QKeySequence(SHORTCUT))
         tip = "Compile the model into a bundle (object, header, report) for a target"
@@ -177,6 +218,10 @@ class ExportController(QObject):
         self.action.triggered.connect(lambda _checked=False: self.open_dialog())
         self.document.graphChanged.connect(self._update_action)
         self.document.modelOpened.connect(self._model_opened)
+        self._note: str | None = None  # what the status bar says once another model is shown
+        loaded = getattr(window, "modelLoaded", None)
+        if loaded is not None:
+            loaded.connect(self._model_loaded)
         self._update_action()
         self._restore_target()
 
@@ -192,13 +237,49 @@ class ExportController(QObject):
         self.action.setEnabled(self.document.graph is not None)
 
     def _model_opened(self) -> None:
-        """Another model: its export starts afresh (no report or folder of the previous one)."""
+        """Another model: its export starts afresh (no report or folder of the previous one).
+
+        A running export is cancelled and says so, in the dialog (which stays open, with the
+        new model's options) and in the status bar; an idle dialog just closes.
+        """
+        running = self.job is not None and self.job.is_active()
         self.cancel()
         self.last = None
+        if self.dialog is None:
+            return
+        if running:
+            self.dialog.show_cancelled(CANCELLED_BY_OPEN)
+            self.dialog.set_options(self._initial_options())
+            self.dialog.set_int8_available(self._int8_available())
+            self._note = f"export cancelled{CANCELLED_BY_OPEN}: nothing was written"
+            self.window.statusBar().showMessage(self._note[0].upper() + self._note[1:], 10000)
+            return
+        self.dialog.close()
+        self.dialog.deleteLater()
+        self.dialog = None
+
+    def _model_loaded(self, _path: str) -> None:
+        """Say it again after the window's "Opened …", which replaces the status bar's line."""
+        if self._note is not None:
+            bar = self.window.statusBar()
+            bar.showMessage(f"{bar.currentMessage()}; {self._note}", 10000)
+            self._note = None
+
+    def _int8_available(self) -> bool:
+        """True when the document is calibrated, so that it can be exported as int8."""
+        quant = getattr(self.window, "quant", None)
+        return quant is not None and quant.quantized() is not None
+
+    def _watch_calibration(self) -> None:
+        """Follow calibrations in the open dialog (the quantization controller comes later)."""
+        quant = getattr(self.window, "quant", None)
+        if quant is not None and not self._watching:
+            quant.calibrationEnded.connect(self._calibration_ended)
+            self._watching = True
+
+    def _calibration_ended(self, _succeeded: bool) -> None:
         if self.dialog is not None:
-            self.dialog.close()
-            self.dialog.deleteLater()
-            self.dialog = None
+            self.dialog.set_int8_available(self._int8_available())
 
     # -- dialog ---------------------------------------------------------------------------------
 
@@ -212,8 +293,8 @@ class ExportController(QObject):
             self.dialog.cancelRequested.connect(self.cancel)
             self.dialog.rejected.connect(self.cancel)
             self.dialog.set_options(self._initial_options())
-        quant = getattr(self.window, "quant", None)
-        self.dialog.set_int8_available(quant is not None and quant.quantized() is not None)
+        self._watch_calibration()
+        self.dialog.set_int8_available(self._int8_available())
         self.dialog.show()
         self.dialog.raise_()
         return self.dialog
@@ -272,6 +353,9 @@ class ExportController(QObject):
                 dialog.show_error("The graph has invalid nodes: fix or undo the edit before "
                                   "exporting it.")
             return None
+        options = self._confirm_folder(options)
+        if options is None:
+            return None
         floating = profile = None
         if options.precision == "int8":
             quant = getattr(self.window, "quant", None)
@@ -296,6 +380,42 @@ class ExportController(QObject):
         self.job = job
         return job.start()
 
+    def _confirm_folder(self, options: ExportOptions) -> ExportOptions | None:
+        """Ask before writing into a folder that holds another bundle or files that are not one.
+
+        Returns the options to export with (`force` set once the user agreed), or None when
+        the user said no. The job checks the folder again and refuses without force, so a
+        folder filled meanwhile never loses a bundle. A folder that cannot be read is the job's
+        to report, as every other failure.
+        """
+        if options.force:
+            return options
+        try:
+            target = get_target(options.target)
+            check_folder(options.folder, options.name, target.name, example=not target.mcu)
+        except FolderInUse as exc:
+            conflict = exc
+        except KilnError:
+            return options  # a folder that cannot be used: the job says why
+        else:
+            return options
+        if conflict.kind == "bundle":
+            title = "Replace Bundle?"
+            text = (f"{conflict}. Replace it with {options.name} for {target.name}? Its files "
+                    "are deleted; files that are not part of a bundle are kept.")
+        else:
+            title = "Folder Not Empty"
+            text = f"{conflict}. Write the bundle beside them? They are kept."
+        parent = self.dialog or self.window
+        no = QMessageBox.StandardButton.No
+        answer = QMessageBox.question(parent, title, text,
+                                      QMessageBox.StandardButton.Yes | no, no)
+        if answer != QMessageBox.StandardButton.Yes:
+            if self.dialog is not None:
+                self.dialog.show_note("Not exported: the folder was left as it was.")
+            return None
+        return replace(options, force=True)
+
     def cancel(self) -> None:
         """Stop a running export (nothing is written)."""
         if self.job is not None:
@@ -306,7 +426,8 @@ class ExportController(QObject):
         self.window.statusBar().showMessage(f"Exported bundle to {exported.folder}", 5000)
         if self.dialog is not None:
             self.dialog.show_result(exported.report, exported.folder, exported.files,
-                                    exported.command, exported.float_report, exported.counts)
+                                    exported.command, exported.float_report, exported.counts,
+                                    exported.precision)
 
 
 def _add_to_file_menu(window, action: QAction) -> None:

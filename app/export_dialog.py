@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
@@ -34,11 +35,14 @@ from PySide6.QtWidgets import (
 )
 
 from compiler.codegen.targets import BOARDS, target_names
+from compiler.mcu.firmware import BOARD_OF_TARGET
 from views import style
 from views.size_report import ComparisonTable, SizeReport
 
 WEIGHTS = (("embedded", "Embedded in NET.o (read-only data)"),
            ("external", "External: NET.weights.bin for the caller to place"))
+PRECISIONS = {"float32": "float32", "int8": "int8 (quantized with the document's profile)"}
+RESULT_SIZE = (760, 680)  # the result page's preferred size, within the screen's height
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class ExportOptions:
     method: str = "minmax"
     schema: str = "tflite"
     count: bool = False  # Cortex-M: count one inference's instructions under QEMU
+    force: bool = False  # the user agreed to replace another bundle in the folder
 
     def cli_args(self) -> list[str]:
         """The same export as `kiln compile` arguments (after the model)."""
@@ -68,6 +73,8 @@ class ExportOptions:
         if self.precision == "int8" and self.profile is not None:
             args += ["--profile", str(self.profile), "--method", self.method,
                      "--schema", self.schema]
+        if self.force:
+            args.append("--force")
         return args
 
 
@@ -130,12 +137,11 @@ class ExportDialog(QDialog):
             self.weights.addItem(text, key)
         self.io_in_arena = QCheckBox("Inputs and outputs live in the activation arena")
         self.precision = QComboBox()
-        self.precision.addItem("float32", "float")
-        self.precision.addItem("int8 (quantized with the document's profile)", "int8")
+        self.precision.addItem(PRECISIONS["float32"], "float")
+        self.precision.addItem(PRECISIONS["int8"], "int8")
+        self._int8_available = True
         self.set_int8_available(False)
         self.count = QCheckBox("Count one inference's instructions under QEMU (Cortex-M)")
-        self.count.setToolTip("What `kiln bench --target` measures, per layer; float and int8 "
-                              "when exporting int8")
         self.folder = QLineEdit()
         self.folder.setPlaceholderText("folder for the bundle (created if needed)")
         self.browse = browse = QPushButton("Browse…")
@@ -183,6 +189,7 @@ class ExportDialog(QDialog):
         self.progress.hide()
         self.board.currentIndexChanged.connect(self._board_changed)
         self.target.currentTextChanged.connect(self._target_changed)
+        self._update_applicable()
         return page
 
     def _browse(self) -> None:
@@ -199,14 +206,38 @@ class ExportDialog(QDialog):
         name = self.board.currentData()
         if name is not None and BOARDS[name].target != target:
             self.board.setCurrentIndex(0)  # the board's CPU differs: no budget to check
+        self._update_applicable()
+
+    def _update_applicable(self) -> None:
+        """Disable (and clear) the options the chosen target cannot have.
+
+        Only targets with a QEMU board can have their instructions counted; a ticked box
+        for the host would only fail the export.
+        """
+        target = self.target.currentText()
+        countable = target in BOARD_OF_TARGET
+        self.count.setEnabled(countable and not self._running)
+        if not countable:
+            self.count.setChecked(False)
+        self.count.setToolTip(
+            "What `kiln bench --target` measures, per layer; float and int8 when exporting int8"
+            if countable else f"No QEMU board runs {target}: targets with one: "
+            f"{', '.join(sorted(BOARD_OF_TARGET))}")
 
     def set_int8_available(self, available: bool) -> None:
-        """Offer int8 only when the document has been calibrated (Quantize > Calibrate…)."""
+        """Offer int8 only when the document has been calibrated (Quantize > Calibrate…).
+
+        When int8 becomes available it is chosen: the user calibrated in order to export it.
+        Later calls keep whatever precision the user picked since.
+        """
         item = self.precision.model().item(1)
         item.setEnabled(available)
         item.setToolTip("" if available else "Calibrate the model first (Quantize > Calibrate…)")
         if not available:
             self.precision.setCurrentIndex(0)
+        elif not self._int8_available:
+            self.precision.setCurrentIndex(1)
+        self._int8_available = available
 
     def set_options(self, options: ExportOptions) -> None:
         """Fill the fields (remembered settings, or tests)."""
@@ -229,7 +260,7 @@ class ExportDialog(QDialog):
         return ExportOptions(self.target.currentText(), self.board.currentData(), name,
                              self.weights.currentData(), self.io_in_arena.isChecked(),
                              Path(folder).expanduser(), self.precision.currentData(),
-                             count=self.count.isChecked())
+                             count=self.count.isChecked() and self.count.isEnabled())
 
     def request_export(self) -> None:
         """Validate and ask the controller to export."""
@@ -252,6 +283,7 @@ class ExportDialog(QDialog):
                        self.precision, self.count, self.folder, self.browse):
             widget.setEnabled(not running)
         self.cancel_button.setText("Cancel Export" if running else "Cancel")
+        self._update_applicable()
         if running:
             self.progress.setValue(0)
             self.show_page(0)
@@ -273,10 +305,15 @@ class ExportDialog(QDialog):
         self.error.setText(message)
         self.error.show()
 
-    def show_cancelled(self) -> None:
-        """The export was cancelled; nothing was written."""
+    def show_note(self, text: str) -> None:
+        """A line beside the buttons (an export the user declined, for one)."""
+        self.error.hide()
+        self.status.setText(text)
+
+    def show_cancelled(self, why: str = "") -> None:
+        """The export was cancelled (`why`, when not by the user); nothing was written."""
         self.set_running(False)
-        self.status.setText("Export cancelled: nothing was written.")
+        self.status.setText(f"Export cancelled{why}: nothing was written.")
 
     def _cancel_or_close(self) -> None:
         if self._running:
@@ -291,6 +328,7 @@ class ExportDialog(QDialog):
         self.written = QLabel()
         self.written.setWordWrap(True)
         self.written.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.precision_label = QLabel()
         self.report_view = SizeReport()
         self.comparison = ComparisonTable()
         self.command_line = QLineEdit()
@@ -313,24 +351,41 @@ class ExportDialog(QDialog):
         command_row = QHBoxLayout()
         command_row.addWidget(QLabel("Build:"))
         command_row.addWidget(self.command_line, 1)
+        # The report scrolls; the build command and the buttons stay in view. An int8 report
+        # (comparison, layers, sections) is taller than many screens.
+        content = QWidget()
+        inner = QVBoxLayout(content)
+        inner.setContentsMargins(0, 0, 0, 0)
+        inner.addWidget(self.written)
+        inner.addWidget(self.precision_label)
+        inner.addWidget(self.comparison)
+        inner.addWidget(self.report_view, 1)
+        self.result_scroll = QScrollArea()
+        self.result_scroll.setWidget(content)
+        self.result_scroll.setWidgetResizable(True)
+        self.result_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.result_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         column = QVBoxLayout(page)
-        column.addWidget(self.written)
-        column.addWidget(self.comparison)
-        column.addWidget(self.report_view, 1)
+        column.addWidget(self.result_scroll, 1)
         column.addLayout(command_row)
         column.addLayout(buttons)
         return page
 
     def show_result(self, report: dict, folder: Path, files: list[Path], command: str,
                     float_report: dict | None = None,
-                    counts: dict[str, int] | None = None) -> None:
+                    counts: dict[str, int] | None = None, precision: str = "float32") -> None:
         """Switch to the result page for a bundle written to `folder`.
 
         With `float_report` (an int8 export), float and int8 sizes side by side first; with
         `counts` (precision -> instructions of one inference under QEMU), those too.
+        `precision` is what was compiled ("float32" or "int8").
         """
         self.set_running(False)
         self.comparison.set_reports(float_report, report, counts)
+        for table in (self.comparison.table, self.comparison.layers):
+            # In the scroll area a table would take its generic preferred height: keep it to
+            # the rows it has, so the size report follows right under it.
+            table.setMaximumHeight(table.minimumHeight())
         self.status.setText("")
         self.folder_path = Path(folder)
         self.command = command
@@ -338,14 +393,23 @@ class ExportDialog(QDialog):
                           for label, n in (counts or {}).items())
         self.written.setText(f"Wrote {len(files)} files to {folder}: "
                              + ", ".join(p.name for p in files) + counted)
+        self.precision_label.setText(f"Precision: {PRECISIONS.get(precision, precision)}")
         self.report_view.set_report(report)
         self.command_line.setText(command)
         self.command_line.setCursorPosition(0)
         self.command_line.setToolTip(command)
         self.copy_button.setText("Copy Build Command")
         self.show_page(1)
-        if self.width() < 760 or self.height() < 680:
-            self.resize(max(self.width(), 760), max(self.height(), 680))
+        self._fit_result()
+
+    def _fit_result(self) -> None:
+        """Grow to the result page's size, never past the screen's height (the report scrolls)."""
+        width, height = RESULT_SIZE
+        width, height = max(self.width(), width), max(self.height(), height)
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is not None:  # room for the title bar and the desktop's panels
+            height = min(height, screen.availableGeometry().height() - 80)
+        self.resize(width, height)
 
     def folder_url(self) -> QUrl:
         """The URL "Open Folder" opens."""

@@ -225,10 +225,17 @@ class Compilation:
             return self._nets[key]
 
     def bundle(self, folder: str | Path, options: Options = Options(),
-               board: Board | None = None) -> tuple[list[Path], dict]:
-        """Write the bundle into `folder` (atomically); returns its files and its report."""
+               board: Board | None = None, *, force: bool = False,
+               extra: dict[str, bytes] | None = None,
+               check: Callable[[], None] | None = None) -> tuple[list[Path], dict]:
+        """Write the bundle into `folder` whole; returns its files and its report.
+
+        `force`, `extra` and `check` are `write_bundle`'s: replace another bundle, more files
+        to write with it, a last cancel point before the swap.
+        """
         net = self.net(options)
-        return write_bundle(net, folder, board), report(net, board)
+        return (write_bundle(net, folder, board, force=force, extra=extra, check=check),
+                report(net, board))
 
 
 def _refuse_empty_inputs(graph: Graph) -> None:

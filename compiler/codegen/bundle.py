@@ -2,8 +2,8 @@
 
 NET.o, NET.h and NET.report.json always; the external weights files when there are any; and for
 hosted targets an example main.c with its Makefile. The whole bundle is written into a
-temporary sibling folder first and then renamed into place, so a failure never leaves a header
-that disagrees with its object.
+temporary sibling folder first and then swapped in (`bundle_folder`), so a failure never leaves
+a header that disagrees with its object, and a folder never mixes two bundles.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from compiler.codegen.build import CompiledNet, Tensor
-from compiler.codegen.example import GENERATED_MARK, c_comment, example_files
+from compiler.codegen.bundle_folder import EXAMPLE_FILES, check_folder, swap_in
+from compiler.codegen.example import c_comment, example_files
 from compiler.codegen.sizes import ObjectSizes, object_sizes
 from compiler.codegen.targets import BOARDS, Board
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, weights_files
@@ -202,17 +202,6 @@ def bundle_files(net: CompiledNet, board: Board | str | None = None) -> dict[str
     return files
 
 
-def _check_not_foreign(folder: Path, files: dict[str, bytes]) -> None:
-    """Refuse to replace a main.c or Makefile that Kiln did not write (the user's own code)."""
-    for name in ("main.c", "Makefile"):
-        path = folder / name
-        if name in files and path.is_file():
-            head = path.read_bytes()[:200]
-            if GENERATED_MARK.encode() not in head:
-                raise KilnError(f"{path} exists and was not written by Kiln; choose another "
-                                "output folder")
-
-
 def _write_file(path: Path, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
@@ -220,32 +209,26 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def write_bundle(net: CompiledNet, folder: str | Path,
-                 board: Board | str | None = None) -> list[Path]:
-    """Write the bundle into `folder` (created if needed) and return the paths written.
+def write_bundle(net: CompiledNet, folder: str | Path, board: Board | str | None = None, *,
+                 force: bool = False, extra: dict[str, bytes] | None = None,
+                 check: Callable[[], None] | None = None) -> list[Path]:
+    """Write the bundle into `folder` (created if needed), whole, and return the paths written.
 
-    Files of an earlier bundle with the same name that this one does not have (the weights
-    files after switching to embedded weights) are removed so the folder stays consistent.
+    The folder then holds this bundle only: the files of the bundle it held before (another
+    target's main.c, or the weights files after switching to embedded weights) are gone, and
+    files that belong to no bundle are kept. Replacing another bundle, or writing beside files
+    that are not a bundle, needs `force` (else FolderInUse). `extra` files (the GUI's int8
+    profile) are written with the bundle; `check` runs just before the swap and may raise to
+    cancel. Any failure leaves the folder as it was (see `bundle_folder`).
     """
     folder = Path(folder)
-    files = bundle_files(net, board)
-    if folder.exists() and not folder.is_dir():
-        raise KilnError(f"output {folder} exists and is not a folder")
-    _check_not_foreign(folder, files)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    files = {**bundle_files(net, board), **(extra or {})}
+    held = check_folder(folder, net.name, net.target.name, force,
+                        example=any(name in files for name in EXAMPLE_FILES))
+
+    def write(tmp: Path) -> None:
         for name, data in files.items():
             _write_file(tmp / name, data)
-        if not folder.exists():
-            tmp.chmod(0o755)  # mkdtemp makes it private; a bundle folder is an ordinary one
-            os.rename(tmp, folder)
-        else:
-            for name in files:
-                os.replace(tmp / name, folder / name)
-            for stale in (f"{net.name}.weights.bin", f"{net.name}.weights.h"):
-                if stale not in files:
-                    (folder / stale).unlink(missing_ok=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    swap_in(folder, files, write, held.owned, check)
     return [folder / name for name in files]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QColor, QDesktopServices, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import QMessageBox
 
 from app import cli
 from app.export import SHORTCUT, build_command, export_job
@@ -139,13 +140,15 @@ def _vww_window(qtbot):
 
 
 @pytest.mark.parametrize("existing", [False, True])
-def test_cancel_leaves_the_output_folder_as_it_was(qtbot, tmp_path, existing, monkeypatch):
+def test_cancel_leaves_the_output_folder_as_it_was(qtbot, tmp_path, existing, monkeypatch,
+                                                   message_boxes):
     monkeypatch.setenv("KILN_NO_CACHE", "1")  # LLVM really runs: there is time to cancel
     window = _vww_window(qtbot)
     folder = tmp_path / "out"
     if existing:
         folder.mkdir()
         (folder / "notes.txt").write_text("mine")
+        message_boxes.answer = QMessageBox.StandardButton.Yes  # write beside the user's file
     before = sorted(tmp_path.rglob("*"))
     dialog = _dialog(window, ExportOptions("cortex-m7", None, "net", "embedded", False, folder))
     qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
@@ -275,8 +278,8 @@ def test_cancel_while_writing_takes_the_new_folder_back(tmp_path, monkeypatch):
     progress = Progress(lambda _f, _t: None)
     real = driver.write_bundle
 
-    def write_then_cancel(net, folder, board=None):
-        paths = real(net, folder, board)
+    def write_then_cancel(net, folder, board=None, **kwargs):
+        paths = real(net, folder, board, **kwargs)
         assert (tmp_path / "out" / "net.o").is_file()
         progress.cancel()  # the user cancels just as the files land
         return paths
