@@ -1,4 +1,9 @@
-"""`kiln [MODEL]`: start the desktop app, or render it to PNG files with `--screenshot DIR`."""
+"""`kiln [FILE]`: start the desktop app, or render it to PNG files with `--screenshot DIR`.
+
+FILE is a model, or a `.kiln` session (what a file manager passes when a session is
+double-clicked: `packaging/kiln.desktop` runs `kiln %f`), which is opened as File > Open
+Session opens it.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +52,9 @@ def has_display() -> bool:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kiln", description="Open the Kiln workbench.")
-    parser.add_argument("model", nargs="?", help="the model to open (default: the bundled sample)")
+    parser.add_argument("model", nargs="?", metavar="FILE",
+                        help="the model, or the .kiln session, to open (default: the bundled "
+                             "sample)")
     parser.add_argument("--screenshot", metavar="DIR",
                         help="render the main window and each panel to PNG files in DIR, then "
                              "exit")
@@ -56,13 +63,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def run_gui(argv: Sequence[str] | None = None) -> int:
     """Run the app; returns the exit code (2 with a one-line message for any error)."""
+    headless = not has_display()
     try:
         args = _parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
         model = Path(args.model) if args.model else sample_model()
+        # A scripted run refuses a bad session before any window; a window shows the error.
+        label = _label(model) if headless or args.screenshot is not None else model.name
     except KilnError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
-    headless = not has_display()
     if headless and not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     app = _application()
@@ -77,7 +86,7 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
         from app.recovery import RESTORE
 
         if window.recovery.offer() != RESTORE:  # after a crash: its unsaved work first
-            window.open_file(model)
+            _open(window, model)
         return app.exec()
 
     folder = Path(args.screenshot) if args.screenshot else HEADLESS_SCREENSHOTS
@@ -93,11 +102,11 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
         window.document.undo_stack.setClean()  # nothing to save in a scripted run
         window.close()
     if bundle is not None:
-        print(f"No display found, so Kiln ran offscreen on {model.name}: host bundle written to "
+        print(f"No display found, so Kiln ran offscreen on {label}: host bundle written to "
               f"{bundle}/ (build and run it with `make -C {bundle} run`); screenshots written "
               f"to {folder}/")
     else:
-        print(f"Screenshots of {model.name} written to {folder}/")
+        print(f"Screenshots of {label} written to {folder}/")
     for path in written:
         print(f"  {path.name}")
     return 0
@@ -142,30 +151,70 @@ def _application():
     return app
 
 
-def _wait_for_load(window, model: Path) -> None:
-    """Open `model` and run the event loop until it is on the canvas; KilnError if it fails."""
+def is_session(path: Path) -> bool:
+    """True for a `.kiln` session file (anything else is opened as a model)."""
+    from app.sessions import SUFFIX
+
+    return path.suffix.lower() == SUFFIX
+
+
+def _label(path: Path) -> str:
+    """How a scripted run names what it opened; reads a session (KilnError when it cannot)."""
+    if not is_session(path):
+        return path.name
+    from app.sessions import read_session
+
+    doc, model = read_session(path)
+    original = doc["model"].get("path")
+    return f"session {path.name} ({Path(original).name if original else model.name})"
+
+
+def _open(window, path: Path) -> bool:
+    """Start opening a model or a session; False when it could not even start."""
+    if is_session(path):
+        return window.sessions.open_session(path)
+    return window.open_file(path) is not None
+
+
+def _wait_for_load(window, path: Path) -> None:
+    """Open `path` and run the event loop until it is all there; KilnError if it fails.
+
+    A model is there once it is on the canvas; a session once its pipeline, target, ranges
+    and view are applied too.
+    """
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QMessageBox
 
+    done: list[bool] = []
     failure: list[str] = []
     loop = QEventLoop()
-    window.modelLoaded.connect(loop.quit)
-    window.loadFailed.connect(lambda message: (failure.append(message), loop.quit()))
+
+    def finish(message: str | None = None) -> None:
+        if message is None:
+            done.append(True)
+        else:
+            failure.append(message)
+        loop.quit()
+
+    (window.sessions.restored if is_session(path) else window.modelLoaded).connect(
+        lambda *_: finish())
+    window.loadFailed.connect(finish)
+    window.sessions.failed.connect(finish)
     QTimer.singleShot(LOAD_TIMEOUT_MS, loop.quit)
     # No one can click a dialog in a scripted run: errors go to stderr instead.
     original = QMessageBox.critical
     QMessageBox.critical = staticmethod(lambda *args, **kwargs: QMessageBox.StandardButton.Ok)
     try:
-        if window.open_file(model) is None:
-            raise KilnError("could not start loading the model")
+        if not _open(window, path):
+            raise KilnError(failure[0] if failure else "could not start loading the model")
         loop.exec()
     finally:
         QMessageBox.critical = original
     if failure:
         raise KilnError(failure[0])
-    if window.document.graph is None:
+    if not done:
         window.cancel_loading()
-        raise KilnError(f"{model.name}: loading took longer than {LOAD_TIMEOUT_MS // 1000} s")
+        raise KilnError(f"{path.name}: loading took longer than {LOAD_TIMEOUT_MS // 1000} s")
 
 
 def _settle(app) -> None:
@@ -183,7 +232,7 @@ def _representative_node(graph):
 
 
 def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
-    """Open the model, then write the window, the canvas at two zooms and each panel."""
+    """Open the model or session, then write the window, the canvas at two zooms and each panel."""
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance()

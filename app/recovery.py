@@ -4,12 +4,17 @@ While the document has unsaved changes, the session (`app.sessions`) is written 
 seconds, and at once whenever the undo stack's clean state changes, to a per-user recovery
 folder, as `PID.kiln` (each write atomic: write, fsync, rename). A normal close, and a save
 that leaves nothing unsaved, remove it. At the next start, a recovery file whose process is
-gone is a crash's: the window offers to restore it, discard it, or keep it for later.
+gone is a crash's: the window offers to restore it, discard it, or keep it for later, naming
+the model and when it was last autosaved (the PID means nothing to a user). A restored file
+belongs to the window from then on: it is removed once restored, or at the window's normal
+close if that comes first, so it is never offered twice.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer
@@ -55,10 +60,52 @@ def orphans() -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def prompt(path: Path) -> str:
-    """The question asked at start after a crash."""
-    return (f"Kiln closed without saving your last changes. Open the recovered session "
-            f"({path.name}) now, discard it, or keep it for later (Ignore)?")
+_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+
+
+def human_time(when: datetime, now: datetime) -> str:
+    """`when` as a person says it, relative to `now`: "today at 14:05", "on Tuesday at 9:30".
+
+    English names, not the C library's locale: the sentence around it is English.
+    """
+    clock = f"{when.hour}:{when.minute:02d}"
+    days = (now.date() - when.date()).days
+    if days == 0:
+        return f"today at {clock}"
+    if days == 1:
+        return f"yesterday at {clock}"
+    if 1 < days < 7:
+        return f"on {_DAYS[when.weekday()]} at {clock}"
+    year = "" if when.year == now.year else f" {when.year}"
+    return f"on {when.day} {_MONTHS[when.month - 1]}{year} at {clock}"
+
+
+def describe(path: Path) -> tuple[str | None, datetime]:
+    """The file name of a recovery session's model (None if unknown) and its last autosave."""
+    try:
+        saved = datetime.fromtimestamp(path.stat().st_mtime)
+    except OSError:
+        saved = datetime.now()
+    try:
+        original = json.loads(path.read_text())["model"]["path"]
+        return (Path(original).name if isinstance(original, str) else None), saved
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError):
+        return None, saved  # Open will say what is wrong with it
+
+
+def question(model: str | None, saved: datetime, now: datetime) -> str:
+    """The question about a crash's unsaved changes to `model`, autosaved at `saved`."""
+    what = f"your changes to {model}" if model else "your last changes"
+    return (f"Kiln closed without saving {what}, last autosaved {human_time(saved, now)}. "
+            f"Open them now, discard them, or keep them for later (Ignore)?")
+
+
+def prompt(path: Path, now: datetime | None = None) -> str:
+    """The question asked at start after a crash, about the recovery session at `path`."""
+    model, saved = describe(path)
+    return question(model, saved, now or datetime.now())
 
 
 def discard(path: Path) -> None:
@@ -79,14 +126,17 @@ class RecoveryController(QObject):
         self.timer.setInterval(AUTOSAVE_MS)
         self.timer.timeout.connect(self.autosave)
         self.timer.start()
+        # A crash's session this window restores: removed once restored or at a normal close.
+        self._claimed: Path | None = None
         window.document.undo_stack.cleanChanged.connect(lambda _clean: self.autosave())
-        window.document.modelOpened.connect(self.remove)
+        window.document.modelOpened.connect(self._forget)
+        window.sessions.restored.connect(self._release)
 
     def autosave(self) -> Path | None:
         """Write the recovery session now if there is something unsaved; else remove it."""
         doc = self.window.document
         if doc.graph is None or not doc.is_dirty():
-            self.remove()
+            self._forget()
             return None
         index = doc.undo_stack.index()  # every edit and range change is an undo step
         if index == self._written and self.path.is_file():
@@ -101,12 +151,30 @@ class RecoveryController(QObject):
             return None
 
     def remove(self) -> None:
-        """Nothing to recover any more (a normal close, a save, another model)."""
+        """A normal close: nothing to recover any more, neither ours nor a crash's we took."""
+        self._forget()
+        self._release()
+
+    def _forget(self) -> None:
+        """This window's own session is not needed (a save, another model, a close)."""
         discard(self.path)
         self._written = None
 
+    def _release(self) -> None:
+        """The crash's session restored here is this window's state now: remove its file.
+
+        Until then it stays, so a crash during the restore still leaves it to recover.
+        """
+        if self._claimed is not None:
+            discard(self._claimed)
+            self._claimed = None
+
     def offer(self) -> str | None:
-        """At start: ask what to do with a crash's recovery session (the newest one)."""
+        """At start: ask what to do with a crash's recovery session (the newest one).
+
+        RESTORE when its restore has started; a file that cannot be read is reported, removed
+        (nothing in it can come back) and DISCARD returned, so the caller opens a model.
+        """
         left = orphans()
         if not left:
             return None
@@ -114,9 +182,11 @@ class RecoveryController(QObject):
         answer = QMessageBox.question(self.window, TITLE, prompt(path), BUTTONS,
                                       QMessageBox.StandardButton.Open)
         if answer == QMessageBox.StandardButton.Open:
+            self._claimed = path
             if self.window.sessions.open_session(path, recovered=True):
-                self.window.sessions.restored.connect(lambda: discard(path))
-            return RESTORE
+                return RESTORE
+            self._release()
+            return DISCARD
         if answer == QMessageBox.StandardButton.Discard:
             discard(path)
             return DISCARD
@@ -130,8 +200,10 @@ def install(window) -> RecoveryController:
 
 def screenshots(window, save) -> None:
     """The question a start after a crash asks (as a box that is shown, not run)."""
+    now = datetime.now()
     box = QMessageBox(QMessageBox.Icon.Question, TITLE,
-                      prompt(recovery_dir() / "12345.kiln"), BUTTONS, window)
+                      question("digits_cnn.onnx", now - timedelta(minutes=2), now), BUTTONS,
+                      window)
     box.show()
     save(box, "recovery_prompt.png")
     box.close()

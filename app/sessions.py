@@ -11,8 +11,10 @@ it should have, never silently replaced by another.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -73,7 +75,8 @@ def session_json(window, path: Path) -> dict:
     qs = quant.session if quant is not None else None
     return {
         "kiln_session": SESSION_VERSION,
-        "model": {"path": str(model) if model else None,
+        # Absolute: a session is opened from anywhere (a file manager starts Kiln in $HOME).
+        "model": {"path": os.path.abspath(model) if model else None,
                   "sha256": file_hash(model) if model and model.is_file() else None},
         "edited": None if edited is None else {"file": edited.name,
                                                "sha256": file_hash(edited)},
@@ -100,7 +103,11 @@ def save_session(window, path: str | Path) -> Path:
 
 
 def read_session(path: str | Path) -> tuple[dict, Path]:
-    """The session's JSON and the model file to open, both checked (KilnError otherwise)."""
+    """The session's JSON and the model file to open, both checked (KilnError otherwise).
+
+    Everything the window applies later is checked here too, so a damaged or hand-edited
+    file is refused in one sentence before any model is opened, never half applied.
+    """
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -110,11 +117,13 @@ def read_session(path: str | Path) -> tuple[dict, Path]:
         raise KilnError(f"{path} is not a Kiln session: {exc}") from None
     if not isinstance(doc, dict) or doc.get("kiln_session") != SESSION_VERSION:
         raise KilnError(f"{path} is not a Kiln session of version {SESSION_VERSION}")
-    edited = doc.get("edited")
-    if edited:
-        model, want = path.with_name(edited["file"]), edited["sha256"]
-    else:
-        model, want = Path(doc["model"]["path"]), doc["model"]["sha256"]
+    try:
+        model, want = _model_of(doc, path)
+        _check_settings(doc)
+    except (AttributeError, KeyError, TypeError, ValueError, binascii.Error) as exc:
+        raise KilnError(f"{path} is not a readable Kiln session ({_reason(exc)})") from None
+    except KilnError as exc:
+        raise KilnError(f"{path} is not a readable Kiln session ({exc})") from None
     if not model.is_file():
         raise KilnError(f"{path}: its model {model} is missing (it had SHA-256 {want})")
     found = file_hash(model)
@@ -124,14 +133,63 @@ def read_session(path: str | Path) -> tuple[dict, Path]:
     return doc, model
 
 
+def _reason(exc: Exception) -> str:
+    """A short reason for a malformed entry (a bare KeyError only names the key)."""
+    return f"no {exc} entry" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
+
+
+def _model_of(doc: dict, path: Path) -> tuple[Path, str]:
+    """The model file a session opens and the SHA-256 it must have."""
+    model, edited = doc["model"], doc.get("edited")
+    if not isinstance(model, dict):
+        raise TypeError("its model entry is not an object")
+    if edited:
+        # A bare file name: the edits live beside the session, never elsewhere.
+        name = edited["file"]
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError("the edited model's name is not a file name")
+        return path.with_name(name), str(edited["sha256"])
+    if not isinstance(model.get("path"), str):
+        raise ValueError("it names no model file")
+    return Path(model["path"]), str(model["sha256"])
+
+
+def _check_settings(doc: dict) -> None:
+    """Raise (KeyError, TypeError, ValueError or KilnError) if the window could not apply `doc`."""
+    from compiler.codegen.targets import BOARDS, get_target
+
+    Pipeline.from_json(doc["pipeline"], "its pipeline")
+    get_target(doc["target"])
+    if doc.get("board") is not None and doc["board"] not in BOARDS:
+        raise ValueError(f"unknown board {doc['board']!r}")
+    view = doc["view"]
+    float(view["zoom"])
+    QPointF(*(float(v) for v in view["centre"]))
+    base64.b64decode(view["docks"], validate=True)
+    if doc.get("quantization") is not None:
+        _quantization_parts(doc["quantization"])
+
+
+def _quantization_parts(quant: dict):
+    """(profile, calibration request) of a session's quantization entry."""
+    request = dict(quant["request"])
+    request["normalization"] = Normalization(**{
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in request["normalization"].items()})
+    return parse_profile(quant["profile"], "its profile"), CalibrationRequest(**request)
+
+
 class SessionController(QObject):
     """The File menu's Save Session… and Open Session… and what they do.
 
     Signals:
         restored(): an opened session is fully applied (model, pipeline, ranges, view).
+        failed(message): the session could not be read or its ranges not restored (the error
+            dialog has been shown); a model that fails to load says so by `loadFailed`.
     """
 
     restored = Signal()
+    failed = Signal(str)
 
     def __init__(self, window):
         super().__init__(window)
@@ -174,7 +232,7 @@ class SessionController(QObject):
         try:
             doc, model = read_session(path)
         except KilnError as exc:
-            show_error(self.window, "Open session", str(exc))
+            self._fail(str(exc))
             return False
         if self.window.open_file(model) is None:
             return False
@@ -209,20 +267,19 @@ class SessionController(QObject):
         self._restore_quantization(quant)
 
     def _restore_quantization(self, quant: dict) -> None:
-        request = dict(quant["request"])
-        request["normalization"] = Normalization(**{
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in request["normalization"].items()})
-        request = CalibrationRequest(**request)
-        profile = parse_profile(quant["profile"])
+        profile, request = _quantization_parts(quant)  # checked when the file was read
         graph = self.window.document.graph
 
         job = Job(lambda _progress: session_from_profile(graph, profile, request),
                   "Restoring the quantization", self)
         job.succeeded.connect(self._quant_restored)
-        job.failed.connect(lambda message: show_error(self.window, "Open session", message))
+        job.failed.connect(self._fail)
         self._job = job
         job.start()
+
+    def _fail(self, message: str) -> None:
+        show_error(self.window, "Open session", message)
+        self.failed.emit(message)
 
     def _quant_restored(self, session) -> None:
         self.window.quant.take_session(session)
