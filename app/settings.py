@@ -1,4 +1,4 @@
-"""Where the app keeps what it remembers between runs: recent files, window geometry."""
+"""Where the app keeps what it remembers between runs: recent files, geometry, sources."""
 
 from __future__ import annotations
 
@@ -38,3 +38,17 @@ def add_recent_file(path: str | os.PathLike) -> list[str]:
 def clear_recent_files() -> None:
     """Forget the recent files."""
     settings().setValue("recentFiles", [])
+
+
+def calibration_sources() -> tuple[str, str, str]:
+    """The last Calibrate dialog's (data, evaluate, folder browsed); empty strings at first."""
+    store = settings()
+    return tuple(str(store.value(f"calibrate/{key}", "") or "")
+                 for key in ("data", "evaluate", "folder"))
+
+
+def remember_calibration_sources(data: str, evaluate: str, folder: str) -> None:
+    """Keep the Calibrate dialog's sources and browsed folder for its next opening."""
+    store = settings()
+    for key, value in (("data", data), ("evaluate", evaluate), ("folder", folder)):
+        store.setValue(f"calibrate/{key}", value)
