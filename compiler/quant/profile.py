@@ -4,8 +4,10 @@ The file records its schema, a hash of the graph it was measured on (the calibra
 `profiler`, whose tensors the quantizer sees), the data it came from, the histogram bin
 count, and per tensor `min`, `max` and `histogram`. Users edit it by hand through two keys the
 profiler writes empty: `overrides` ({tensor: {"min": .., "max": ..}}, which beat the measured
-range) and `keep_float` (tensors to leave in float). Keys are sorted and the layout is stable,
-so two profiles diff line by line. Applying a profile to another graph is refused.
+range) and `keep_float` (tensors to leave in float). A profile carried across a graph edit
+(`compiler.quant.remap`) also lists under `stale` the ranges measured before the edit changed
+what computes them. Keys are sorted and the layout is stable, so two profiles diff line by
+line. Applying a profile to another graph is refused.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Profile:
     keep_float: list[str] = field(default_factory=list)
     equalized: bool = False  # measured on the graph after cross-layer equalization
     path: str = ""  # the file it was read from, for messages
+    # Tensors whose range was measured before an edit changed what computes them.
+    stale: list[str] = field(default_factory=list)
 
     def range_of(self, tensor: str) -> tuple[float, float]:
         """The range quantization uses: an override's bounds, else the measured ones."""
@@ -97,13 +101,16 @@ class Profile:
 
     def to_json(self) -> dict:
         """The file's content: sorted, plain JSON types."""
-        return {"schema": SCHEMA, "graph_hash": self.graph_hash, "model": self.model,
+        doc = {"schema": SCHEMA, "graph_hash": self.graph_hash, "model": self.model,
                 "data": self.data, "bins": self.bins,
                 "tensors": {name: {"min": r.min, "max": r.max, "histogram": r.histogram}
                             for name, r in sorted(self.tensors.items())},
                 "overrides": {name: dict(sorted(v.items()))
                               for name, v in sorted(self.overrides.items())},
                 "keep_float": sorted(self.keep_float), "equalized": self.equalized}
+        if self.stale:  # only after an edit: a measured profile's file stays as it was
+            doc["stale"] = sorted(self.stale)
+        return doc
 
     def save(self, path: str | Path) -> None:
         """Write the JSON profile atomically (a crash never leaves half a file)."""
@@ -188,5 +195,9 @@ def _parse(doc) -> Profile:
     equalized = doc.get("equalized", False)
     if not isinstance(equalized, bool):
         raise ValueError("equalized must be true or false")
+    stale = doc.get("stale", [])
+    if not isinstance(stale, list) or not all(isinstance(n, str) and n in tensors
+                                              for n in stale):
+        raise ValueError("stale must be a list of the profile's tensor names")
     return Profile(str(doc["graph_hash"]), str(doc.get("model", "")), dict(doc.get("data", {})),
-                   int(doc["bins"]), tensors, overrides, list(keep), equalized)
+                   int(doc["bins"]), tensors, overrides, list(keep), equalized, stale=list(stale))
