@@ -65,7 +65,6 @@ def _action(window: QMainWindow, text: str, slot, shortcut=None, tip: str = "",
 def build_actions(window: QMainWindow) -> Actions:
     """Create every action, the menus and the toolbar of `window`."""
     editing = window.editing
-    canvas = window.canvas
     sp = QStyle.StandardPixmap
     key = QKeySequence.StandardKey
 
@@ -96,11 +95,14 @@ def build_actions(window: QMainWindow) -> Actions:
     find = _action(window, "&Find…", window.open_search, key.Find,
                    "Find nodes by name, op type or regular expression",
                    sp.SP_FileDialogContentsView)
-    fit = _action(window, "&Fit to Window", canvas.fit, "Ctrl+0", "Show the whole graph",
-                  sp.SP_TitleBarMaxButton)
-    zoom_in = _action(window, "Zoom &In", canvas.zoom_in, key.ZoomIn, "Zoom in")
+    # The canvas on screen: a pass stage's while one is shown.
+    fit = _action(window, "&Fit to Window", lambda: window.shown_canvas().fit(), "Ctrl+0",
+                  "Show the whole graph", sp.SP_TitleBarMaxButton)
+    zoom_in = _action(window, "Zoom &In", lambda: window.shown_canvas().zoom_in(), key.ZoomIn,
+                      "Zoom in")
     zoom_in.setIcon(_magnifier(plus=True))
-    zoom_out = _action(window, "Zoom &Out", canvas.zoom_out, key.ZoomOut, "Zoom out")
+    zoom_out = _action(window, "Zoom &Out", lambda: window.shown_canvas().zoom_out(),
+                       key.ZoomOut, "Zoom out")
     zoom_out.setIcon(_magnifier(plus=False))
     show_constants = QAction("Show &Constants as Nodes", window)
     show_constants.setCheckable(True)

@@ -187,7 +187,10 @@ class CodeController(QObject):
 
 def install(window) -> CodeController:
     """Add the Code dock to `window`; returns its controller (`window.code`)."""
-    return CodeController(window.document, window.add_panel_dock, window)
+    controller = CodeController(window.document, window.add_panel_dock, window)
+    # Beside the memory timeline, wide enough for a listing's lines at first start.
+    window.resizeDocks([controller.dock], [420], Qt.Orientation.Horizontal)
+    return controller
 
 
 def screenshots(window, save) -> None:

@@ -20,15 +20,16 @@ from PySide6.QtWidgets import (
 
 from app import dialogs, settings, workers
 from app.actions import build_actions
+from app.dock_sizes import DockSizes
 from app.document import Document
 from app.editing import EditController
+from app.finder import Finder
 from app.panels import install_all
 from app.workers import Job, Loaded, lay_out, load_model
 from compiler import edit
 from compiler.errors import KilnError
 from compiler.frontends.load import MODEL_SUFFIXES
 from compiler.ir.graph import Graph
-from compiler.search import find_nodes
 from compiler.stats import compute_stats, node_macs
 from views import style
 from views.canvas import GraphCanvas
@@ -81,6 +82,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setObjectName("KilnMainWindow")
         self.remember = remember
+        self.dock_sizes = DockSizes(self)  # before any dock is sized
+        self.resize(1400, 900)  # first: the docks' sizes below are asked for at this size
         self.document = Document(self)
         self.layout_: GraphLayout | None = None
         self.show_constants = False
@@ -91,7 +94,7 @@ class MainWindow(QMainWindow):
         self._layouts: weakref.WeakKeyDictionary[Graph, dict[bool, GraphLayout]] = \
             weakref.WeakKeyDictionary()
         self._macs: tuple[Graph, dict[int, int | None]] | None = None
-        self._query: tuple[str, bool] = ("", False)
+        self._new_model = False  # the next graph shown is another model's: a fresh view
 
         self.canvas = GraphCanvas()
         self.search_bar = SearchBar()
@@ -107,6 +110,7 @@ class MainWindow(QMainWindow):
         self.properties = PropertiesPanel()
         self.problems_panel = ProblemsPanel()
         self.minimap = MiniMap(self.canvas)
+        self.finder = Finder(self)  # search and the canvas on screen
         self.palette = OperatorPalette()
         self.palette.set_operators(edit.insertable_ops(), {
             c: style.header_color(c) for c in style.CATEGORY_COLORS})
@@ -124,6 +128,9 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.docks["properties"], self.docks["palette"]], [340, 190],
                          Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["problems"]], [110], Qt.Orientation.Vertical)
+        # The right column runs down to the status bar: its panels (properties, quantization)
+        # are tall lists and histograms, the bottom ones wide timelines and listings.
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         # The problems panel appears when there is a problem (or from the View menu).
         self.docks["problems"].hide()
 
@@ -134,7 +141,8 @@ class MainWindow(QMainWindow):
         self._connect()
         self.setAcceptDrops(True)
         self.canvas.viewport().installEventFilter(self)
-        self.resize(1400, 900)
+        for dock in self.findChildren(QDockWidget):
+            self.dock_sizes.watch(dock)
         self.default_state = self.saveState()  # what View > Reset Layout goes back to
         if remember:
             self._restore_settings()
@@ -147,6 +155,15 @@ class MainWindow(QMainWindow):
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
+
+    def resizeDocks(self, docks, sizes, orientation) -> None:  # noqa: D102 (Qt method)
+        super().resizeDocks(docks, sizes, orientation)
+        self.dock_sizes.record_soon()  # a panel asked for room: kept when the window resizes
+
+    def restoreState(self, state, version: int = 0) -> bool:  # noqa: D102 (Qt method)
+        restored = super().restoreState(state, version)
+        self.dock_sizes.record_soon()
+        return restored
 
     def add_panel_dock(self, title: str, widget: QWidget,
                        area: Qt.DockWidgetArea) -> QDockWidget:
@@ -181,6 +198,7 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         doc = self.document
+        doc.modelOpened.connect(self._model_opened)
         doc.graphChanged.connect(self._graph_changed)
         doc.problemsChanged.connect(self._problems_changed)
         doc.dirtyChanged.connect(lambda _dirty: self._update_title())
@@ -189,17 +207,14 @@ class MainWindow(QMainWindow):
         self.canvas.nodeSelected.connect(doc.select)
         self.canvas.edgeSelected.connect(self._edge_selected)
         self.canvas.nodeActivated.connect(self._node_activated)
-        self.canvas.viewportChanged.connect(self._update_zoom)
+        self.canvas.viewportChanged.connect(self.update_zoom)
         self.problems_panel.nodeActivated.connect(self.select_and_center)
-        self.properties.navigateRequested.connect(self.select_and_center)
+        self.properties.navigateRequested.connect(lambda key: self.finder.select(key))
         self.properties.attributeEditRequested.connect(self.editing.set_attribute_text)
         self.properties.renameNodeRequested.connect(self.editing.rename_node)
         self.properties.renameTensorRequested.connect(self.editing.rename_tensor)
         self.properties.exportRequested.connect(self.editing.export_constant)
         self.palette.insertRequested.connect(lambda op: self.editing.insert_on_edge(op))
-        self.search_bar.queryChanged.connect(self._search)
-        self.search_bar.currentChanged.connect(self.select_and_center)
-        self.search_bar.closed.connect(self._search_closed)
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -260,7 +275,7 @@ class MainWindow(QMainWindow):
         if self.remember:
             settings.add_recent_file(loaded.path)
         self.statusBar().showMessage(f"Opened {loaded.path.name} in {loaded.seconds:.2f} s", 6000)
-        self._update_zoom()
+        self.update_zoom()
         self.modelLoaded.emit(str(loaded.path))
 
     def _load_failed(self, path: Path, message: str) -> None:
@@ -411,6 +426,12 @@ class MainWindow(QMainWindow):
             return
         self._lay_out_and_show(graph)
 
+    def _model_opened(self) -> None:
+        """Another model: it opens at its own opening view, with no search highlight on it."""
+        self._new_model = True
+        if self.search_bar.isVisible():
+            self.search_bar.close_bar()
+
     def _remember_layout(self, graph: Graph, show_constants: bool, layout: GraphLayout) -> None:
         self._layouts.setdefault(graph, {})[show_constants] = layout
 
@@ -444,11 +465,11 @@ class MainWindow(QMainWindow):
     def _show(self, graph: Graph, layout: GraphLayout) -> None:
         """Put `graph` on the canvas, keeping the selection and search where they still apply."""
         self.layout_ = layout
-        self.canvas.set_graph(graph, layout)
+        self.canvas.set_graph(graph, layout, new_model=self._new_model)
+        self._new_model = False
         self.canvas.set_problems(self.document.problems)
         self.problems_panel.set_problems(graph, self.document.problems)
-        if self.search_bar.isVisible() and self._query[0]:
-            self._search(*self._query, move=False)
+        self.finder.refresh()
         if self.canvas.selected_key() is None and self.canvas.selected_edge() is None:
             self._node_selected(None)  # the selection went with the edit
         self.statusBar().clearMessage()
@@ -480,8 +501,9 @@ class MainWindow(QMainWindow):
         title = self.document.title() if self.document.graph is not None else "Kiln"
         self.setWindowTitle(f"{title} — Kiln" if self.document.graph is not None else title)
 
-    def _update_zoom(self) -> None:
-        self.zoom_label.setText(f"{self.canvas.zoom_level():.0%}")
+    def update_zoom(self) -> None:
+        """The zoom readout of the canvas on screen."""
+        self.zoom_label.setText(f"{self.finder.shown.zoom_level():.0%}")
 
     def _update_actions(self) -> None:
         if hasattr(self, "actions_"):
@@ -501,6 +523,19 @@ class MainWindow(QMainWindow):
         self.show_constants = on
         if self.document.graph is not None:
             self._lay_out_and_show(self.document.graph)
+
+    # -- the canvas on screen -----------------------------------------------------------------
+
+    def shown_canvas(self) -> GraphCanvas:
+        """The canvas on screen: the model's, or a pass stage's while one is shown."""
+        return self.finder.shown
+
+    def show_canvas(self, canvas: GraphCanvas) -> None:
+        """`canvas` (a stage's, or the model's again) is on screen, or shows another graph.
+
+        Search, the minimap, the zoom actions and the zoom readout then act on it.
+        """
+        self.finder.show_canvas(canvas)
 
     # -- selection ----------------------------------------------------------------------------
 
@@ -560,25 +595,3 @@ class MainWindow(QMainWindow):
     def open_search(self) -> None:
         """Edit > Find (Ctrl+F)."""
         self.search_bar.open()
-
-    def _search(self, text: str, regex: bool, move: bool = True) -> None:
-        self._query = (text, regex)
-        graph = self.document.graph
-        if graph is None:
-            return
-        try:
-            ids = find_nodes(graph, text, regex=regex)
-        except KilnError as exc:
-            self.search_bar.set_error(str(exc))
-            self.canvas.set_highlight([])
-            return
-        self.canvas.set_highlight(ids)
-        if move:
-            self.search_bar.set_matches(ids)
-        else:
-            self.search_bar.refresh_matches(ids)
-
-    def _search_closed(self) -> None:
-        self._query = ("", False)
-        self.canvas.set_highlight([])
-        self.canvas.setFocus()

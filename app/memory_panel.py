@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
     QLabel,
-    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -30,6 +29,7 @@ from compiler.driver import Compilation, Options, pipeline_key
 from compiler.ir.graph import Graph
 from compiler.memory.buffers import align_up
 from views import style
+from views.flow_layout import FlowLayout
 from views.timeline import Bar, MemoryTimeline, kib
 
 
@@ -134,31 +134,36 @@ class MemoryPanel(QWidget):
         self.strategy.setToolTip("Packing strategy whose offsets the timeline shows")
         self.strategy.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.strategy.setMinimumContentsLength(26)
+        # The full names show in the list; closed, the box may elide them, so the bottom dock
+        # (and through it the window) can be narrow.
+        self.strategy.setMinimumContentsLength(12)
         self.io_in_arena = QCheckBox("Inputs/outputs in arena")
         self.io_in_arena.setToolTip("Place the model's inputs and outputs inside the activation "
                                     "arena, so their space is reused once dead")
         self.summary = QLabel("No model.")
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.delta = QLabel()
-        # Long texts must never widen the dock, and through it the main window: the labels
-        # take the room there is (the full text is also their tooltip).
+        # Long texts must never widen the dock, and through it the main window: a label's
+        # minimum stays small (it is cut at the dock's edge; its tooltip has the full text).
         for label in (self.summary, self.delta):
-            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             label.setMinimumWidth(40)
         self.timeline = MemoryTimeline()
-        row = QHBoxLayout()
+        # The controls wrap in a narrow dock: in one row they would set the bottom dock's
+        # minimum width, and with it the window's.
+        controls = QWidget()
+        row = FlowLayout(controls)
         row.setContentsMargins(6, 4, 6, 0)
-        row.addWidget(QLabel("Strategy:"))
-        row.addWidget(self.strategy)
-        row.addWidget(self.io_in_arena)
-        row.addSpacing(12)
-        row.addWidget(self.summary, 1)
-        row.addWidget(self.delta)
+        strategy = QWidget()
+        pair = QHBoxLayout(strategy)
+        pair.setContentsMargins(0, 0, 0, 0)
+        pair.addWidget(QLabel("Strategy:"))
+        pair.addWidget(self.strategy)
+        for widget in (strategy, self.io_in_arena, self.summary, self.delta):
+            row.addWidget(widget)
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(2)
-        column.addLayout(row)
+        column.addWidget(controls)
         column.addWidget(self.timeline, 1)
 
     def set_strategies(self, sizes: dict[str, int], kept: str, current: str) -> None:
@@ -363,6 +368,7 @@ class MemoryController(QObject):
             f"Arena {arena:,} B ({kib(arena)}) · lower bound {doc['lower_bound']:,} B · "
             f"efficiency {efficiency:.0%} · {len(doc['buffers'])} buffers, "
             f"{len(doc['live_bytes'])} steps")
+        self.panel.summary.setToolTip(self.panel.summary.text())  # cut in a narrow dock
 
     # -- selection ----------------------------------------------------------------------------
 
@@ -392,8 +398,11 @@ class MemoryController(QObject):
 
 def install(window) -> MemoryController:
     """Add the Memory Timeline dock to `window`; returns its controller (`window.memory`)."""
-    return MemoryController(window.document, window.add_panel_dock, window.select_and_center,
-                            window)
+    controller = MemoryController(window.document, window.add_panel_dock,
+                                  window.select_and_center, window)
+    # Room for the chart at first start; a small window shrinks it (app.dock_sizes).
+    window.resizeDocks([controller.dock], [250], Qt.Orientation.Vertical)
+    return controller
 
 
 def screenshots(window, save) -> None:

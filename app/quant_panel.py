@@ -3,8 +3,9 @@
 The table lists every quantized tensor with its range, scale, zero point and errors (sortable,
 filterable); under it the selected tensor's histogram with its range as handles and spin boxes,
 the calibration method for it, and a live estimate (clipped fraction, SQNR from the histogram)
-while a handle moves. The readouts say what the whole model loses. The controller
-(`app.quantization`) fills them and turns edits into undoable commands.
+while a handle moves. The readouts say what the whole model loses. After a graph edit a banner
+says which ranges are stale or missing and offers Re-profile; the table marks those rows. The
+controller (`app.quantization`) fills them and turns edits into undoable commands.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from dataclasses import dataclass
 from html import escape
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -48,6 +51,13 @@ COLUMNS = ("Tensor", "Producer", "Min", "Max", "Scale", "Zero point", "Clipped %
            "rmse/scale")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 MANUAL = "manual"
+# A row's state after a graph edit (the banner says what to do about it).
+STALE, NOT_PROFILED, KEPT_FLOAT = "stale", "not profiled", "float"
+STATE_TIPS = {STALE: "measured before the last edit changed what computes it; Re-profile",
+              NOT_PROFILED: "new since calibration: no range yet, left in float; Re-profile",
+              KEPT_FLOAT: "kept in float; untick Keep float to quantize it again"}
+# The banner: amber, the usual colour of "needs attention, nothing broken".
+BANNER_FILL, BANNER_BORDER = "#fff4d6", "#e0a800"
 
 
 @dataclass(frozen=True)
@@ -59,14 +69,19 @@ class Row:
     low: float
     high: float
     scale: float
-    zero_point: int
+    zero_point: int | None  # None: not known yet (not profiled, or being evaluated)
     clipped: float
     sqnr: float
     rmse_over_scale: float
+    state: str = ""  # "", STALE or NOT_PROFILED
 
 
 def _text(value) -> str:
+    if value is None:
+        return "–"
     if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
         if math.isinf(value):
             return "∞" if value > 0 else "−∞"
         return f"{value:.4g}"
@@ -102,11 +117,18 @@ class TensorTable(QAbstractTableModel):
         value = (row.tensor, row.producer, row.low, row.high, row.scale, row.zero_point,
                  100 * row.clipped, row.sqnr, row.rmse_over_scale)[index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
+            if row.state == NOT_PROFILED and index.column() >= 2:
+                return NOT_PROFILED if index.column() == 2 else ""
+            if row.state == KEPT_FLOAT and index.column() >= 4:  # its range, no int8 figures
+                return KEPT_FLOAT
             return _text(value)
         if role == SORT_ROLE:
-            return value if not isinstance(value, float) or not math.isnan(value) else -1e300
+            return -1e300 if value is None or (isinstance(value, float) and math.isnan(value)) \
+                else value
         if role == Qt.ItemDataRole.ToolTipRole and index.column() < 2:
-            return value
+            return f"{value} ({STATE_TIPS[row.state]})" if row.state else value
+        if role == Qt.ItemDataRole.ForegroundRole and row.state:
+            return QColor(style.TEXT_MUTED)
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -125,6 +147,11 @@ class QuantPanel(QWidget):
         self.status = QLabel("Not calibrated. Quantize > Calibrate… measures every tensor.")
         self.status.setWordWrap(True)
         self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.stale_banner = QFrame()
+        self.stale_text = QLabel()
+        self.reprofile_button = QPushButton("Re-profile")
+        self.reprofile_button.setToolTip("Calibrate again on the same samples; hand-tuned "
+                                         "ranges and float tensors stay")
         self.output_sqnr = QLabel("–")
         self.agreement = QLabel("–")
         self.accuracy = QLabel("–")
@@ -203,6 +230,7 @@ class QuantPanel(QWidget):
         column = QVBoxLayout(upper)
         column.setContentsMargins(0, 0, 0, 0)
         column.addLayout(top)
+        column.addWidget(self._build_banner())
         column.addWidget(readouts)
         column.addWidget(self.legend)
         column.addWidget(QLabel("Worst layers:"))
@@ -242,6 +270,27 @@ class QuantPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split)
 
+    def _build_banner(self) -> QFrame:
+        banner = self.stale_banner
+        banner.setObjectName("staleBanner")
+        banner.setStyleSheet(f"#staleBanner {{ background: {BANNER_FILL}; border: 1px solid "
+                             f"{BANNER_BORDER}; border-radius: 4px; }} #staleBanner QLabel "
+                             f"{{ color: {style.TEXT}; }}")
+        self.stale_text.setWordWrap(True)
+        self.stale_text.setSizePolicy(QSizePolicy.Policy.Ignored,
+                                      QSizePolicy.Policy.Preferred)
+        row = QHBoxLayout(banner)
+        row.setContentsMargins(8, 6, 8, 6)
+        row.addWidget(self.stale_text, 1)
+        row.addWidget(self.reprofile_button, 0, Qt.AlignmentFlag.AlignVCenter)
+        banner.hide()
+        return banner
+
+    def show_stale(self, text: str) -> None:
+        """Show the stale-profile banner saying `text`; hide it for an empty text."""
+        self.stale_text.setText(text)
+        self.stale_banner.setVisible(bool(text))
+
     def clear(self) -> None:
         """Show nothing of any model (not calibrated, or another model opened)."""
         self.model.set_rows([])
@@ -253,6 +302,11 @@ class QuantPanel(QWidget):
         self.outputs.setRowCount(0)
         self.outputs_note.clear()
         self.live.clear()
+        self.keep_float.setChecked(False)  # no tensor shown: the editor holds nothing either
+        for box in (self.low, self.high):
+            box.blockSignals(True)  # not an edit: the controller must not hear it
+            box.setValue(0.0)
+            box.blockSignals(False)
 
     def show_outputs(self, index: int, floating, integer) -> None:
         """One sample's outputs, float and int8, element by element (the top classes marked)."""

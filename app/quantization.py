@@ -7,6 +7,7 @@ opened. After each change a worker re-evaluates the model with the quantizer's i
 evaluator (per-tensor errors, output SQNR, top-1 agreement on the live samples) and then the
 integer model's accuracy over the whole evaluation set, compiled, the figure
 `kiln quantize --report` prints. The overlay colours each node by the SQNR of its output.
+Graph edits, undo and redo carry the session to the edited graph (`app.quant_follow`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QScrollArea
 
 from app.calibrate_dialog import CalibrateDialog, CalibrationRequest
 from app.dialogs import show_error
-from app.quant_panel import MANUAL, QuantPanel, Row
+from app.quant_follow import Following, stale_text, table_rows
+from app.quant_overlay import edge_texts, node_colors
+from app.quant_panel import MANUAL, QuantPanel
 from app.quant_session import (
     SampleOutputs,
     Session,
@@ -37,7 +40,6 @@ from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import load_profile
 from compiler.quant.profiler import calibration_graph
 from compiler.quant.quantize import Options, quantize
-from views.quant_colors import sqnr_color
 
 WORST = 5  # tensors in the worst-layers list
 
@@ -108,6 +110,7 @@ class QuantController(QObject):
         self._syncing = False
         self._build_menu(window)
         self._connect()
+        self.following = Following(self)  # after _connect: edits re-colour once carried
 
     def _build_menu(self, window) -> None:
         def action(text: str, slot, tip: str) -> QAction:
@@ -153,7 +156,6 @@ class QuantController(QObject):
         p.worst.itemClicked.connect(
             lambda item: self.show_tensor(item.data(Qt.ItemDataRole.UserRole)))
         doc.modelOpened.connect(self._model_opened)
-        doc.graphChanged.connect(self.show_overlay)
         doc.selectionChanged.connect(self._canvas_selected)
         doc.saved.connect(self._document_saved)
         self.window.layoutReady.connect(self.show_overlay)
@@ -179,8 +181,8 @@ class QuantController(QObject):
         if self.document.graph is None:
             return None
         sample = self.document.path is not None and self.document.path.name == "digits_cnn.onnx"
-        dialog = CalibrateDialog(self.window, "digits:train" if sample else "",
-                                 "digits:test" if sample else "")
+        dialog = CalibrateDialog.for_graph(self.window, self.document.graph, sample,
+                                           self.window.remember)
         dialog.accepted.connect(lambda: self._dialog_accepted(dialog))
         dialog.open()
         self.dialog = dialog
@@ -188,12 +190,7 @@ class QuantController(QObject):
 
     def _dialog_accepted(self, dialog: CalibrateDialog) -> None:
         self.dialog = None
-        try:
-            request = dialog.request()
-        except ValueError as exc:
-            show_error(self.window, "Calibrate", f"mean and std take numbers: {exc}")
-            return
-        self.calibrate(request)
+        self.calibrate(dialog.request())  # the dialog accepts only numbers for mean and std
 
     def calibrate(self, request: CalibrationRequest) -> Job | None:
         """Profile and evaluate in a worker; the session changes only if it succeeds."""
@@ -210,6 +207,7 @@ class QuantController(QObject):
         job.failed.connect(self._calibration_failed)
         job.cancelled.connect(lambda: (bar.showMessage("Calibration cancelled", 5000),
                                        self._calibrating(False),
+                                       self.panel.status.setText("Calibration cancelled."),
                                        self.calibrationEnded.emit(False)))
         self.calibration_job = job
         self.dock.show()
@@ -255,6 +253,8 @@ class QuantController(QObject):
         self.calibration_job = None
         self._calibrating(False)
         self._show()
+        self.panel.status.setText(f"Calibration failed: {message}")  # not "Calibrating…"
+        self.window.statusBar().showMessage("Calibration failed", 8000)  # nor its progress
         show_error(self.window, "Calibration failed", message)
         self.calibrationEnded.emit(False)
 
@@ -267,8 +267,8 @@ class QuantController(QObject):
     def set_range(self, low: float, high: float, tensor: str | None = None) -> None:
         """Quantize `tensor` (the selected one) over [low, high]: one undo step."""
         tensor = tensor or self.tensor()
-        if self._syncing or self.session is None or tensor is None:
-            return
+        if self._syncing or self.session is None or tensor not in self.session.profile.tensors:
+            return  # nothing selected, or a tensor not profiled since an edit
         if not low < high:
             self._show_selected()
             return
@@ -280,8 +280,8 @@ class QuantController(QObject):
 
     def set_keep_float(self, tensor: str | None, keep: bool) -> None:
         """Leave `tensor` in float (or not): one undo step."""
-        if self.session is None or tensor is None:
-            return
+        if self.session is None or tensor not in self.session.profile.tensors:
+            return  # unprofiled tensors stay float anyway
         if (tensor in self.session.profile.keep_float) != keep:
             self.document.undo_stack.push(KeepFloatCommand(self, tensor, keep))
 
@@ -321,8 +321,8 @@ class QuantController(QObject):
 
     def apply_override(self, tensor: str, override: dict | None) -> None:
         """Set (or clear) an override and re-evaluate (for the commands)."""
-        if self.session is None:
-            return
+        if self.session is None or tensor not in self.session.profile.tensors:
+            return  # measured again since, without this tensor
         if override is None:
             self.session.profile.overrides.pop(tensor, None)
         else:
@@ -364,6 +364,12 @@ class QuantController(QObject):
             return
         self.set_range(*self.method_range(tensor, method))
 
+    def use_session(self, session: Session) -> None:
+        """Make `session` current and evaluate it (one that followed an edit, or Re-profile's)."""
+        self.session = session
+        self._evaluate_soon()
+        self._show()
+
     # -- evaluation --------------------------------------------------------------------------
 
     def is_busy(self) -> bool:
@@ -382,7 +388,7 @@ class QuantController(QObject):
     def request_outputs(self) -> None:
         """Compute the chosen sample's outputs, float and int8, when the Outputs tab shows."""
         s, p = self.session, self.panel
-        if s is None or p.tabs.currentIndex() != 2:
+        if s is None or s.evaluator is None or p.tabs.currentIndex() != 2:
             return
         index = p.sample.value()
         self._worker.submit(lambda: sample_outputs(s, index))
@@ -404,18 +410,16 @@ class QuantController(QObject):
 
     def _show(self) -> None:
         p, s = self.panel, self.session
+        p.show_stale(stale_text(s))
         if s is None or s.evaluation is None:
             p.clear()
+            if s is not None:  # it followed an edit: the worker evaluates it, figures then
+                self._show_rows(s)
+                p.status.setText("Evaluating the edited graph…")
             self.show_overlay()
             return
         e = s.evaluation
-        selected = self.tensor()
-        rows = [Row(name, s.producers.get(name, ""), t.low, t.high, t.scale, t.zero_point,
-                    t.clipped, t.sqnr, t.rmse_over_scale) for name, t in e.tensors.items()]
-        was, self._syncing = self._syncing, True  # nested calls keep the outer flag
-        p.model.set_rows(rows)
-        p.select_tensor(selected)
-        self._syncing = was
+        selected = self._show_rows(s)
         p.output_sqnr.setText(", ".join(f"{v:.1f} dB" for v in e.output_sqnr.values()))
         p.agreement.setText(f"{100 * e.top1_agreement:.1f} % of {s.evaluator.count}")
         if s.int8_accuracy is not None:
@@ -429,17 +433,27 @@ class QuantController(QObject):
         for t in sorted(e.tensors.values(), key=lambda t: t.sqnr)[:WORST]:
             p.worst.addItem(f"{t.sqnr:6.1f} dB  {t.name}")
             p.worst.item(p.worst.count() - 1).setData(Qt.ItemDataRole.UserRole, t.name)
-        p.status.setText(f"{len(rows)} quantized tensors; {s.live.source}, "
+        p.status.setText(f"{len(e.tensors)} quantized tensors; {s.live.source}, "
                          f"{e.recomputed} nodes re-run in {1000 * e.seconds:.0f} ms")
         self._show_selected()
         self.show_overlay()
         self.request_outputs()
         self.evaluated.emit()
 
+    def _show_rows(self, s: Session) -> str | None:
+        """Fill the table, keeping the selected tensor selected; returns it."""
+        selected = self.tensor()
+        was, self._syncing = self._syncing, True  # nested calls keep the outer flag
+        self.panel.model.set_rows(table_rows(s))
+        self.panel.select_tensor(selected)
+        self._syncing = was
+        return selected
+
     def _show_selected(self) -> None:
         p, s, tensor = self.panel, self.session, self.tensor()
         if s is None or tensor is None or tensor not in s.profile.tensors:
-            p.histogram.clear("Select a tensor.")
+            p.histogram.clear("Not profiled since the edit: Re-profile measures it."
+                              if s is not None and tensor in s.unprofiled else "Select a tensor.")
             return
         entry = s.profile.tensors[tensor]
         low, high = s.profile.range_of(tensor) if tensor in s.profile.overrides else \
@@ -474,16 +488,7 @@ class QuantController(QObject):
 
     def node_colors(self) -> dict[object, tuple[str, str]]:
         """Canvas key -> (fill, text) of its output's SQNR bin."""
-        s = self.session
-        if s is None or s.evaluation is None or s.graph is not self.document.graph:
-            return {}
-        tensors = s.evaluation.tensors
-        colors = {s.keys[n]: sqnr_color(t.sqnr) for n, t in tensors.items()
-                  if s.keys.get(n) is not None}
-        for key, tensor in s.folds.items():
-            if tensor in tensors:
-                colors[key] = sqnr_color(tensors[tensor].sqnr)
-        return colors
+        return node_colors(self.session, self.document.graph)
 
     def show_overlay(self) -> None:
         """Colour the canvas (or clear it) as the overlay check box says."""
@@ -491,10 +496,7 @@ class QuantController(QObject):
         if not self.panel.overlay.isChecked() or s is None or s.evaluation is None:
             canvas.set_overlay({}, {})
             return
-        dtype = "uint8" if s.options.schema.startswith("uint8") else "int8"
-        notes = {name: f"{dtype}: scale {t.scale:.6g}, zero point {t.zero_point}; SQNR "
-                       f"{t.sqnr:.1f} dB" for name, t in s.evaluation.tensors.items()}
-        canvas.set_overlay(self.node_colors(), notes)
+        canvas.set_overlay(self.node_colors(), *edge_texts(s))
 
     # -- selection both ways -------------------------------------------------------------------
 
@@ -532,6 +534,7 @@ class QuantController(QObject):
             self.calibration_job.cancel()
             self.calibration_job = None
         self.session = None
+        self.panel.overlay.setChecked(False)  # a new model opens without the last one's overlay
         self._show()
         self.panel.status.setText("Not calibrated. Quantize > Calibrate… measures every tensor.")
 

@@ -15,6 +15,7 @@ from compiler.driver import Compilation
 from compiler.ir.graph import Graph
 from compiler.passes.pipeline import Pipeline
 from compiler.passes.runner import PassRecord, PipelineResult
+from compiler.stats import node_macs
 from views.labels import elide
 from views.layout import compute_layout
 from views.passes import StageRow
@@ -30,6 +31,13 @@ class Stage:
     placed: StageLayout
     record: PassRecord | None
     clean: object = None  # the clean layout of the final stage, made when first shown
+    macs_by_id: dict[int, int | None] | None = None  # made when a node is first inspected
+
+    def macs(self) -> dict[int, int | None]:
+        """MACs per node id of this stage's graph (counted once, on first use)."""
+        if self.macs_by_id is None:
+            self.macs_by_id = node_macs(self.graph)
+        return self.macs_by_id
 
 
 @dataclass

@@ -395,6 +395,7 @@ class SteppingController(QObject):
         self._apply_focus()
         self.panel.set_current(index)
         self.panel.set_doc(self._doc(index))
+        self.window.show_canvas(self.canvas)  # search, minimap and zoom follow the stage
         last = len(self.stages) - 1
         self.banner.setText(f"Viewing stage {index}/{last}: {stage.name} — read-only, "
                             f"Esc to return to the model")
@@ -436,6 +437,7 @@ class SteppingController(QObject):
         self.index = None
         self.view.hide()
         self.window.canvas.show()
+        self.window.show_canvas(self.window.canvas)
         self.window.canvas.setFocus()
         self.panel.set_current(None)
         self.window.refresh_properties()  # the document's selection again, editable
@@ -495,8 +497,9 @@ class SteppingController(QObject):
             return
         self.focus = set(nodes[key].provenance)
         self._apply_focus()
-        properties.show_node(stage.graph, key, read_only=f"stage {self.index}/"
-                             f"{len(self.stages) - 1}, {stage.name}")
+        properties.show_node(stage.graph, key, macs=stage.macs().get(key),
+                             read_only=f"stage {self.index}/{len(self.stages) - 1}, "
+                                       f"{stage.name}")
 
     def related(self, index: int) -> set[int]:
         """Ids of stage `index`'s nodes that share a source node with the focused node."""

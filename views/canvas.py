@@ -14,6 +14,7 @@ from views import style
 from views.graph_items import BoxItem, EdgeItem, ghost_item
 from views.labels import edge_tip, type_text
 from views.layout import Box, GraphLayout, Key, NodeLabel
+from views.navigation import neighbour
 
 MIN_ZOOM = 0.005
 MAX_ZOOM = 4.0
@@ -75,12 +76,14 @@ class GraphCanvas(QGraphicsView):
 
     # -- content ----------------------------------------------------------------------------
 
-    def set_graph(self, graph: Graph | None, layout: GraphLayout | None) -> None:
+    def set_graph(self, graph: Graph | None, layout: GraphLayout | None, *,
+                  new_model: bool = False) -> None:
         """Show `graph` as laid out by `layout`, replacing what was shown.
 
         When most boxes survive (an edit, a re-layout), the view stays where it was and the
-        selection is kept; a different model starts at a readable zoom at its top. Problems and
-        search highlights persist until replaced (set_problems, set_highlight).
+        selection is kept; a different model (or any with `new_model`: ids are given per file,
+        so another model's boxes may share them) starts with the opening view (reset_view).
+        Problems and search highlights persist until replaced (set_problems, set_highlight).
         """
         anchor = self._view_anchor()
         old_keys = set(self._boxes)
@@ -125,7 +128,7 @@ class GraphCanvas(QGraphicsView):
         edge = self._selected_edge if self._selected_edge in values else None
         self._selected = self._selected_edge = None
         self._set_selection(selected, edge)
-        if old_keys and len(old_keys & set(self._boxes)) * 2 >= len(old_keys):
+        if not new_model and old_keys and len(old_keys & set(self._boxes)) * 2 >= len(old_keys):
             self._restore_anchor(anchor)
         else:
             self.reset_view()
@@ -244,14 +247,27 @@ class GraphCanvas(QGraphicsView):
             self.scene().setSceneRect(rect)
         self.overviewChanged.emit()
 
-    def set_overlay(self, colors: dict[Key, tuple[str, str]], notes: dict[str, str]) -> None:
-        """Fill boxes with (fill, text) colours and add notes to edge tips; ({}, {}) ends it."""
+    def set_overlay(self, colors: dict[Key, tuple[str, str]], notes: dict[str, str],
+                    labels: dict[str, str] | None = None) -> None:
+        """Fill boxes with (fill, text) colours; notes go in edge tips, labels on the edges.
+
+        `labels` (value name -> text) is written on one edge of each value. ({}, {}) ends it.
+        """
         for key, item in self._boxes.items():
             item.set_state(overlay=colors.get(key))
+        labelled: set[str] = set()  # a value read by several nodes is labelled once
         for item in self._edges:
             base, note = item.toolTip().split("<br><i>")[0], notes.get(item.value)
             item.setToolTip(f"{base}<br><i>{note}</i>" if note else base)
+            label = (labels or {}).get(item.value, "") if item.value not in labelled else ""
+            item.set_label(label)
+            if label:
+                labelled.add(item.value)
         self.overviewChanged.emit()
+
+    def edge_labels(self) -> dict[str, str]:
+        """The text written on the edges, by value name."""
+        return {item.value: item.label for item in self._edges if item.label}
 
     def overlay(self) -> dict[Key, tuple[str, str]]:
         """The overlay colours shown, by key."""
@@ -537,41 +553,10 @@ class GraphCanvas(QGraphicsView):
     def _x(self, key: Key) -> float:
         return self._boxes[key].sceneBoundingRect().center().x()
 
-    def _nearest(self, keys: list[Key], origin: Key) -> Key:
-        x = self._x(origin)
-        return min(keys, key=lambda k: abs(self._x(k) - x))
-
     def neighbour(self, key: Key, direction: str) -> Key | None:
-        """The box an arrow key leads to from `key` (None when there is none).
-
-        Down and Up go to the consumer or producer nearest horizontally (back to where the
-        previous move came from, if that is one of them). Left and Right go to the siblings:
-        the other inputs of the consumer just left, or the other consumers of this node's
-        producer, ordered by position.
-        """
-        came = self._came_from
-        if direction in ("down", "up"):
-            options = list(dict.fromkeys(
-                (self._consumers if direction == "down" else self._producers).get(key, [])))
-            if not options:
-                return None
-            back = "up" if direction == "down" else "down"
-            if came is not None and came[0] == back and came[1] in options:
-                return came[1]
-            return self._nearest(options, key)
-        if came is not None and came[0] == "up":  # siblings: other inputs of that consumer
-            siblings = self._producers.get(came[1], [])
-        else:
-            parents = self._producers.get(key, [])
-            parent = came[1] if came is not None and came[1] in parents else (
-                self._nearest(parents, key) if parents else None)
-            siblings = self._consumers.get(parent, []) if parent is not None else []
-            if len(set(siblings)) < 2:  # an only child: try the other inputs of its consumer
-                children = self._consumers.get(key, [])
-                siblings = self._producers.get(children[0], []) if children else []
-        siblings = sorted(set(siblings) | {key}, key=self._x)
-        i = siblings.index(key) + (1 if direction == "right" else -1)
-        return siblings[i] if 0 <= i < len(siblings) else None
+        """The box an arrow key leads to from `key` (views.navigation.neighbour's rule)."""
+        return neighbour(self._producers, self._consumers, self._x, key, direction,
+                         self._came_from)
 
     def _move(self, direction: str) -> None:
         current = self._selected

@@ -18,10 +18,18 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QStyleOptionGrap
 from views import labels, style
 from views.labels import NodeLabel
 from views.layout import Box, Key
+from views.quant_colors import (
+    EDGE_LABEL_BORDER,
+    EDGE_LABEL_FILL,
+    EDGE_LABEL_TEXT,
+    overlay_palette,
+)
 
 HALO = 5.0  # room around a box for the selection and search outlines
 RADIUS = 5.0
 ARROW = 7.0
+LABEL_DROP = 22.0  # an edge's label sits this far below its producer: in the first layer gap
+LABEL_PAD = 4.0
 
 # Pass stepping: what a pass did to a node, as an outline colour (removed nodes are ghosts).
 DIFF_COLORS = {"added": "#2e9d46", "removed": "#d32f2f", "modified": "#f0a202"}
@@ -103,8 +111,9 @@ class BoxItem(QGraphicsItem):
             red = style.color(style.PROBLEM)
             return red, style.color(style.PROBLEM_BODY), red.darker(130), style.color("#ffffff")
         if self.overlay is not None:
-            fill, text = (style.color(c) for c in self.overlay)
-            return fill, fill.lighter(125), fill.darker(140), text
+            p = overlay_palette(self.overlay[0])
+            return (style.color(p.head), style.color(p.body), style.color(p.border),
+                    style.color(p.title))
         if self.kind == "in":
             return (style.color(style.INPUT_FILL), style.color(style.INPUT_FILL),
                     style.color(style.INPUT_BORDER), style.color(style.TEXT))
@@ -116,6 +125,17 @@ class BoxItem(QGraphicsItem):
                     style.color(style.CONST_BORDER), style.color(style.TEXT))
         return (style.header_color(self.category), style.body_color(self.category),
                 style.border_color(self.category), style.color(style.TITLE_TEXT))
+
+    def line_colors(self) -> tuple[QColor, QColor]:
+        """(text, muted text) of the lines under the title, and of a pill's name.
+
+        On an overlay fill both are the one colour that contrasts most with the body: the
+        canvas's muted grey is unreadable on the darker bins.
+        """
+        if self.overlay is not None and not self.problem:
+            text = style.color(overlay_palette(self.overlay[0]).text)
+            return text, text
+        return style.color(style.TEXT), style.color(style.TEXT_MUTED)
 
     def _outline(self) -> QPainterPath:
         path = QPainterPath()
@@ -178,13 +198,16 @@ class BoxItem(QGraphicsItem):
             painter.setPen(pen)
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawPath(self._selection_path())
+            if self.highlighted:  # the diff ring covers the search halo: a ring outside it
+                painter.setPen(QPen(style.color(style.HIGHLIGHT), 2.5))
+                painter.drawPath(self._selection_path(3.75))
         if self.selected:
             painter.setPen(QPen(style.color(style.SELECTED), 2.5))
             painter.drawPath(self._selection_path())
 
-    def _selection_path(self) -> QPainterPath:
+    def _selection_path(self, grow: float = 2.5) -> QPainterPath:
         path = QPainterPath()
-        r = self.rect.adjusted(-2.5, -2.5, 2.5, 2.5)
+        r = self.rect.adjusted(-grow, -grow, grow, grow)
         radius = r.height() / 2 if self.kind in ("in", "out") else RADIUS + 2
         radius = min(radius, 16.0)
         path.addRoundedRect(r, radius, radius)
@@ -212,11 +235,9 @@ class BoxItem(QGraphicsItem):
             painter.scale(scale, 1.0)
             painter.translate(-self.rect.width() / 2, 0)
         w = self.rect.width()
+        text, muted = self.line_colors()
         painter.setFont(style.title_font())
-        if self.kind == "node" or self.problem:
-            painter.setPen(title_color)
-        else:
-            painter.setPen(style.color(style.TEXT))
+        painter.setPen(title_color if self.kind == "node" or self.problem else text)
         title = f"⚠ {self.label.title}" if self.problem else self.label.title
         painter.drawText(QRectF(0, 0, w, labels.TITLE_H), Qt.AlignmentFlag.AlignCenter, title)
         y = labels.TITLE_H
@@ -226,25 +247,25 @@ class BoxItem(QGraphicsItem):
             rect = QRectF(labels.PAD_X, y, w - 2 * labels.PAD_X, labels.LINE_H)
             if centred:
                 painter.setFont(style.body_font())
-                painter.setPen(style.color(style.TEXT_MUTED))
+                painter.setPen(muted)
                 painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, line)
             elif kind == labels.SHAPE:
                 painter.setFont(style.body_font())
-                painter.setPen(style.color(style.TEXT_MUTED))
+                painter.setPen(muted)
                 painter.drawText(rect, Qt.AlignmentFlag.AlignVCenter, line)
             elif kind == labels.SOURCE:  # the model file's own operator, centred
                 painter.setFont(style.body_font())
-                painter.setPen(style.color(style.TEXT))
+                painter.setPen(text)
                 painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, line)
             else:
                 key, _, value = line.partition(" ")
                 bold = kind == labels.CONST
                 painter.setFont(style.body_bold_font() if bold else style.body_font())
-                painter.setPen(style.color(style.TEXT if bold else style.TEXT_MUTED))
+                painter.setPen(text if bold else muted)
                 advance = painter.fontMetrics().horizontalAdvance(key + " ")
                 painter.drawText(rect, Qt.AlignmentFlag.AlignVCenter, key)
                 painter.setFont(style.body_font())
-                painter.setPen(style.color(style.TEXT))
+                painter.setPen(text)
                 painter.drawText(rect.adjusted(advance, 0, 0, 0), Qt.AlignmentFlag.AlignVCenter,
                                  value)
             y += labels.LINE_H
@@ -291,6 +312,30 @@ class EdgeItem(QGraphicsPathItem):
         self.setAcceptHoverEvents(True)
         self._shape: QPainterPath | None = None
         self._bounds = super().boundingRect().adjusted(-ARROW, -ARROW, ARROW, ARROW)
+        self.label = ""  # written on the edge (the quantization overlay's scale, zero point)
+        self._label_rect = QRectF()
+
+    def set_label(self, text: str) -> None:
+        """Write `text` on the edge, in a pill just below its producer ("" removes it)."""
+        if text == self.label:
+            return
+        self.prepareGeometryChange()
+        self.label = text
+        bounds = super().boundingRect().adjusted(-ARROW, -ARROW, ARROW, ARROW)
+        self._label_rect = QRectF()
+        if text:
+            path = self.path()
+            at = path.pointAtPercent(path.percentAtLength(min(LABEL_DROP, path.length() / 2)))
+            metrics = QFontMetricsF(style.body_font())
+            w, h = metrics.horizontalAdvance(text) + 2 * LABEL_PAD, metrics.height() + 2
+            self._label_rect = QRectF(at.x() - w / 2, at.y() - h / 2, w, h)
+            bounds = bounds.united(self._label_rect.adjusted(-1, -1, 1, 1))
+        self._bounds = bounds
+        self.update()
+
+    def label_rect(self) -> QRectF:
+        """Where the label's pill is drawn (empty without a label)."""
+        return QRectF(self._label_rect)
 
     def boundingRect(self) -> QRectF:  # noqa: D102 - Qt override: room for the arrow head
         return self._bounds
@@ -352,3 +397,15 @@ class EdgeItem(QGraphicsPathItem):
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(QBrush(color))
             painter.drawPolygon(arrow)
+        if self.label and lod >= style.LOD_TEXT:
+            self._paint_label(painter)
+
+    def _paint_label(self, painter: QPainter) -> None:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        painter.setPen(QPen(style.color(EDGE_LABEL_BORDER), 1.0))
+        painter.setBrush(style.color(EDGE_LABEL_FILL))
+        radius = self._label_rect.height() / 2
+        painter.drawRoundedRect(self._label_rect, radius, radius)
+        painter.setFont(style.body_font())
+        painter.setPen(style.color(EDGE_LABEL_TEXT))
+        painter.drawText(self._label_rect, Qt.AlignmentFlag.AlignCenter, self.label)

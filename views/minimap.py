@@ -36,6 +36,17 @@ class MiniMap(QWidget):
         canvas.viewportChanged.connect(self.update)
         self._rebuild()
 
+    def set_canvas(self, canvas: GraphCanvas) -> None:
+        """Follow `canvas` instead (a pass stage's canvas while it replaces the model's)."""
+        if canvas is self.canvas:
+            return
+        self.canvas.overviewChanged.disconnect(self._redraw.start)
+        self.canvas.viewportChanged.disconnect(self.update)
+        self.canvas = canvas
+        canvas.overviewChanged.connect(self._redraw.start)
+        canvas.viewportChanged.connect(self.update)
+        self._rebuild()
+
     def sizeHint(self) -> QSize:  # noqa: D102 - Qt override
         return QSize(220, 260)
 

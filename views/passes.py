@@ -289,12 +289,16 @@ class StageView(QWidget):
         bar.setObjectName("stageBanner")  # the style must not reach the labels (QFrames too)
         bar.setStyleSheet("#stageBanner { background: #ffe9b0; "
                           "border-bottom: 1px solid #e0b040; }")
-        row = QHBoxLayout(bar)
-        row.setContentsMargins(10, 4, 6, 4)
-        row.addWidget(self.banner, 1)
-        row.addWidget(legend)
-        row.addWidget(self.clean_final)
-        row.addWidget(back)
+        # Two rows: in one, the four parts set a minimum width that kept a small window from
+        # being 800 pixels wide, and squeezed the labels into tall columns of words.
+        rows = QVBoxLayout(bar)
+        rows.setContentsMargins(10, 4, 6, 4)
+        rows.setSpacing(2)
+        for left, right in ((self.banner, back), (legend, self.clean_final)):
+            row = QHBoxLayout()
+            row.addWidget(left, 1)
+            row.addWidget(right)
+            rows.addLayout(row)
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)

@@ -50,9 +50,14 @@ def _count(n: int) -> str:
 
 
 class _Table(QTableWidget):
-    """A table as tall as its rows, so the panel scrolls as one page instead of per table."""
+    """A table as tall as its rows, so the panel scrolls as one page instead of per table.
 
-    def __init__(self, headers: list[str], parent: QWidget | None = None):
+    It never scrolls sideways either: a horizontal scroll bar would cover its last row (a
+    one-row table would show none). Column `stretch` takes the width the others leave and
+    elides its text in the middle (long tensor names keep both ends; the tooltip has all).
+    """
+
+    def __init__(self, headers: list[str], parent: QWidget | None = None, stretch: int = -1):
         super().__init__(0, len(headers), parent)
         self.setHorizontalHeaderLabels(headers)
         self.verticalHeader().hide()
@@ -61,10 +66,13 @@ class _Table(QTableWidget):
         self.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                              | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setWordWrap(False)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.horizontalHeader()
-        header.setStretchLastSection(True)
+        header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(stretch % len(headers), QHeaderView.ResizeMode.Stretch)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def fill(self, rows: list[list[QTableWidgetItem]]) -> None:
@@ -212,16 +220,16 @@ class PropertiesPanel(QWidget):
         layout.addWidget(self.info)
 
         self.attrs_heading = _heading("Attributes")
-        self.attributes = _Table(["Attribute", "Value"])
+        self.attributes = _Table(["Attribute", "Value"], stretch=1)
         self._default_delegate = _DefaultDelegate(self.attributes)
         self.attributes.setItemDelegateForColumn(1, self._default_delegate)
         self.attributes.itemChanged.connect(self._attribute_edited)
         self.inputs_heading = _heading("Inputs")
-        self.inputs = _Table(["Input", "Tensor", "Type"])
+        self.inputs = _Table(["Input", "Tensor", "Type"], stretch=1)
         self.inputs.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.inputs.itemDoubleClicked.connect(self._row_activated)
         self.outputs_heading = _heading("Outputs")
-        self.outputs = _Table(["Output", "Tensor", "Type"])
+        self.outputs = _Table(["Output", "Tensor", "Type"], stretch=1)
         self.outputs.itemChanged.connect(self._tensor_renamed)
         self.outputs.itemDoubleClicked.connect(self._row_activated)
         self.quant_heading = _heading("Quantization")
@@ -240,6 +248,11 @@ class PropertiesPanel(QWidget):
         weights.setContentsMargins(0, 0, 0, 0)
         weights.addWidget(_heading("Weights"))
         self.weight_choice = QComboBox()
+        # Weight names run long (a TFLite path): closed, the box elides them rather than
+        # widening the page beyond the dock, which would then scroll sideways.
+        self.weight_choice.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.weight_choice.setMinimumContentsLength(12)
         self.weight_choice.currentIndexChanged.connect(self._show_weight)
         weights.addWidget(self.weight_choice)
         self.stats_labels: dict[str, QLabel] = {}

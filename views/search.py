@@ -34,7 +34,7 @@ class SearchBar(QWidget):
         self.query = QLineEdit()
         self.query.setPlaceholderText("node name, op type or tensor name")
         self.query.setClearButtonEnabled(True)
-        self.query.setMinimumWidth(220)
+        self.query.setMinimumWidth(100)  # the bar must fit over the canvas of a small window
         self.query.textChanged.connect(self._debounce)
         self.query.returnPressed.connect(self._return)
         layout.addWidget(self.query, 1)
@@ -48,7 +48,7 @@ class SearchBar(QWidget):
         layout.addWidget(self.previous_button)
         layout.addWidget(self.next_button)
         self.status = QLabel()
-        self.status.setMinimumWidth(90)
+        self.status.setMinimumWidth(64)  # "12 of 345"
         layout.addWidget(self.status)
         close = self._button("✕", "Close (Escape)", self.close_bar)
         layout.addWidget(close)

@@ -69,7 +69,8 @@ class MemoryTimeline(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setMouseTracking(True)
-        self.setMinimumSize(420, 200)
+        # Small enough for a bottom dock in an 800x600 window; the chart stays legible there.
+        self.setMinimumSize(260, 120)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.bars: list[Bar] = []
         self.live: list[int] = []

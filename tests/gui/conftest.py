@@ -52,3 +52,26 @@ def message_boxes(monkeypatch):
     for kind in ("critical", "warning", "information", "question", "about"):
         monkeypatch.setattr(QMessageBox, kind, fake(kind))
     return boxes
+
+
+@pytest.fixture(autouse=True)
+def no_window_outlives_its_test(qtbot):
+    """Every top-level widget a test left is deleted after it, and the garbage collected.
+
+    A window that outlives its test keeps its timers, shortcuts and models: the next test's
+    Ctrl+F or Alt+Up may reach it instead, and its heap slows the collector that a worker
+    thread runs while holding the interpreter (the event-loop tests count the GUI's ticks).
+    """
+    yield
+    import gc
+
+    from PySide6.QtCore import QCoreApplication, QEvent
+    from PySide6.QtWidgets import QApplication
+
+    for widget in QApplication.topLevelWidgets():
+        widget.hide()
+        widget.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    QApplication.processEvents()
+    gc.collect()
+    gc.freeze()  # what earlier tests keep (caches, modules) is not traversed again

@@ -145,8 +145,8 @@ def test_keep_float_and_the_typed_range_are_undoable(qtbot):
     _click_row(qtbot, panel, "relu1_out")
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         qtbot.mouseClick(panel.keep_float, Qt.MouseButton.LeftButton)
-    assert panel.model.row_of("relu1_out") is None  # it stays float: no longer quantized
-    assert "relu1_out" in quant.session.profile.keep_float
+    row = panel.model.rows[panel.model.row_of("relu1_out")]  # the row stays, marked float
+    assert row.state == "float" and "relu1_out" in quant.session.profile.keep_float
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         window.actions_.undo.trigger()
     assert panel.model.row_of("relu1_out") is not None

@@ -1,0 +1,167 @@
+"""The main journey through the window, with the mouse and keyboard, on KWS and ResNet-8.
+
+Open the float model, calibrate from the Calibrate dialog on a folder of .npy samples, drag a
+range on the histogram, keep one layer float, export int8 for Cortex-M7 counting instructions
+under QEMU, export int8 for the host and `make run` it: the program prints the bytes of Kiln's
+interpreter on the same quantized graph. Screenshots of the dialog, the export report and the
+stale banner after an edit go to KILN_JOURNEY_SHOTS when it is set (to look at them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QDialogButtonBox
+
+from app.export_dialog import ExportOptions
+from compiler.driver import compilation
+from compiler.interpreter import run
+from tests.conftest import require_tools
+from tests.gui.helpers import make_window
+from tests.journeys.data import data_of, model_path
+
+TIMEOUT = 300000
+
+
+def _shot(widget, name: str) -> None:
+    folder = os.environ.get("KILN_JOURNEY_SHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        widget.grab().save(str(Path(folder) / f"{name}.png"))
+
+
+def _samples(model: str, folder: Path) -> Path:
+    calib, _ = data_of(model)
+    folder.mkdir()
+    for i in range(len(calib)):
+        np.save(folder / f"s{i:03d}.npy", calib.samples[i:i + 1])
+    return folder
+
+
+def _type(qtbot, edit, text: str) -> None:
+    qtbot.mouseClick(edit, Qt.MouseButton.LeftButton)
+    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(edit, Qt.Key.Key_Backspace)
+    qtbot.keyClicks(edit, text)
+    qtbot.keyClick(edit, Qt.Key.Key_Tab)
+
+
+def _calibrate(qtbot, window, folder: Path, model: str) -> None:
+    quant = window.quant
+    quant.dock.show()
+    qtbot.mouseClick(quant.panel.calibrate_button, Qt.MouseButton.LeftButton)
+    dialog = quant.dialog
+    dialog.activateWindow()
+    qtbot.waitUntil(dialog.isActiveWindow)
+    _type(qtbot, dialog.data, str(folder))
+    _type(qtbot, dialog.evaluate, "")
+    assert "float32" in dialog.expects.text()
+    _shot(dialog, f"{model}_calibrate_dialog")
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT) as ended:
+        qtbot.mouseClick(ok, Qt.MouseButton.LeftButton)
+    assert ended.args == [True], quant.panel.status.text()
+
+
+def _click_row(qtbot, panel, tensor: str) -> None:
+    row = panel.proxy.mapFromSource(panel.model.index(panel.model.row_of(tensor), 0))
+    panel.table.scrollTo(row)
+    rect = panel.table.visualRect(row)
+    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert panel.selected_tensor() == tensor
+
+
+def _drag(qtbot, view, start: float, end: float) -> None:
+    y = int(view.plot_rect().center().y())
+    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=QPoint(int(round(start)), y))
+    for x in np.linspace(start, end, 8)[1:]:
+        qtbot.mouseMove(view, pos=QPoint(int(round(x)), y))
+    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=QPoint(int(round(end)), y))
+
+
+def _export(qtbot, window, options: ExportOptions, count: bool):
+    dialog = window.export.open_dialog()
+    dialog.set_options(options)
+    assert dialog.precision.model().item(1).isEnabled()
+    assert dialog.precision.currentIndex() == 1, "a calibration makes int8 the choice"
+    dialog.count.setChecked(count)
+    assert dialog.count.isEnabled() == (options.target != "host")
+    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
+        pass
+    return dialog
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,tensors", [
+    ("kws_ref_model_float32", 2), ("pretrainedResnet", 2)])
+def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_path):
+    path = model_path(model, tmp_path)
+    window = make_window(qtbot, path)
+    window.resize(1400, 900)
+    _calibrate(qtbot, window, _samples(model, tmp_path / "samples"), model)
+    quant, panel = window.quant, window.quant.panel
+    names = [row.tensor for row in panel.model.rows]
+    assert len(names) > tensors
+    # Drag the high end of one tensor's range down to a third.
+    tuned = names[len(names) // 2]
+    _click_row(qtbot, panel, tuned)
+    view = panel.histogram
+    assert view.height() >= 120
+    before = quant.session.profile.range_of(tuned)
+    with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
+        _drag(qtbot, view, view.x_of(view.high), view.x_of(view.low + (view.high - view.low) / 3))
+    assert quant.session.profile.range_of(tuned)[1] < before[1]
+    assert tuned in quant.session.profile.overrides
+    # Keep another tensor (and its layer) float.
+    kept = names[1]
+    _click_row(qtbot, panel, kept)
+    with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.keep_float, Qt.MouseButton.LeftButton)
+    assert kept in quant.session.profile.keep_float
+    assert panel.model.row_of(kept) is not None and panel.keep_float.isChecked()
+    qdq, *_ = quant.quantized()
+    final = compilation(qdq).final
+    assert any(n.op in ("Conv", "FullyConnected", "Gemm", "MatMul") for n in final.nodes)
+    assert any(n.op == "QLinearConv" for n in final.nodes)
+
+    # int8 for Cortex-M7, instructions counted under QEMU.
+    from compiler.mcu import firmware
+
+    if firmware.missing_tools():
+        require_tools(*firmware.missing_tools())
+    dialog = _export(qtbot, window, ExportOptions("cortex-m7", "stm32f746g-disco", "net",
+                                                  "embedded", False, tmp_path / "m7"), True)
+    counts = window.export.last.counts
+    assert set(counts) == {"int8", "float"} and counts["int8"] > 10_000
+    assert dialog.precision_label.text().startswith("Precision: int8")
+    assert "int8" in dialog.written.text()
+    _shot(dialog, f"{model}_int8_export_report")
+    assert dialog.height() <= 1000
+    dialog.close()
+
+    # int8 for the host, built and run with make: the interpreter's bytes.
+    require_tools("cc", "make")
+    folder = tmp_path / "host"
+    dialog = _export(qtbot, window, ExportOptions("host", None, "net", "embedded", False,
+                                                  folder), False)
+    dialog.close()
+    prepared = compilation(qdq).prepared
+    _, held = data_of(model)
+    x = prepared.inputs[0]
+    feeds = {x.name: held.samples[:1]}
+    want = run(compilation(qdq).final, feeds)
+    held.samples[:1].astype(np.float32).tofile(tmp_path / "x.bin")
+    done = subprocess.run(["make", "-s", "-C", str(folder), "run", f"INPUT={tmp_path / 'x.bin'}"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("output")))
+    printed = np.array(lines[start + 1].split(), np.float32)
+    (expected,) = want.values()
+    np.testing.assert_array_equal(printed, np.asarray(expected, np.float32).reshape(-1))
