@@ -150,6 +150,8 @@ def _calibrated_window(qtbot):
     quant = _calibrated(qtbot, window)
     quant.show_tensor("relu1_out")
     qtbot.wait(100)
+    # The dock shown by the calibration takes its size once the window has laid it out.
+    qtbot.waitUntil(lambda: not window.dock_sizes.busy(), timeout=5000)
     return window, quant
 
 

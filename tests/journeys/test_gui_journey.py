@@ -112,6 +112,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     tuned = names[len(names) // 2]
     _click_row(qtbot, panel, tuned)
     view = panel.histogram
+    qtbot.waitUntil(lambda: not window.dock_sizes.busy(), timeout=5000)
     assert view.height() >= 120
     before = quant.session.profile.range_of(tuned)
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
