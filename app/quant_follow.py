@@ -64,8 +64,13 @@ class GraphFollower:
         return follow_session(session, graph, profile, base)
 
 
-def _names(names: list[str], most: int = 3) -> str:
-    shown = ", ".join(names[:most])
+def _short(name: str, limit: int = 24) -> str:
+    """A tensor name cut in the middle (converters write long scoped names)."""
+    return name if len(name) <= limit else f"{name[:limit // 2 - 1]}…{name[-(limit // 2):]}"
+
+
+def _names(names: list[str], most: int = 2) -> str:
+    shown = ", ".join(_short(n) for n in names[:most])
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
@@ -81,9 +86,9 @@ def stale_text(session: Session | None) -> str:
     if missing:
         parts.append(f"{len(missing)} tensor{'s are' if len(missing) > 1 else ' is'} not "
                      f"profiled ({_names(missing)})")
-    source = session.request.data if session.request is not None else "the last samples"
+    # Short enough for two or three lines of a narrow dock: the table greys each stale row.
     return (f"The graph changed after calibration: {' and '.join(parts)}. Re-profile measures "
-            f"them on {source}; hand-tuned ranges stay.")
+            f"them on the same samples; hand-tuned ranges stay.")
 
 
 def table_rows(session: Session) -> list[Row]:

@@ -230,7 +230,6 @@ class QuantPanel(QWidget):
         column = QVBoxLayout(upper)
         column.setContentsMargins(0, 0, 0, 0)
         column.addLayout(top)
-        column.addWidget(self._build_banner())
         column.addWidget(readouts)
         column.addWidget(self.legend)
         column.addWidget(QLabel("Worst layers:"))
@@ -268,6 +267,9 @@ class QuantPanel(QWidget):
         split.setSizes([380, 300])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        # Above the splitter: the banner takes its lines from both halves, not from the
+        # readouts and the table alone.
+        layout.addWidget(self._build_banner())
         layout.addWidget(split)
 
     def _build_banner(self) -> QFrame:

@@ -48,9 +48,17 @@ class FlowLayout(QLayout):
         return self._place(QRect(0, 0, width, 0), move=False)
 
     def setGeometry(self, rect: QRect) -> None:
-        """Place the items in `rect`."""
+        """Place the items in `rect`; the owner's minimum height becomes the rows' height.
+
+        Box layouts squeeze a height-for-width item to its one-row minimum when space is
+        short, which hides the wrapped rows: the owner's minimum keeps them on screen (a dock
+        then scrolls instead).
+        """
         super().setGeometry(rect)
-        self._place(rect, move=True)
+        needed = self._place(rect, move=True)
+        owner = self.parentWidget()
+        if owner is not None and owner.layout() is self and owner.minimumHeight() != needed:
+            owner.setMinimumHeight(needed)
 
     def sizeHint(self) -> QSize:
         """All items on one row."""

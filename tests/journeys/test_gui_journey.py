@@ -31,6 +31,10 @@ TIMEOUT = 300000
 def _shot(widget, name: str) -> None:
     folder = os.environ.get("KILN_JOURNEY_SHOTS")
     if folder:
+        from PySide6.QtWidgets import QApplication
+
+        for _ in range(3):  # layouts asked for by the last texts set, and what they ask
+            QApplication.processEvents()
         Path(folder).mkdir(parents=True, exist_ok=True)
         widget.grab().save(str(Path(folder) / f"{name}.png"))
 
@@ -166,3 +170,29 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     printed = np.array(lines[start + 1].split(), np.float32)
     (expected,) = want.values()
     np.testing.assert_array_equal(printed, np.asarray(expected, np.float32).reshape(-1))
+
+    # An edit after calibration: the profile follows the graph and says what is stale.
+    _delete_a_relu(qtbot, window)
+    qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
+    assert panel.stale_banner.isVisible()
+    assert tuned in quant.session.profile.overrides  # the hand-tuned range stays
+    _shot(quant.dock, f"{model}_stale_banner_after_an_edit")
+    with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.reprofile_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
+    assert not panel.stale_banner.isVisible()
+
+
+def _delete_a_relu(qtbot, window) -> None:
+    """Click a Relu in the middle of the graph on the canvas and press Delete."""
+    relus = [n for n in window.document.graph.nodes if n.op == "Relu"]
+    assert relus
+    node, canvas = relus[len(relus) // 2], window.canvas
+    window.activateWindow()  # the export dialog was the active window until it closed
+    qtbot.waitUntil(window.isActiveWindow)
+    canvas.center_on(node.id)
+    qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=canvas.mapFromScene(canvas.box_rect(node.id).center()))
+    assert canvas.selected_key() == node.id
+    qtbot.keyClick(canvas.viewport(), Qt.Key.Key_Delete)
+    assert all(n.id != node.id for n in window.document.graph.nodes)
