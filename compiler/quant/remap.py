@@ -129,9 +129,15 @@ def remap_profile(profile: Profile, old: Graph, new: Graph) -> Remap:
                      overrides, [n for n in tensors if carried[n] in kept], profile.equalized,
                      stale=[n for n in tensors if n in stale])
     used = set(carried.values())
+    # Compared field by field, not as two JSON documents of every histogram on each edit.
+    modified = (result.graph_hash != profile.graph_hash
+                or set(tensors) != set(profile.tensors)
+                or any(new_name != old_name for new_name, old_name in carried.items())
+                or overrides != profile.overrides
+                or sorted(result.keep_float) != sorted(profile.keep_float)
+                or sorted(result.stale) != sorted(profile.stale))
     return Remap(result, carried, result.stale, [n for n in wanted if n not in tensors],
-                 [n for n in profile.tensors if n not in used],
-                 result.to_json() != profile.to_json())
+                 [n for n in profile.tensors if n not in used], modified)
 
 
 def unprofiled(profile: Profile, base: Graph) -> list[str]:

@@ -44,3 +44,56 @@ def fingerprint(graph):
 def node_id(window: MainWindow, name: str) -> int:
     """The id of the node named `name` in the window's graph."""
     return next(n.id for n in window.document.graph.nodes if n.name == name)
+
+
+def click_row(qtbot, panel, tensor: str) -> None:
+    """Click `tensor`'s row in the Quantization table (scrolled into view) with the mouse."""
+    from PySide6.QtCore import Qt
+
+    row = panel.proxy.mapFromSource(panel.model.index(panel.model.row_of(tensor), 0))
+    panel.table.scrollTo(row)
+    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
+                     pos=panel.table.visualRect(row).center())
+    assert panel.selected_tensor() == tensor
+
+
+def click_box(qtbot, window: MainWindow, key: int) -> None:
+    """Centre node `key` on the canvas and click its box, as a user selects it."""
+    from PySide6.QtCore import Qt
+
+    canvas = window.canvas
+    canvas.center_on(key)
+    qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=canvas.mapFromScene(canvas.box_rect(key).center()))
+    assert canvas.selected_key() == key
+
+
+def run_and_kill(script: str, model: Path) -> int:
+    """Run `script` (a Python program given `model`) until it prints "saved", then SIGKILL it.
+
+    Returns the killed child's PID (its recovery file is named after it).
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(root)}
+    child = subprocess.Popen([sys.executable, "-c", script, str(model)], cwd=root, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "saved" not in line and time.monotonic() < deadline:
+            line = child.stdout.readline()
+            if not line and child.poll() is not None:
+                raise AssertionError(child.stderr.read())
+        assert "saved" in line
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return child.pid

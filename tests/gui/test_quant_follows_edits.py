@@ -9,11 +9,6 @@ hand-tuned) of the tensors that remain.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -29,7 +24,7 @@ from compiler.frontends.load import load_model
 from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import graph_hash, load_profile
 from compiler.quant.profiler import calibration_graph
-from tests.gui.helpers import copy_sample, make_window, node_id
+from tests.gui.helpers import click_box, click_row, copy_sample, make_window, node_id, run_and_kill
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60000
@@ -42,21 +37,6 @@ def _calibrated(qtbot, model=None):
     return window, window.quant
 
 
-def _click_box(qtbot, window, name):
-    key, canvas = node_id(window, name), window.canvas
-    canvas.center_on(key)
-    qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton,
-                     pos=canvas.mapFromScene(canvas.box_rect(key).center()))
-    assert canvas.selected_key() == key
-
-
-def _click_row(qtbot, panel, tensor):
-    row = panel.proxy.mapFromSource(panel.model.index(panel.model.row_of(tensor), 0))
-    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
-                     pos=panel.table.visualRect(row).center())
-    assert panel.selected_tensor() == tensor
-
-
 def _settle(qtbot, quant):
     """Wait until the quantization worker has delivered all it was given (an evaluation)."""
     qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
@@ -64,7 +44,7 @@ def _settle(qtbot, quant):
 
 def _delete_relu3(qtbot, window):
     """Click relu3 on the canvas and press Delete; returns once the worker is idle again."""
-    _click_box(qtbot, window, "relu3")
+    click_box(qtbot, window, node_id(window, "relu3"))
     qtbot.keyClick(window.canvas.viewport(), Qt.Key.Key_Delete)
     assert not any(n.name == "relu3" for n in window.document.graph.nodes)
     _settle(qtbot, window.quant)
@@ -73,7 +53,7 @@ def _delete_relu3(qtbot, window):
 def _type_range(qtbot, window, tensor, high):
     """Select `tensor` in the table and type its maximum in the Max box (Enter commits)."""
     panel = window.quant.panel
-    _click_row(qtbot, panel, tensor)
+    click_row(qtbot, panel, tensor)
     panel.high.setFocus()
     panel.high.selectAll()
     with qtbot.waitSignal(window.quant.evaluated, timeout=TIMEOUT):
@@ -148,7 +128,7 @@ def test_renaming_fc_updates_the_producer_and_keeps_the_overlay_and_range(qtbot)
     assert fc in window.canvas.overlay()
     assert _rows(panel)["logits"].producer == "Gemm fc"
     tuned = _rows(panel)["logits"]
-    _click_box(qtbot, window, "fc")
+    click_box(qtbot, window, node_id(window, "fc"))
     name = window.properties.name_edit
     name.setFocus()
     qtbot.keyClick(name, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
@@ -188,7 +168,7 @@ def test_an_inserted_node_is_listed_as_not_profiled(qtbot):
     assert rows[new].state == NOT_PROFILED and rows["relu2_out"].state == ""
     assert rows["relu3_out"].state == STALE  # conv3 reads the new Relu now
     assert "1 tensor is not profiled" in quant.panel.stale_text.text()
-    _click_row(qtbot, quant.panel, new)
+    click_row(qtbot, quant.panel, new)
     assert "Re-profile" in quant.panel.histogram.message
     qtbot.mouseClick(quant.panel.keep_float, Qt.MouseButton.LeftButton)
     assert quant.session.profile.keep_float == []  # not profiled: float already, no command
@@ -223,29 +203,9 @@ while True:
 """
 
 
-def _run_and_kill(model: Path) -> int:
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(model)], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "saved" not in line and time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line and child.poll() is not None:
-                raise AssertionError(child.stderr.read())
-        assert "saved" in line
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    return child.pid
-
-
 def test_after_a_kill_the_edits_come_back_with_the_calibration_and_hand_tuned_range(
         qtbot, tmp_path, message_boxes):
-    pid = _run_and_kill(copy_sample(tmp_path))
+    pid = run_and_kill(CHILD, copy_sample(tmp_path))
     left = recovery.orphans()
     assert [p.name for p in left] == [f"{pid}.kiln"]
     kept = json.loads(left[0].read_text())["quantization"]["profile"]

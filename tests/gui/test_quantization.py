@@ -21,7 +21,7 @@ from compiler.quant.calibration_data import CalibrationData, Normalization, load
 from compiler.quant.evaluate import evaluate
 from compiler.quant.quantize import quantize
 from tests.conftest import shared_models
-from tests.gui.helpers import copy_sample, make_window, node_id, open_and_wait
+from tests.gui.helpers import click_row, copy_sample, make_window, node_id, open_and_wait
 from views.graph_items import EdgeItem
 from views.quant_colors import sqnr_color
 
@@ -39,13 +39,6 @@ def _calibrate_with_the_dialog(qtbot, window):
         qtbot.mouseClick(ok, Qt.MouseButton.LeftButton)
     assert ended.args == [True]
     return quant
-
-
-def _click_row(qtbot, panel, tensor):
-    row = panel.proxy.mapFromSource(panel.model.index(panel.model.row_of(tensor), 0))
-    rect = panel.table.visualRect(row)
-    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert panel.selected_tensor() == tensor
 
 
 def _row(panel, tensor):
@@ -74,7 +67,7 @@ def test_drag_a_range_see_the_report_figures_and_undo(qtbot, tmp_path, capsys):
     quant = _calibrate_with_the_dialog(qtbot, window)
     panel = quant.panel
     tensor = "relu3_out"
-    _click_row(qtbot, panel, tensor)
+    click_row(qtbot, panel, tensor)
     before = _row(panel, tensor)
     accuracy_before = panel.accuracy.text()
     view = panel.histogram
@@ -118,7 +111,7 @@ def test_selection_follows_between_canvas_and_table(qtbot):
                      pos=_box_centre(window, "conv2"))
     assert quant.panel.selected_tensor() == "relu2_out"  # conv2's range is its Relu's
     assert window.document.selection == node_id(window, "conv2")  # the canvas keeps its own
-    _click_row(qtbot, quant.panel, "pool1_out")
+    click_row(qtbot, quant.panel, "pool1_out")
     assert window.canvas.selected_key() == node_id(window, "pool1")
 
 
@@ -142,7 +135,7 @@ def test_keep_float_and_the_typed_range_are_undoable(qtbot):
     window = make_window(qtbot)
     quant = _calibrate_with_the_dialog(qtbot, window)
     panel = quant.panel
-    _click_row(qtbot, panel, "relu1_out")
+    click_row(qtbot, panel, "relu1_out")
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         qtbot.mouseClick(panel.keep_float, Qt.MouseButton.LeftButton)
     row = panel.model.rows[panel.model.row_of("relu1_out")]  # the row stays, marked float
@@ -150,7 +143,7 @@ def test_keep_float_and_the_typed_range_are_undoable(qtbot):
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         window.actions_.undo.trigger()
     assert panel.model.row_of("relu1_out") is not None
-    _click_row(qtbot, panel, "relu1_out")
+    click_row(qtbot, panel, "relu1_out")
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         panel.high.setValue(2.0)  # typed: the spin box emits on Enter
     assert _row(panel, "relu1_out").high == pytest.approx(2.0, rel=0.01)

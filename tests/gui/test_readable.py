@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QWidget
 from app.calibrate_dialog import CalibrationRequest
 from compiler.quant.calibration_data import Normalization
 from tests.conftest import shared_models
-from tests.gui.helpers import copy_sample, make_window, node_id, open_and_wait
+from tests.gui.helpers import click_row, copy_sample, make_window, node_id, open_and_wait
 from views.graph_items import BoxItem, EdgeItem
 from views.labels import NodeLabel
 from views.layout import Box
@@ -47,13 +47,6 @@ def _calibrated(qtbot, window):
     return quant
 
 
-def _click_row(qtbot, panel, tensor):
-    row = panel.proxy.mapFromSource(panel.model.index(panel.model.row_of(tensor), 0))
-    rect = panel.table.visualRect(row)
-    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert panel.selected_tensor() == tensor
-
-
 def _cell(panel, tensor, column):
     index = panel.model.index(panel.model.row_of(tensor), column)
     return panel.model.data(index)
@@ -63,7 +56,7 @@ def test_keep_float_keeps_the_row_and_unticks_again(qtbot):
     window = make_window(qtbot)
     quant = _calibrated(qtbot, window)
     panel = quant.panel
-    _click_row(qtbot, panel, "relu1_out")
+    click_row(qtbot, panel, "relu1_out")
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         qtbot.mouseClick(panel.keep_float, Qt.MouseButton.LeftButton)
     assert "relu1_out" in quant.session.profile.keep_float

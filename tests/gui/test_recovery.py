@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from PySide6.QtWidgets import QMessageBox
 
 from app import recovery
 from app.mainwindow import MainWindow
-from tests.gui.helpers import copy_sample, make_window
+from tests.gui.helpers import copy_sample, make_window, run_and_kill
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120000
@@ -50,24 +48,9 @@ while True:
 def test_after_a_kill_the_next_start_restores_the_graph_and_ranges(qtbot, tmp_path,
                                                                    message_boxes):
     model = copy_sample(tmp_path)
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(model)], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "saved" not in line and time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line and child.poll() is not None:
-                raise AssertionError(child.stderr.read())
-        assert "saved" in line
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    pid = run_and_kill(CHILD, model)
     left = recovery.orphans()
-    assert [p.name for p in left] == [f"{child.pid}.kiln"]
+    assert [p.name for p in left] == [f"{pid}.kiln"]
     saved = json.loads(left[0].read_text())
     assert saved["quantization"]["profile"]["overrides"]["relu1_out"] == {"max": 2.25,
                                                                           "min": 0.0}

@@ -22,7 +22,7 @@ from app.export_dialog import ExportOptions
 from compiler.driver import compilation
 from compiler.interpreter import run
 from tests.conftest import require_tools
-from tests.gui.helpers import make_window
+from tests.gui.helpers import click_box, click_row, make_window
 from tests.journeys.data import data_of, model_path
 
 TIMEOUT = 300000
@@ -72,14 +72,6 @@ def _calibrate(qtbot, window, folder: Path, model: str) -> None:
     assert ended.args == [True], quant.panel.status.text()
 
 
-def _click_row(qtbot, panel, tensor: str) -> None:
-    row = panel.proxy.mapFromSource(panel.model.index(panel.model.row_of(tensor), 0))
-    panel.table.scrollTo(row)
-    rect = panel.table.visualRect(row)
-    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert panel.selected_tensor() == tensor
-
-
 def _drag(qtbot, view, start: float, end: float) -> None:
     y = int(view.plot_rect().center().y())
     qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=QPoint(int(round(start)), y))
@@ -114,7 +106,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     assert len(names) > tensors
     # Drag the high end of one tensor's range down to a third.
     tuned = names[len(names) // 2]
-    _click_row(qtbot, panel, tuned)
+    click_row(qtbot, panel, tuned)
     view = panel.histogram
     qtbot.waitUntil(lambda: not window.dock_sizes.busy(), timeout=5000)
     assert view.height() >= 120
@@ -125,7 +117,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     assert tuned in quant.session.profile.overrides
     # Keep another tensor (and its layer) float.
     kept = names[1]
-    _click_row(qtbot, panel, kept)
+    click_row(qtbot, panel, kept)
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         qtbot.mouseClick(panel.keep_float, Qt.MouseButton.LeftButton)
     assert kept in quant.session.profile.keep_float
@@ -190,9 +182,6 @@ def _delete_a_relu(qtbot, window) -> None:
     node, canvas = relus[len(relus) // 2], window.canvas
     window.activateWindow()  # the export dialog was the active window until it closed
     qtbot.waitUntil(window.isActiveWindow)
-    canvas.center_on(node.id)
-    qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton,
-                     pos=canvas.mapFromScene(canvas.box_rect(node.id).center()))
-    assert canvas.selected_key() == node.id
+    click_box(qtbot, window, node.id)
     qtbot.keyClick(canvas.viewport(), Qt.Key.Key_Delete)
     assert all(n.id != node.id for n in window.document.graph.nodes)
