@@ -122,6 +122,7 @@ def cmd_quantize(args) -> int:
     """`kiln quantize`: profile + choices -> QDQ graph -> ONNX file, and what became integer."""
     from compiler.driver import compilation
     from compiler.frontends.onnx.export import save_onnx
+    from compiler.quant.calibrate import method_note
     from compiler.quant.glow_yaml import read_profile
     from compiler.quant.quantize import Options, quantize
 
@@ -142,6 +143,9 @@ def cmd_quantize(args) -> int:
         corrections = bias_corrections(graph, profile,
                                        load_calibration(args.bias_correction, graph), options)
     qdq = quantize(graph, profile, options, corrections)
+    note = method_note(args.method, profile.bins)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     final = compilation(qdq).final
     integer = sum(1 for n in final.nodes if n.op.startswith(("QLinear", "QGemm")))
     save_onnx(qdq, output)

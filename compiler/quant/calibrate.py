@@ -21,11 +21,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.errors import KilnError
+from compiler.quant.metrics import sqnr_from_powers
 from compiler.quant.profile import TensorRange
 
 METHODS = ("minmax", "percentile", "entropy", "mse")
 SCHEMAS = ("tflite", "symmetric", "uint8", "tflite-pow2", "symmetric-pow2")
 _SHRINKS = np.linspace(0.05, 1.0, 96)  # the candidate ranges: the observed one, shrunk
+LEVELS = 255  # steps of an 8-bit range
+ENTROPY_BINS = 512  # entropy sees rounding only where a level spans two bins or more
+
+
+def method_note(method: str, bins: int) -> str | None:
+    """A sentence when `method` cannot do its job on a histogram of `bins` bins, else None."""
+    if method == "entropy" and bins < ENTROPY_BINS:
+        return (f"entropy needs {ENTROPY_BINS} histogram bins or more to see rounding; this "
+                f"profile has {bins}, so entropy keeps min-max where nothing is clipped "
+                f"(profile again with --bins 2048)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -76,13 +88,14 @@ def _candidates(entry: TensorRange):
 
 
 def _search(entry: TensorRange, cost) -> tuple[float, float]:
+    """The candidate range of least `cost`; on a tie the wider (so a flat cost keeps min-max)."""
     values, counts = _centres(entry)
     best, chosen = math.inf, (entry.min, entry.max)
-    for low, high in _candidates(entry):
+    for low, high in reversed(list(_candidates(entry))):  # widest first
         if high <= low:
             continue
         value = cost(values, counts, low, high)
-        if value < best - 1e-12 * abs(best):
+        if value < best and not math.isclose(value, best, rel_tol=1e-12, abs_tol=0.0):
             best, chosen = value, (low, high)
     return max(chosen[0], entry.min), min(chosen[1], entry.max)
 
@@ -93,7 +106,7 @@ def _mse_cost(values, counts, low, high) -> float:
     scale**2 / 12 of rounding for each value inside it (the values of a bin spread over the
     bin), the clipping distance squared for each value outside.
     """
-    scale = (high - low) / 255.0
+    scale = (high - low) / LEVELS
     clipped = np.clip(values, low, high)
     inside = clipped == values
     rounding = scale * scale / 12.0
@@ -101,28 +114,51 @@ def _mse_cost(values, counts, low, high) -> float:
 
 
 def _kl_cost(values, counts, low, high) -> float:
-    """KL(P || Q) of a candidate range, TensorRT's way.
+    """KL(P || Q) of a candidate range, as TensorRT and MXNet compute it.
 
-    P is the histogram with its outliers folded into the edge bins, Q its quantization to 255
-    levels spread evenly back over the bins each level covers.
+    P is the histogram's bins inside the range with the outliers folded into its edge bins
+    (what clipping makes of the values); Q is the inside bins alone, merged into the range's
+    255 levels and each level's count spread evenly back over its non-empty bins (what the
+    quantized tensor can still tell apart). Clipping shows as mass P has and Q lacks at the
+    edges, rounding as detail merged away, so the divergence only sees rounding where a level
+    spans several bins: entropy needs a histogram finer than the levels (`ENTROPY_BINS`).
+    The bin holding zero stays a level of its own: every schema here represents 0 exactly, and
+    merging a ReLU's spike of zeros with its neighbours would pass for a loss.
     """
     inside = (values >= low) & (values <= high)
     if not inside.any():
         return math.inf
-    p = counts * inside
-    first, last = np.flatnonzero(inside)[[0, -1]]
-    p[first] += counts[values < low].sum()
-    p[last] += counts[values > high].sum()
-    level = np.clip(np.round((values - low) / ((high - low) / 255.0)), 0, 255).astype(np.int64)
-    q = np.zeros_like(p)
-    for lv in np.unique(level[inside]):
-        members = inside & (level == lv)
-        nonzero = members & (p > 0)
-        if nonzero.any():
-            q[nonzero] = p[members].sum() / nonzero.sum()
+    kept = counts[inside]
+    p = kept.copy()
+    p[0] += counts[values < low].sum()
+    p[-1] += counts[values > high].sum()
+    level = np.round((values[inside] - low) / ((high - low) / LEVELS)).astype(np.int64)
+    level = np.clip(level, 0, LEVELS)
+    width = values[1] - values[0] if len(values) > 1 else high - low
+    level[np.abs(values[inside]) <= width / 2] = LEVELS + 1  # zero's bin: exact, not merged
+    nonzero = p > 0
+    totals = np.bincount(level, weights=kept, minlength=LEVELS + 2)
+    members = np.bincount(level, weights=nonzero, minlength=LEVELS + 2)
+    q = np.where(nonzero, totals[level] / np.maximum(members[level], 1), 0.0)
+    return _divergence(_smoothed(p), _smoothed(q))
+
+
+def _smoothed(counts: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+    """`counts` as a distribution, `eps` counts moved onto its empty bins (MXNet's smoothing).
+
+    So log(p / q) stays finite where clipping put values in a level the unclipped histogram
+    left empty: a large cost, not an infinite one.
+    """
+    empty = counts == 0
+    if empty.all():
+        return np.full(len(counts), 1.0 / len(counts))
+    h = np.where(empty, eps, np.maximum(counts - eps * empty.sum() / (~empty).sum(), eps))
+    return h / h.sum()
+
+
+def _divergence(p: np.ndarray, q: np.ndarray) -> float:
     mask = p > 0
-    p_n, q_n = p[mask] / p.sum(), q[mask] / q.sum()
-    return float(np.sum(p_n * np.log(p_n / np.maximum(q_n, 1e-12))))
+    return float(np.sum(p[mask] * np.log(p[mask] / np.maximum(q[mask], 1e-300))))
 
 
 def _pow2(scale: float) -> float:
@@ -168,7 +204,4 @@ def histogram_error(entry: TensorRange, low: float, high: float, levels: int = 2
     step = (high - low) / levels if high > low else 0.0
     noise = float(np.sum(counts * np.where(outside, (values - np.clip(values, low, high)) ** 2,
                                            step * step / 12.0)))
-    signal = float(np.sum(counts * values * values))
-    if noise <= 0:
-        return clipped, math.inf
-    return clipped, 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+    return clipped, sqnr_from_powers(float(np.sum(counts * values * values)), noise)

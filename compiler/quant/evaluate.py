@@ -20,33 +20,16 @@ from compiler.driver import compilation
 from compiler.interpreter import run
 from compiler.ir.graph import Graph
 from compiler.quant.calibration_data import CalibrationData
+from compiler.quant.metrics import (
+    noise_power,
+    rmse_over_scale,
+    signal_power,
+    sqnr_db,
+    sqnr_from_powers,
+    top1_agreement,
+)
 from compiler.quant.profiler import calibration_graph, instrumented
 from compiler.quant.quantize import EQUALIZED_KEY, RENAMED_KEY
-
-
-def sqnr_db(reference: np.ndarray, approximate: np.ndarray) -> float:
-    """10 log10(signal power / noise power); infinity when they are equal."""
-    return _sqnr(*_powers(reference, approximate))
-
-
-def signal_power(reference: np.ndarray) -> float:
-    """The sum of squares of `reference`, in float64."""
-    r = np.asarray(reference).reshape(-1).astype(np.float64)
-    return float(r @ r)
-
-
-def _powers(reference: np.ndarray, approximate: np.ndarray) -> tuple[float, float]:
-    """(signal, noise): sums of squares of the reference and of the difference, in float64."""
-    r = np.asarray(reference).reshape(-1)
-    d = np.subtract(r, np.asarray(approximate).reshape(-1), dtype=np.float64)
-    r = r.astype(np.float64, copy=False)
-    return float(r @ r), float(d @ d)
-
-
-def _sqnr(signal: float, noise: float) -> float:
-    if noise == 0:
-        return math.inf
-    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
 
 
 @dataclass
@@ -106,12 +89,10 @@ def tensor_report(name: str, f: np.ndarray, q: np.ndarray, scale: float, zero: i
         return TensorReport(name, low, high, scale, 0.0, math.inf, 0.0, zero)
     clipped = (np.count_nonzero(f < low) + np.count_nonzero(f > high)) / f.size
     if signal is None:
-        signal, noise = _powers(f, q)
-    else:
-        d = np.subtract(f, np.asarray(q).reshape(-1), dtype=np.float64)
-        noise = float(d @ d)
-    return TensorReport(name, low, high, scale, clipped, _sqnr(signal, noise),
-                        math.sqrt(noise / f.size) / scale, zero)
+        signal = signal_power(f)
+    noise = noise_power(f, q)
+    return TensorReport(name, low, high, scale, clipped, sqnr_from_powers(signal, noise),
+                        rmse_over_scale(noise, f.size, scale), zero)
 
 
 def quantized_pairs(qdq: Graph) -> dict[str, tuple[str, float, int, str]]:
@@ -155,11 +136,11 @@ def evaluate(graph: Graph, qdq: Graph, data: CalibrationData, limit: int | None 
     tensors = [tensor_report(renamed.get(name, name), np.concatenate(floats[name]),
                              np.concatenate(quants[name]), scale, zero, dtype)
                for name, (_, scale, zero, dtype) in pairs.items()]
-    agree = correct_f = correct_q = 0
+    correct_f = correct_q = 0
     first = outputs[0]
+    agree = top1_agreement(np.stack(out_float[first]), np.stack(out_int[first]))
     for i in range(count):
         f, q = out_float[first][i], out_int[first][i]
-        agree += int(np.argmax(f) == np.argmax(q))
         if data.labels is not None:
             correct_f += int(np.argmax(f) == data.labels[i])
             correct_q += int(np.argmax(q) == data.labels[i])
@@ -168,5 +149,5 @@ def evaluate(graph: Graph, qdq: Graph, data: CalibrationData, limit: int | None 
         count,
         {name: sqnr_db(np.concatenate(out_float[name]), np.concatenate(out_int[name]))
          for name in outputs},
-        agree / count, correct_f / count if labelled else None,
+        agree, correct_f / count if labelled else None,
         correct_q / count if labelled else None, tensors)

@@ -22,13 +22,8 @@ from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.quant.batched import fake_quantize, run_node
 from compiler.quant.calibration_data import CalibrationData
-from compiler.quant.evaluate import (
-    TensorReport,
-    quantized_pairs,
-    signal_power,
-    sqnr_db,
-    tensor_report,
-)
+from compiler.quant.evaluate import TensorReport, quantized_pairs, tensor_report
+from compiler.quant.metrics import signal_power, sqnr_db, top1_agreement
 from compiler.quant.profile import Profile
 from compiler.quant.profiler import calibration_graph
 from compiler.quant.quantize import RENAMED_KEY, Options, quantize
@@ -208,9 +203,8 @@ class IncrementalEvaluator:
         outputs = [v.name for v in self.graph.outputs]
         sqnr = {name: sqnr_db(self._float[name], self._values[name]) for name in outputs}
         first = outputs[0]
-        f = self._float[first].reshape(self.count, -1)
-        q = self._values[first].reshape(self.count, -1)
-        agree = float(np.mean(np.argmax(f, axis=1) == np.argmax(q, axis=1)))
+        agree = top1_agreement(self._float[first].reshape(self.count, -1),
+                               self._values[first].reshape(self.count, -1))
         return Evaluation(dict(self._reports), sqnr, agree, ran, seconds, recomputed)
 
 
