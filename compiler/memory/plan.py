@@ -87,7 +87,9 @@ def check_plan(plan: ArenaPlan) -> None:
 
     Valid means: every buffer has an aligned offset and lies inside the arena, and no two
     buffers live at a common step share a byte, but for a streaming output and its source,
-    which may overlap when the output sits at least its lag below or its lead above.
+    which may overlap when the output sits at least its lag below or its lead above. That
+    holds only when the source dies at the step that first writes the output (their one
+    common step): a source still read later would find its rows overwritten.
     """
     a = plan.alignment
     for b in plan.buffers:
@@ -110,8 +112,9 @@ def check_plan(plan: ArenaPlan) -> None:
             if other.first > b.last:
                 break
             olo = plan.offsets[other.name]
-            if _streams(b, other):
-                out, source = (b, other) if b.stream and b.stream[0] == other.name else (other, b)
+            pair = _stream_pair(b, other)
+            if pair is not None:
+                out, source = pair
                 _, lag, lead = out.stream
                 apart = plan.offsets[out.name] - plan.offsets[source.name]
                 if -lag < apart < lead:
@@ -126,10 +129,16 @@ def check_plan(plan: ArenaPlan) -> None:
         raise PlanError("the arena is smaller than its lower bound: the checker is wrong")
 
 
-def _streams(a: Buffer, b: Buffer) -> bool:
-    """True when one of the two streams rows from the other."""
-    return ((a.stream is not None and a.stream[0] == b.name)
-            or (b.stream is not None and b.stream[0] == a.name))
+def _stream_pair(a: Buffer, b: Buffer) -> tuple[Buffer, Buffer] | None:
+    """(output, source) when one streams rows from the other, which dies where it starts.
+
+    Otherwise None: the two are an ordinary pair and may not share a byte.
+    """
+    for out, source in ((a, b), (b, a)):
+        if (out.stream is not None and out.stream[0] == source.name
+                and source.last == out.first):
+            return out, source
+    return None
 
 
 __all__ = ["ArenaPlan", "PlanError", "plan_arena", "check_plan", "first_fit"]
