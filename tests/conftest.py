@@ -58,3 +58,33 @@ def c_compiler() -> None:
 def models_dir() -> Path:
     """Fixture form of shared_models()."""
     return shared_models()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Say which levels' kernels ran here, and name the tests only compiled for want of features.
+
+    Such tests record a `kernels` property (`record_property`, which reaches this process from
+    pytest-xdist's workers too): "ran <level>", or why not. Silent when none recorded it.
+    """
+    notes = [(report.nodeid.split("::")[-1], value)
+             for reports in terminalreporter.stats.values() for report in reports
+             if getattr(report, "when", None) == "call"
+             for key, value in getattr(report, "user_properties", ()) if key == "kernels"]
+    if not notes:
+        return
+    terminalreporter.section("kernels run and kernels only compiled on this CPU")
+    ran: dict[str, int] = {}
+    not_run: dict[str, list[str]] = {}
+    for test, value in notes:
+        if value.startswith("ran "):
+            ran[value[4:]] = ran.get(value[4:], 0) + 1
+        else:
+            not_run.setdefault(value, []).append(test)
+    terminalreporter.line("ran: " + (", ".join(f"{n} tests on {level}"
+                                                for level, n in sorted(ran.items())) or "none"))
+    if not not_run:
+        terminalreporter.line("compiled only: none")
+    for reason, tests in sorted(not_run.items()):
+        terminalreporter.line(f"{len(tests)} tests, {reason}:")
+        for test in sorted(tests):
+            terminalreporter.line(f"  {test}")

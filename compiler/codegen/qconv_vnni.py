@@ -86,13 +86,36 @@ def qconv_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np
 
 
 def vpdpbusd(k: Kernel, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:
-    """Acc + per lane the four products of x's unsigned bytes by w's signed bytes."""
+    """Acc + per lane the four products of x's unsigned bytes by w's signed bytes.
+
+    One VPDPBUSD, or on a target that emulates it (`Target.int8_dot_emulated`) the same sum
+    in portable IR, so everything else about these kernels can be tested on any AVX2 CPU.
+    """
+    if k.target.int8_dot_emulated:
+        return _portable_vpdpbusd(k.b, acc, x, w)
     ty = acc.type
     name = f"llvm.x86.avx512.vpdpbusd.{32 * ty.count}"
     module = k.fn.module
     fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty, ty, ty]),
                                                  name)
     return k.b.call(fn, [acc, x, w])
+
+
+def _portable_vpdpbusd(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:
+    """VPDPBUSD's result without the instruction.
+
+    The bytes of lane i are bytes 4i..4i+3 of the vectors taken as bytes (little-endian):
+    x's zero-extended, w's sign-extended, multiplied in int32 and added to the lane's
+    accumulator, wrapping as the non-saturating instruction does.
+    """
+    lanes = acc.type.count
+    wide, narrow = ir.VectorType(I32, 4 * lanes), ir.VectorType(ir.IntType(8), 4 * lanes)
+    products = b.mul(b.zext(b.bitcast(x, narrow), wide), b.sext(b.bitcast(w, narrow), wide))
+    total = acc
+    for j in range(4):
+        picks = ir.Constant(ir.VectorType(I32, lanes), [4 * i + j for i in range(lanes)])
+        total = b.add(total, b.shuffle_vector(products, products, picks))
+    return total
 
 
 def emit_qconv_vnni(k: Kernel) -> None:

@@ -27,6 +27,10 @@ class Target:
             VMLADAV), "dsp" (SMLAD on pairs of 16-bit values), "vnni" (VPDPBUSD), or "".
         requires: LLVM feature names a CPU must have to run the code (x86 levels): an object
             for a named x86 CPU runs on this machine only when its CPU has them all.
+        int8_dot_emulated: Whether `int8_dot`'s instruction (VPDPBUSD) is replaced by portable
+            IR with the same result, so kernels shaped for it run on a CPU of `requires` that
+            lacks it. For tests only: AVX-512 VNNI's kernels, but for the one instruction,
+            checked on AVX2 machines (no emulator of AVX-512 is at hand), never faster.
     """
 
     name: str
@@ -39,6 +43,7 @@ class Target:
     registers: int = 16
     int8_dot: str = ""
     requires: tuple[str, ...] = ()
+    int8_dot_emulated: bool = False
 
     @property
     def alignment(self) -> int:

@@ -12,7 +12,7 @@ import pytest
 
 from compiler.codegen import host
 from compiler.codegen.bundle import write_bundle
-from compiler.codegen.targets import get_target
+from compiler.codegen.targets import Target, get_target
 from compiler.driver import Options, compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
@@ -25,9 +25,10 @@ SEEDS = range(50)  # seeded random inputs per case, as the int8 issue asks
 INT8_MODELS = ["ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8"]
 
 
-def _bundle_equals_interpreter(graph, folder, seeds=SEEDS, target: str = "host") -> int:
+def _bundle_equals_interpreter(graph, folder, seeds=SEEDS, target: str | Target = "host"
+                               ) -> int:
     prepared = compilation(graph).prepared
-    net = compile_graph(prepared, get_target(target))
+    net = compile_graph(prepared, get_target(target) if isinstance(target, str) else target)
     write_bundle(net, folder)
     runner = host.HostNet.from_bundle(folder)
     differing = 0
