@@ -205,7 +205,10 @@ class IncrementalEvaluator:
         first = outputs[0]
         agree = top1_agreement(self._float[first].reshape(self.count, -1),
                                self._values[first].reshape(self.count, -1))
-        return Evaluation(dict(self._reports), sqnr, agree, ran, seconds, recomputed)
+        # In the graph's order, whatever order the reports were made in: a tensor kept in
+        # float and quantized again (an undo) comes back to its place, not to the end.
+        reports = {renamed.get(n, n): self._reports[renamed.get(n, n)] for n in pairs}
+        return Evaluation(reports, sqnr, agree, ran, seconds, recomputed)
 
 
 def _runtime_values(graph: Graph) -> set[str]:

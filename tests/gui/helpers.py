@@ -97,3 +97,15 @@ def run_and_kill(script: str, model: Path) -> int:
         if child.poll() is None:
             child.kill()
     return child.pid
+
+
+def drag(qtbot, widget, start_x: float, end_x: float, steps: int = 8) -> None:
+    """Press at `start_x` (mid-height of a histogram's plot), move in steps to `end_x`, release."""
+    import numpy as np
+    from PySide6.QtCore import QPoint, Qt
+
+    y = int(widget.plot_rect().center().y())
+    qtbot.mousePress(widget, Qt.MouseButton.LeftButton, pos=QPoint(int(round(start_x)), y))
+    for x in np.linspace(start_x, end_x, steps)[1:]:
+        qtbot.mouseMove(widget, pos=QPoint(int(round(x)), y))
+    qtbot.mouseRelease(widget, Qt.MouseButton.LeftButton, pos=QPoint(int(round(end_x)), y))
