@@ -116,6 +116,17 @@ def _quantize_inputs(rng, scale: np.float32, zp: int, dtype) -> np.ndarray:
                            spread.astype(np.float32)]).astype(np.float32)
 
 
+def _quantize_linear_equals_onnxruntime(x, scale, zp, dtype, what: str) -> np.ndarray:
+    """Kiln's QuantizeLinear of `x` equals onnxruntime's; onnxruntime's result."""
+    model = _model(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]),
+                   [("x", TensorProto.FLOAT, [x.size])],
+                   [("s", np.array(scale, np.float32)), ("z", np.array(zp, dtype))],
+                   ELEM[dtype])
+    ours, want = _kiln_and_ort(model, {"x": x})
+    _assert_equal(ours, want, what)
+    return want
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_quantize_linear_ties_and_saturation_equal_onnxruntime(dtype):
     rng = np.random.default_rng(11)
@@ -124,13 +135,8 @@ def test_quantize_linear_ties_and_saturation_equal_onnxruntime(dtype):
         for scale in (np.float32(1.0), np.float32(0.5), np.float32(2.0**-7),
                       np.float32(8.0)):
             x = _quantize_inputs(rng, scale, zp, dtype)
-            model = _model(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]),
-                           [("x", TensorProto.FLOAT, [x.size])],
-                           [("s", np.array(scale, np.float32)), ("z", np.array(zp, dtype))],
-                           ELEM[dtype])
-            ours, want = _kiln_and_ort(model, {"x": x})
-            what = f"QuantizeLinear scale {scale}, zero point {zp}"
-            _assert_equal(ours, want, what)
+            want = _quantize_linear_equals_onnxruntime(
+                x, scale, zp, dtype, f"QuantizeLinear scale {scale}, zero point {zp}")
             coverage.add(x.astype(np.float64) / np.float64(scale), zp, want)
     coverage.check()
 
@@ -145,12 +151,8 @@ def test_quantize_linear_random_scales_equal_onnxruntime(dtype):
         scale = np.float32(rng.uniform(1e-3, 2.0))
         zp = int(rng.integers(info.min, info.max + 1))
         x = _quantize_inputs(rng, scale, zp, dtype)
-        model = _model(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]),
-                       [("x", TensorProto.FLOAT, [x.size])],
-                       [("s", np.array(scale, np.float32)), ("z", np.array(zp, dtype))],
-                       ELEM[dtype])
-        ours, want = _kiln_and_ort(model, {"x": x})
-        _assert_equal(ours, want, f"seed {seed}: QuantizeLinear scale {scale}, zero point {zp}")
+        want = _quantize_linear_equals_onnxruntime(
+            x, scale, zp, dtype, f"seed {seed}: QuantizeLinear scale {scale}, zero point {zp}")
         coverage.add(x / scale, zp, want)  # the float32 quotient onnxruntime rounds
     coverage.check()
 

@@ -109,3 +109,22 @@ def drag(qtbot, widget, start_x: float, end_x: float, steps: int = 8) -> None:
     for x in np.linspace(start_x, end_x, steps)[1:]:
         qtbot.mouseMove(widget, pos=QPoint(int(round(x)), y))
     qtbot.mouseRelease(widget, Qt.MouseButton.LeftButton, pos=QPoint(int(round(end_x)), y))
+
+
+# The start of a child Kiln process's script (`run_and_kill`): a window on the model named by
+# argv[1], loaded; the script goes on from there with `window`, `edit`, `calibrate_now`.
+CHILD_OPENS_MODEL = """
+import sys, time
+from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QEventLoop, QTimer
+app = QApplication([])
+from app.mainwindow import MainWindow
+from app.calibrate_dialog import CalibrationRequest
+from app.quant_screens import calibrate_now
+from compiler import edit
+from compiler.quant.calibration_data import Normalization
+window = MainWindow(remember=False)
+window.show()
+loop = QEventLoop(); window.modelLoaded.connect(loop.quit)
+window.open_file(sys.argv[1]); loop.exec()
+"""

@@ -24,7 +24,15 @@ from compiler.frontends.load import load_model
 from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import graph_hash, load_profile
 from compiler.quant.profiler import calibration_graph
-from tests.gui.helpers import click_box, click_row, copy_sample, make_window, node_id, run_and_kill
+from tests.gui.helpers import (
+    CHILD_OPENS_MODEL,
+    click_box,
+    click_row,
+    copy_sample,
+    make_window,
+    node_id,
+    run_and_kill,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60000
@@ -176,20 +184,7 @@ def test_an_inserted_node_is_listed_as_not_profiled(qtbot):
 
 # A Kiln window in another process: calibrate, tune a range, then edit the graph, let the
 # autosave write, say so, then wait to be killed.
-CHILD = """
-import sys, time
-from PySide6.QtWidgets import QApplication
-from PySide6.QtCore import QEventLoop
-app = QApplication([])
-from app.mainwindow import MainWindow
-from app.calibrate_dialog import CalibrationRequest
-from app.quant_screens import calibrate_now
-from compiler import edit
-from compiler.quant.calibration_data import Normalization
-window = MainWindow(remember=False)
-window.show()
-loop = QEventLoop(); window.modelLoaded.connect(loop.quit)
-window.open_file(sys.argv[1]); loop.exec()
+CHILD = CHILD_OPENS_MODEL + """
 calibrate_now(window.quant, CalibrationRequest("digits:train", "digits:test", Normalization()))
 window.quant.set_range(0.0, 2.25, "relu1_out")
 doc = window.document

@@ -12,27 +12,14 @@ from PySide6.QtWidgets import QMessageBox
 
 from app import recovery
 from app.mainwindow import MainWindow
-from tests.gui.helpers import copy_sample, make_window, run_and_kill
+from tests.gui.helpers import CHILD_OPENS_MODEL, copy_sample, make_window, run_and_kill
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120000
 
 # A Kiln window in another process: open the model, edit it, tune a range, let the autosave
 # write, say so, then wait to be killed.
-CHILD = """
-import sys, time
-from PySide6.QtWidgets import QApplication
-from PySide6.QtCore import QEventLoop, QTimer
-app = QApplication([])
-from app.mainwindow import MainWindow
-from app.calibrate_dialog import CalibrationRequest
-from app.quant_screens import calibrate_now
-from compiler import edit
-from compiler.quant.calibration_data import Normalization
-window = MainWindow(remember=False)
-window.show()
-loop = QEventLoop(); window.modelLoaded.connect(loop.quit)
-window.open_file(sys.argv[1]); loop.exec()
+CHILD = CHILD_OPENS_MODEL + """
 doc = window.document
 node = next(n for n in doc.graph.nodes if n.name == "conv2")
 doc.apply(edit.rename_node, "Rename", node.id, "conv_two")
