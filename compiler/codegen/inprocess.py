@@ -11,6 +11,7 @@ sentence instead of LLVM's message.
 
 from __future__ import annotations
 
+import ctypes
 import io
 import itertools
 import weakref
@@ -27,6 +28,10 @@ from compiler.errors import KilnError
 _MACHINES = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
 # Every load is a library of its own in one JIT; ORC never reuses a library's name.
 _LIBRARY_NUMBERS = itertools.count()
+# The C library's memory functions, which LLVM may call from any kernel (a loop that fills or
+# copies bytes becomes memset or memcpy); memmove serves as memcpy, being right for any ranges.
+_MEMORY_FUNCTIONS = {"memset": ctypes.memset, "memcpy": ctypes.memmove,
+                     "memmove": ctypes.memmove}
 
 
 @cache
@@ -35,11 +40,23 @@ def _jit() -> llvm.LLJIT:
         return llvm.create_lljit_compiler(target_machine(get_target("host")), use_jit_link=True)
 
 
+@cache
+def _provide_memory_functions() -> None:
+    """Put the memory functions in LLVM's table of this process's symbols, once.
+
+    A linked program takes them from its C library; an object loaded here takes the ones
+    ctypes already holds, so no library is opened by name (which differs by system).
+    """
+    for name, function in _MEMORY_FUNCTIONS.items():
+        llvm.add_symbol(name, ctypes.cast(function, ctypes.c_void_p).value)
+
+
 class LoadedObject:
     """An object file linked into this process; its code lives as long as this object."""
 
     def __init__(self, data: bytes, label: str, exports: list[str]):
         """Check and link `data` (the bytes of `label`, named in errors), keeping `exports`."""
+        _provide_memory_functions()
         _check_object(data, label)
         library = llvm.JITLibraryBuilder().add_object_img(data).add_current_process()
         for symbol in exports:

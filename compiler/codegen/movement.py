@@ -36,3 +36,13 @@ def emit_concat(k: Kernel) -> None:
             k.store(x, k.outs[0], k.index(*zip(idx, out_strides),
                                           base=start * out_strides[axis]))
         start += shape[axis]
+
+
+def emit_copy(k: Kernel) -> None:
+    """Copy the input's elements in order: a reshape or Identity that placement left a copy.
+
+    A view shares its input's bytes; one of a constant (a graph whose output is a reshaped or
+    passed-through initializer) or an Identity from a graph input to a graph output cannot.
+    """
+    with k.loop(k.node.output.type.numel) as i:
+        k.store(k.load(k.args[0], i), k.outs[0], i)

@@ -14,7 +14,8 @@ from compiler.codegen.gather import emit_gather
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.lrn import emit_lrn
 from compiler.codegen.matmul import emit_matmul
-from compiler.codegen.movement import emit_concat, emit_transpose
+from compiler.codegen.movement import emit_concat, emit_copy, emit_transpose
+from compiler.codegen.operands import constant_operands, refuse_runtime_parameters
 from compiler.codegen.pad import emit_pad
 from compiler.codegen.pool import avg_divisors_any, emit_pool_any
 from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
@@ -55,6 +56,7 @@ from compiler.codegen.slice import emit_slice, emit_split
 from compiler.codegen.targets import Target
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Node
+from compiler.schedule.model import VIEW_OPS
 
 # (operator, element type) -> (emitter, weight preparer). The preparer turns the node's
 # constant inputs into the arrays the kernel reads, by input slot; slots it adds beyond the
@@ -79,27 +81,23 @@ def _data_only(node: Node) -> dict[int, np.ndarray]:
     return {0: node.inputs[0].data} if isinstance(node.inputs[0], Constant) else {}
 
 
-def _data_slots(*slots: int) -> Prepare:
-    """The listed slots, where they are constants: tensors the kernel reads like runtime ones.
+def _with_operands(prepare: Prepare) -> Prepare:
+    """`prepare`, plus the constant operands it leaves out, read from the weights as they are.
 
-    An int8 operand known at compile time (a constant added, multiplied or joined) is read
-    from the weights as any runtime operand is read from the arena.
+    An operand known at compile time (a constant added, joined, looked up, or a graph that is
+    only a DequantizeLinear of an initializer) is read from the weights as any runtime operand
+    is read from the arena.
     """
-    def prepare(node: Node) -> dict[int, np.ndarray]:
-        return {i: np.asarray(node.inputs[i].data) for i in slots
-                if i < len(node.inputs) and isinstance(node.inputs[i], Constant)}
-    return prepare
-
-
-def _concat_data(node: Node) -> dict[int, np.ndarray]:
-    """QLinearConcat's constant data inputs (every third slot from 2), beside its tables."""
-    return {**_data_slots(*range(2, len(node.inputs), 3))(node), **qconcat_tables(node)}
+    def prepare_all(node: Node) -> dict[int, np.ndarray]:
+        return {**constant_operands(node), **prepare(node)}
+    return prepare_all
 
 
 EMITTERS_FLOAT_MOVES = {"Transpose": (emit_transpose, _constants),
                         "Concat": (emit_concat, _constants), "Pad": (emit_pad, _data_only),
                         "Slice": (emit_slice, _data_only), "Split": (emit_split, _data_only),
-                        "Gather": (emit_gather, _data_only)}
+                        "Gather": (emit_gather, _data_only),
+                        **{op: (emit_copy, _data_only) for op in (*VIEW_OPS, "Identity")}}
 EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("FullyConnected", "float32"): (emit_fully_connected,
                                     lambda n: {**_constants(n), 1: fc_weights(n)}),
@@ -118,6 +116,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("MatMul", "float32"): (emit_matmul, _constants),
     ("Slice", "float32"): (emit_slice, _data_only),
     ("Split", "float32"): (emit_split, _data_only),
+    **{(op, "float32"): (emit_copy, _data_only) for op in (*VIEW_OPS, "Identity")},
     **{(op, "float32"): (emit_reduce, _data_only)
        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")},
     **{(op, "float32"): (emit_elementwise, _constants) for op in SCALAR_OPS},
@@ -125,14 +124,13 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for op in ("QGemm", "QLinearMatMul") for dtype in ("int8", "uint8")},
     **{("QLinearConv", dtype): (emit_qconv, qconv_weights) for dtype in ("int8", "uint8")},
     **{("MaxPool", dtype): (emit_pool_any, _constants) for dtype in ("int8", "uint8")},
-    **{(op, dtype): (emit_qbinary, _data_slots(0, 3)) for op in ("QLinearAdd", "QLinearSub",
-                                                           "QLinearMul")
-       for dtype in ("int8", "uint8")},
+    **{(op, dtype): (emit_qbinary, _no_weights)
+       for op in ("QLinearAdd", "QLinearSub", "QLinearMul") for dtype in ("int8", "uint8")},
     **{("QLinearGlobalAveragePool", dtype): (emit_qglobal_average_pool, _no_weights)
        for dtype in ("int8", "uint8")},
     **{("QLinearAveragePool", dtype): (emit_qaverage_pool, qaverage_divisors)
        for dtype in ("int8", "uint8")},
-    **{("QLinearConcat", dtype): (emit_qconcat, _concat_data) for dtype in ("int8", "uint8")},
+    **{("QLinearConcat", dtype): (emit_qconcat, qconcat_tables) for dtype in ("int8", "uint8")},
     **{("QLinearSoftmax", dtype): (emit_qsoftmax, qsoftmax_tables)
        for dtype in ("int8", "uint8")},
     **{(op, dtype): (emit_table, table_weights) for op in ("IntLookupTable",
@@ -143,8 +141,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     # Moving values is the same code for any element type.
     **{(op, dtype): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES
        for dtype in ("int8", "uint8", "int32")},
-    **{("QuantizeLinear", dtype): (emit_quantize, _data_slots(0)) for dtype in ("int8", "uint8")},
-    ("DequantizeLinear", "float32"): (emit_dequantize, _data_slots(0)),
+    **{("QuantizeLinear", dtype): (emit_quantize, _no_weights) for dtype in ("int8", "uint8")},
+    ("DequantizeLinear", "float32"): (emit_dequantize, _no_weights),
 }
 
 
@@ -162,17 +160,28 @@ SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Ke
 ]
 
 
+_CONVOLUTIONS = ("Conv", "QLinearConv", "ConvInteger")
+
+
 def lookup(node: Node, target: Target | None = None
            ) -> tuple[Callable[[Kernel], None], Prepare]:
     """The emitter of `node` on `target`, or a KilnError naming the operator and element type.
 
     The weight arrangement goes with the emitter, so both come from one choice.
     """
+    if node.op in _CONVOLUTIONS and node.output.type.rank != 4:
+        axes = node.output.type.rank - 2
+        why = ("a 1-D convolution runs as a 2-D one after the lower_conv_1d pass, which this "
+               "pipeline did not run") if axes == 1 else (
+            f"a {axes}-D convolution has no kernel (Kiln compiles 1-D and 2-D convolutions)")
+        raise KilnError(f"cannot generate {node.op} {node.name}: {why}")
+    refuse_runtime_parameters(node)
     for op, suits, emit, prepare in SPECIALIZED:
         if node.op == op and suits(node, target):
-            return emit, functools.partial(prepare, target=target)
+            return emit, _with_operands(functools.partial(prepare, target=target))
     dtype = node.output.type.dtype
     try:
-        return EMITTERS[(node.op, dtype)]
+        emit, prepare = EMITTERS[(node.op, dtype)]
     except KeyError:
         raise KilnError(f"cannot generate {node.op} for {dtype} (node {node.name})") from None
+    return emit, _with_operands(prepare)

@@ -2,9 +2,11 @@
 
 Accumulation is exact: inputs minus their zero points, multiplied and summed in float64, whose
 53-bit mantissa holds every partial sum of 8-bit products for any layer a model has (|sum| <
-2**53 needs over 10**11 taps), then taken as int64. The accumulator is requantized by the rule in
-the Kiln-only attribute `requant` (compiler/quant/requant.py): `onnx`, what onnxruntime does,
-or `tflite`, TFLite Micro's fixed point.
+2**53 needs over 10**11 taps), then taken as int64. The sum plus the int32 bias is then wrapped
+to int32, as both runtimes' kernels accumulate (onnxruntime's MLAS adds the bias with
+_mm_add_epi32 before converting to float; TFLite Micro adds it to an int32), and requantized by
+the rule in the Kiln-only attribute `requant` (compiler/quant/requant.py): `onnx`, what
+onnxruntime does, or `tflite`, TFLite Micro's fixed point.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from compiler.quant.requant import (
     requantize_onnx,
     requantize_tflite,
     tflite_multiplier,
+    wrap_int32,
 )
+from compiler.quant.scales import SCALE_RULE, bad_scales
 
 INTEGERS = tuple(RANGES)  # the 8-bit element types of quantized tensors
 
@@ -51,7 +55,7 @@ def require_integer(node, t: TensorType, what: str) -> None:
 
 
 def check_scale(node, t: TensorType, value, what: str, length: int = 1) -> None:
-    """A float scale of one element (or `length`, per channel), positive and finite.
+    """A float scale of one element (or `length`, per channel) that `SCALE_RULE` admits.
 
     float16 scales (opset 21) are widened to float32, exactly, before use.
     """
@@ -61,9 +65,9 @@ def check_scale(node, t: TensorType, value, what: str, length: int = 1) -> None:
         allowed = "one element" if length == 1 else f"one element or {length} (per channel)"
         fail(f"{node.op}'s {what} has shape {list(t.shape)}; it must have {allowed}")
     if value is not None:
-        bad = [float(v) for v in np.asarray(value).reshape(-1) if not (math.isfinite(v) and v > 0)]
+        bad = bad_scales(value)
         if bad:
-            fail(f"{node.op}'s {what} is {bad[0]}; a scale must be positive and finite")
+            fail(f"{node.op}'s {what} is {bad[0]}; {SCALE_RULE}")
 
 
 def check_zero_point(node, t: TensorType | None, data_type: str, what: str,
@@ -86,6 +90,13 @@ def check_unary_params(node, ins, values) -> None:
     check_scale(node, ys, values[3], "output scale")
     check_zero_point(node, xz, x.dtype, "input zero point")
     check_zero_point(node, yz, x.dtype, "output zero point")
+
+
+def check_onnx_scale(node, values, slots: tuple[int, int, int]) -> None:
+    """Under the onnx rule, refuse constant input, weight and output scales (by slot) whose
+    float32 requantization scale overflows: a model the engines cannot compute as defined."""
+    if requant_rule(node) == "onnx" and all(values[i] is not None for i in slots):
+        onnx_scale(*(values[i] for i in slots))
 
 
 def first(array, default=0):
@@ -131,8 +142,10 @@ def requantize(node, acc: np.ndarray, in_scale, w_scale, y_scale, y_zp, y_dtype:
     """The int64 accumulator `acc` to `y_dtype` by the node's rule, per channel on an axis.
 
     TFLite Micro forms a per-tensor fully connected layer's multiplier from in * w in float
-    first (`fully_connected`); every other multiplier is formed in double.
+    first (`fully_connected`); every other multiplier is formed in double. The accumulator
+    wraps to int32 first: a bias near 2**31 overflows in both runtimes' kernels, and in Kiln's.
     """
+    acc = wrap_int32(acc)
     low, high = RANGES[y_dtype]
     zp = int(first(y_zp))
     w_scale = np.asarray(w_scale, np.float32).reshape(-1)
@@ -164,6 +177,10 @@ def _conv_shape(node, x: TensorType, w: TensorType) -> tuple[int, ...]:
     if group < 1 or shape[1] % group or w.shape[0] % group or w.shape[1] * group != shape[1]:
         fail(f"weights of shape {list(w.shape)} with group {group} do not fit an input of "
              f"{shape[1]} channels")
+    kernel = node.attrs.get("kernel_shape")
+    if kernel is not None and tuple(kernel) != tuple(w.shape[2:]):
+        fail(f"kernel_shape {list(kernel)} does not match the weights' spatial shape "
+             f"{list(w.shape[2:])}")
     win = conv_window(node, shape, w.shape)
     return layout_shape((shape[0], w.shape[0], *win.out), layout_of(node))
 
@@ -195,7 +212,7 @@ def _infer_qlinear_conv(node, ins, values):
         require_integer(node, yz, "output zero point")
     if bias is not None and (bias.dtype != "int32" or bias.shape != (out_channels,)):
         fail(f"{node.op}'s bias must be int32[{out_channels}], got {bias}")
-    requant_rule(node)
+    check_onnx_scale(node, values, (1, 4, 6))
     out = quantized_output_type(_conv_shape(node, x, w), yz, values, 6, 7)
     check_range(node, out.dtype)
     return [out]
@@ -266,7 +283,7 @@ def _infer_qlinear_matmul(node, ins, values):
     check_zero_point(node, az, a.dtype, "A zero point")
     check_zero_point(node, bz, b.dtype, "B zero point", columns)
     require_integer(node, yz, "output zero point")
-    requant_rule(node)
+    check_onnx_scale(node, values, (1, 4, 6))
     shape, _ = matmul_shape(a.shape, b.shape)
     out = quantized_output_type(shape, yz, values, 6, 7)
     check_range(node, out.dtype)
@@ -342,7 +359,7 @@ def _infer_qgemm(node, ins, values):
     require_integer(node, yz, "output zero point")
     if bias is not None and (bias.dtype != "int32" or bias.shape not in ((n,), (1, n))):
         fail(f"QGemm's bias must be int32[{n}], got {bias}")
-    requant_rule(node)
+    check_onnx_scale(node, values, (1, 4, 7))
     out = quantized_output_type((a.shape[0], n), yz, values, 7, 8)
     check_range(node, out.dtype)
     return [out]
@@ -383,7 +400,9 @@ def _infer_qlinear_add(node, ins, values):
         check_scale(node, t, value, what)
     check_zero_point(node, az, a.dtype, "A zero point")
     check_zero_point(node, bz, b.dtype, "B zero point")
-    requant_rule(node)
+    if requant_rule(node) == "onnx" and all(values[i] is not None for i in (1, 4, 6)):
+        check_onnx_reach(node, *(first(values[i]) for i in (1, 2, 4, 5, 6)),
+                         first(values[7] if len(values) > 7 else None))
     shape = np.broadcast_shapes(a.shape, b.shape)
     out = quantized_output_type(shape, cz if cz is not None else TensorType((), a.dtype),
                                 values, 6, 7)
@@ -445,9 +464,40 @@ def _add_tflite(a, b, sa, za, sb, zb, sc, zc, sign: int = 1) -> np.ndarray:
     return multiply_by_quantized_multiplier(total, m_c, s_c) + int(zc)
 
 
+def onnx_reach_problem(op: str, sa, za, sb, zb, sc, zc) -> str | None:
+    """Why scales requantize some pair of 8-bit inputs beyond int32 by the onnx rule, or None.
+
+    onnxruntime converts the float32 result to int32 before it saturates: beyond int32 that
+    conversion is undefined in C, and its vector and scalar loops answer differently.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        if op == "QLinearMul":
+            ratio = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sc))
+            reach, what = 255.0 * 255.0 * float(ratio) + abs(float(zc)), f"A*B/C = {ratio:g}"
+        else:
+            r_ac, r_bc = np.float32(np.float32(sa) / np.float32(sc)), \
+                np.float32(np.float32(sb) / np.float32(sc))
+            fixed = float(zc) - float(r_ac) * float(za) - float(r_bc) * float(zb)
+            reach = 255.0 * (float(r_ac) + float(r_bc)) + abs(fixed)
+            what = f"A/C = {r_ac:g} and B/C = {r_bc:g}"
+    if reach < 2.0**31:
+        return None
+    return (f"{op}'s scale ratios {what} requantize 8-bit inputs beyond int32, where "
+            "onnxruntime's result is undefined")
+
+
+def check_onnx_reach(node, *params) -> None:
+    """Refuse a node whose scales `onnx_reach_problem` rejects."""
+    problem = onnx_reach_problem(node.op, *params)
+    if problem:
+        fail(problem)
+
+
 def _qlinear_add(node, a, sa, za, b, sb, zb, sc, zc=None):
     dtype = a.dtype.name
     args = (first(sa), first(za), first(sb), first(zb), first(sc), first(zc))
+    if node.op == "QLinearAdd" and requant_rule(node) == "onnx":
+        check_onnx_reach(node, *args)
     a, b = np.broadcast_arrays(a, b) if a.size > 1 and b.size > 1 else (a, b)
     if node.op == "QLinearSub":
         value = _add_tflite(a, b, *args, sign=-1)
@@ -503,7 +553,10 @@ def _qlinear_mul(node, a, sa, za, b, sb, zb, sc, zc=None):
     rule = _mul_tflite if requant_rule(node) == "tflite" else _mul_onnx
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
     a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    value = rule(a, b, first(sa), first(za), first(sb), first(zb), first(sc), first(zc))
+    args = (first(sa), first(za), first(sb), first(zb), first(sc), first(zc))
+    if rule is _mul_onnx:
+        check_onnx_reach(node, *args)
+    value = rule(a, b, *args)
     low, high = node.attrs.get("output_range") or RANGES[dtype]
     return np.clip(value, low, high).astype(dtype)
 

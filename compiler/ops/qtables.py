@@ -83,7 +83,7 @@ def _softmax(node, x, xs, xz, ys, yz):
     sums = np.cumsum(entries, axis=-1, dtype=np.float32)[..., -1:]  # in order, in float32
     y_scale = np.float32(math.floor(np.float32(1.0) / np.float32(first(ys))))
     zp = int(first(yz))
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         q = np.rint((entries * y_scale) / sums).astype(np.int64) + zp
     out = np.minimum(q, 127 if signed else 255)  # the quotient is never negative
     out = np.where(sums == 0, moved, out).astype(x.dtype)
@@ -112,7 +112,9 @@ def _infer_lut(node, ins, values):
 
 def _leaky_relu(x: np.ndarray, alpha: float) -> np.ndarray:
     """Onnxruntime's float32 LeakyRelu."""
-    return np.where(x >= 0, x, (np.float32(alpha) * x).astype(np.float32)).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # an infinite alpha: IEEE, as in C
+        negative = (np.float32(alpha) * x).astype(np.float32)
+    return np.where(x >= 0, x, negative).astype(np.float32)
 
 
 def _unary_table(fn):

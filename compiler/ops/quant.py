@@ -11,6 +11,8 @@ from compiler.ir.types import DTYPE_OF_ONNX, ONNX_ELEM_TYPES, QuantParams, Tenso
 from compiler.ops._util import normalize_axis
 from compiler.ops.elementwise import FLOATS, require_dtype
 from compiler.ops.registry import Attr, OpDef, fail, register
+from compiler.quant.requant import wrap_int32
+from compiler.quant.scales import SCALE_RULE, bad_scales
 
 # Integer element types a quantized tensor may have, with their saturation range. Kiln's
 # integer operators and kernels are 8-bit: 16-bit (and 4-bit, float8) quantization is refused.
@@ -43,14 +45,13 @@ def _granularity(node, x, scale, zero_point) -> tuple[int | None, int]:
     return axis, block
 
 
-def check_scale_values(node, scale) -> None:
-    """Refuse a known scale that is 0, negative, NaN or infinite, naming the first."""
+def check_scale_values(node, scale, dtype: str) -> None:
+    """Refuse a known scale of `dtype` values that `SCALE_RULE` does not admit, naming it."""
     if scale is None:
         return
-    flat = np.asarray(scale, np.float64).reshape(-1)
-    bad = flat[~(np.isfinite(flat) & (flat > 0))]
-    if bad.size:
-        fail(f"{node.op}'s scale is {float(bad[0])}; a scale must be positive and finite")
+    bad = bad_scales(scale, dtype)
+    if bad:
+        fail(f"{node.op}'s scale is {bad[0]}; {SCALE_RULE} (here {dtype})")
 
 
 def _expand(param: np.ndarray, shape: tuple[int, ...], axis: int | None, block: int):
@@ -99,7 +100,7 @@ def _infer_quantize(node, ins, values):
     if node.attrs["precision"]:
         _float_dtype(node.attrs["precision"], "QuantizeLinear precision")
     axis, block = _granularity(node, x, scale, zp)
-    check_scale_values(node, values[1])
+    check_scale_values(node, values[1], dtype)
     quant = None
     zp_value = values[2] if len(values) > 2 else None
     if values[1] is not None and (zp is None or zp_value is not None) and not block:
@@ -169,7 +170,7 @@ def _infer_dequantize(node, ins, values):
     if zp is not None and zp.dtype != x.dtype:
         fail(f"DequantizeLinear's zero point is {zp.dtype}, its input {x.dtype}; they must match")
     _granularity(node, x, scale, zp)
-    check_scale_values(node, values[1])
+    check_scale_values(node, values[1], x.dtype)
     return [TensorType(x.shape, _dequantized_dtype(node, scale))]
 
 
@@ -179,9 +180,12 @@ def _dequantize(node, x, scale, zero_point=None):
     q = x.astype(np.int64)
     if zero_point is not None:
         q = q - _expand(zero_point, x.shape, axis, block).astype(np.int64)
+        if x.dtype == np.int32:  # subtracted in int32, wrapping, as onnxruntime and the kernel do
+            q = wrap_int32(q)
     work = np.result_type(np.float32, scale.dtype)  # float16 multiplies in float32
-    y = q.astype(work) * _expand(scale, x.shape, axis, block).astype(work)
-    return np.asarray(y).astype(_dequantized_dtype(node, types[1]), copy=False)
+    with np.errstate(over="ignore"):  # a scale known only at run time: IEEE infinity, as C
+        y = q.astype(work) * _expand(scale, x.shape, axis, block).astype(work)
+        return np.asarray(y).astype(_dequantized_dtype(node, types[1]), copy=False)
 
 
 def _dequantize_to_onnx(ctx, attrs, inputs, opset):

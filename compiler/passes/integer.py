@@ -7,15 +7,23 @@ on the integers, requantizing its accumulator by the graph's rule (`requant_mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
+from compiler.ops.qlinear import first, onnx_reach_problem
 from compiler.passes.base import register_pass
+from compiler.passes.qdq_units import (
+    Dequantized,
+    dequantized,
+    integer_range,
+    output_params,
+    quantizer,
+    zero_point_input,
+)
 from compiler.passes.rewrite import Rewriter, const
 from compiler.quant import ort_float
+from compiler.quant.accumulator import BiasDequantize, fold_bias, weight_rows
 from compiler.quant.requant import MODES, RANGES, REQUANT_KEY
 from compiler.quant.tables import onnx_table
 
@@ -24,95 +32,6 @@ def requant_mode(graph: Graph) -> str:
     """The requantization rule of the graph: its front end's choice, or a user's override."""
     mode = graph.metadata.get(REQUANT_KEY, "onnx")
     return mode if mode in MODES else "onnx"
-
-
-@dataclass(frozen=True)
-class Dequantized:
-    """A value read through a DequantizeLinear: the integers and how they map to reals."""
-
-    node: Node
-    integers: Value
-    scale: Constant
-    zero_point: Value | None
-
-    @property
-    def per_tensor(self) -> bool:
-        """One scale for the whole tensor."""
-        return self.scale.data.size == 1
-
-
-def _dequantized(rw: Rewriter, value: Value | None) -> Dequantized | None:
-    """`value` as the output of a DequantizeLinear with constant parameters, else None."""
-    node = rw.producer(value, "DequantizeLinear")
-    if node is None or node.attrs.get("block_size"):
-        return None
-    scale = node.inputs[1]
-    zp = node.inputs[2] if len(node.inputs) > 2 else None
-    if not isinstance(scale, Constant) or (zp is not None and not isinstance(zp, Constant)):
-        return None
-    return Dequantized(node, node.inputs[0], scale, zp)
-
-
-def _quantizer(rw: Rewriter, value: Value) -> tuple[Node | None, tuple[float, float] | None]:
-    """The QuantizeLinear that is the only reader of `value`, through one Relu or Clip.
-
-    Returns it and the real range the activation between clamps to (None without one).
-    """
-    reader = rw.sole_user(value)
-    bounds = None
-    if reader is not None and reader.op == "Relu":
-        bounds, value, reader = (0.0, np.inf), reader.output, rw.sole_user(reader.output)
-    elif reader is not None and reader.op == "Clip":
-        low = const(reader.inputs[1]) if len(reader.inputs) > 1 and reader.inputs[1] else None
-        high = const(reader.inputs[2]) if len(reader.inputs) > 2 and reader.inputs[2] else None
-        given = [v for v in reader.inputs[1:] if v is not None]
-        if any(const(v) is None for v in given):
-            return None, None  # bounds computed at run time
-        bounds = (-np.inf if low is None else float(low.reshape(-1)[0]),
-                  np.inf if high is None else float(high.reshape(-1)[0]))
-        value, reader = reader.output, rw.sole_user(reader.output)
-    if reader is None or reader.op != "QuantizeLinear" or reader.inputs[0] is not value:
-        return None, None
-    scale = reader.inputs[1]
-    zp = reader.inputs[2] if len(reader.inputs) > 2 else None
-    if not isinstance(scale, Constant) or scale.data.size != 1:
-        return None, None
-    if zp is not None and (not isinstance(zp, Constant) or zp.data.size != 1):
-        return None, None
-    if reader.output.type.dtype not in RANGES:
-        return None, None
-    return reader, bounds
-
-
-def _range(quant: Node, bounds: tuple[float, float] | None) -> tuple[int, int] | None:
-    """[low, high] in the output's integers that a folded Relu or Clip clamps to."""
-    if bounds is None:
-        return None
-    qmin, qmax = RANGES[quant.output.type.dtype]
-    scale = np.float32(quant.inputs[1].data.reshape(-1)[0])
-    zp = int(quant.inputs[2].data.reshape(-1)[0]) if len(quant.inputs) > 2 and \
-        quant.inputs[2] is not None else 0
-
-    def q(real: float) -> float:  # QuantizeLinear's rule: x / scale in float32, ties to even
-        return float(np.rint(np.float32(real) / scale)) + zp if np.isfinite(real) else real
-
-    low, high = (max(qmin, q(bounds[0])), min(qmax, q(bounds[1])))
-    low, high = int(max(low, qmin)), int(min(high, qmax))
-    return None if (low, high) == (qmin, qmax) else (low, high)  # the type clamps anyway
-
-
-def _zero_point_input(rw: Rewriter, d: Dequantized, like: Value) -> Value:
-    """The zero point of `d`, or an explicit zero of the integers' type."""
-    if d.zero_point is not None:
-        return d.zero_point
-    return rw.constant(f"{d.node.name}_zero_point", np.zeros((), like.type.dtype))
-
-
-def _output_params(rw: Rewriter, quant: Node) -> tuple[Value, Value]:
-    zp = quant.inputs[2] if len(quant.inputs) > 2 else None
-    if zp is None:
-        zp = rw.constant(f"{quant.name}_zero_point", np.zeros((), quant.output.type.dtype))
-    return quant.inputs[1], zp
 
 
 def _finish(rw: Rewriter, node: Node, quant: Node, new: Node) -> None:
@@ -127,10 +46,10 @@ def _one_input_unit(rw: Rewriter, node: Node, *, clamp: bool = False, same: bool
     Both sides are per tensor and of one 8-bit type; a Relu or Clip in between only when
     `clamp`, and with `same` the two sides' parameters must be equal.
     """
-    x = _dequantized(rw, node.inputs[0])
+    x = dequantized(rw, node.inputs[0])
     if x is None or not x.per_tensor or len(node.outputs) != 1:
         return None
-    quant, bounds = _quantizer(rw, node.output)
+    quant, bounds = quantizer(rw, node.output)
     if quant is None or quant.output.type.dtype != x.integers.type.dtype:
         return None
     if (bounds is not None and not clamp) or (same and not _same_params(x, quant)):
@@ -140,13 +59,28 @@ def _one_input_unit(rw: Rewriter, node: Node, *, clamp: bool = False, same: bool
 
 def _table_inputs(rw: Rewriter, x: Dequantized, quant: Node) -> list[Value]:
     """x, x_scale, x_zero_point, y_scale, y_zero_point: a one-input integer operator's inputs."""
-    return [x.integers, x.scale, _zero_point_input(rw, x, x.integers), *_output_params(rw, quant)]
+    return [x.integers, x.scale, zero_point_input(rw, x, x.integers), *output_params(rw, quant)]
 
 
-def _conv(rw: Rewriter, node: Node, mode: str) -> bool:
-    x = _dequantized(rw, node.inputs[0])
-    w = _dequantized(rw, node.inputs[1])
-    b = _dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+def _fold_bias(rw: Rewriter, x: Dequantized, w: Dequantized, output_axis: int,
+               b: Dequantized | None, quant: Node, mode: str, fully_connected: bool
+               ) -> tuple[str | None, Value | None]:
+    """(Why the unit stays float, or None; the bias its integer operator takes, if any)."""
+    zx = 0 if x.zero_point is None else int(x.zero_point.data.reshape(-1)[0])
+    rows = weight_rows(w.integers.data, const(w.zero_point), output_axis)
+    folded = fold_bias(rows, x.integers.type.dtype, zx, None if b is None else BiasDequantize(
+        b.integers.data, b.scale.data, const(b.zero_point)), mode=mode,
+        x_scale=x.scale.data.reshape(-1)[0], w_scale=w.scale.data,
+        y_scale=quant.inputs[1].data.reshape(-1)[0], fully_connected=fully_connected)
+    if folded.problem or b is None or not folded.changed:
+        return folded.problem, None if b is None else b.integers
+    return None, rw.constant(f"{b.node.name}_minus_zero_point", folded.bias)
+
+
+def _conv(rw: Rewriter, node: Node, mode: str) -> bool | str:
+    x = dequantized(rw, node.inputs[0])
+    w = dequantized(rw, node.inputs[1])
+    b = dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
     if x is None or w is None or (has_bias and b is None) or not x.per_tensor:
         return False
@@ -155,24 +89,27 @@ def _conv(rw: Rewriter, node: Node, mode: str) -> bool:
         return False
     if not w.per_tensor and w.node.attrs["axis"] not in (0, -w.integers.type.rank):
         return False  # per-channel scales must follow the output channels
-    quant, bounds = _quantizer(rw, node.output)
+    quant, bounds = quantizer(rw, node.output)
     if quant is None:
         return False
-    ys, yz = _output_params(rw, quant)
-    inputs = [x.integers, x.scale, _zero_point_input(rw, x, x.integers), w.integers, w.scale,
-              _zero_point_input(rw, w, w.integers), ys, yz]
+    problem, bias = _fold_bias(rw, x, w, 0, b, quant, mode, fully_connected=False)
+    if problem:
+        return problem
+    ys, yz = output_params(rw, quant)
+    inputs = [x.integers, x.scale, zero_point_input(rw, x, x.integers), w.integers, w.scale,
+              zero_point_input(rw, w, w.integers), ys, yz]
     if b is not None:
-        inputs.append(b.integers)
+        inputs.append(bias)
     attrs = {k: v for k, v in node.attrs.items() if k not in ("activation", "activation_params")}
-    attrs.update(requant=mode, output_range=_range(quant, bounds))
+    attrs.update(requant=mode, output_range=integer_range(quant, bounds))
     new = rw.add("QLinearConv", inputs, attrs, replaces=[node, quant, x.node, w.node])
     _finish(rw, node, quant, new)
     return True
 
 
-def _matmul(rw: Rewriter, node: Node, mode: str) -> bool:
-    a = _dequantized(rw, node.inputs[0])
-    b = _dequantized(rw, node.inputs[1])
+def _matmul(rw: Rewriter, node: Node, mode: str) -> bool | str:
+    a = dequantized(rw, node.inputs[0])
+    b = dequantized(rw, node.inputs[1])
     if a is None or b is None or not a.per_tensor or not isinstance(b.integers, Constant):
         return False
     if b.integers.type.rank != 2 or (not b.per_tensor and b.node.attrs["axis"] not in (1, -1)):
@@ -182,31 +119,39 @@ def _matmul(rw: Rewriter, node: Node, mode: str) -> bool:
     add = rw.sole_user(out)
     if add is not None and add.op == "Add":
         other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
-        d = _dequantized(rw, other)
+        d = dequantized(rw, other)
         columns = b.integers.type.shape[1]
         if d is not None and isinstance(d.integers, Constant) and \
                 d.integers.type.dtype == "int32" and d.integers.type.shape == (columns,):
             bias, out = d, add.output
-    quant, bounds = _quantizer(rw, out)
+    quant, bounds = quantizer(rw, out)
     if quant is None:
         return False
-    ys, yz = _output_params(rw, quant)
-    inputs = [a.integers, a.scale, _zero_point_input(rw, a, a.integers), b.integers, b.scale,
-              _zero_point_input(rw, b, b.integers), bias.integers if bias else None, ys, yz]
+    problem, bias_input = _fold_bias(rw, a, b, 1, bias, quant, mode, fully_connected=True)
+    if problem:
+        return problem
+    ys, yz = output_params(rw, quant)
+    params = [const(v) for v in (a.scale, a.zero_point, b.scale, b.zero_point, ys, yz)]
+    if mode == "onnx" and all(params[i] is not None for i in (0, 2, 4)):
+        problem = onnx_reach_problem(f"QLinear{node.op}", *(first(p) for p in params))
+        if problem:
+            return problem
+    inputs = [a.integers, a.scale, zero_point_input(rw, a, a.integers), b.integers, b.scale,
+              zero_point_input(rw, b, b.integers), bias_input, ys, yz]
     replaced = [node, quant, a.node, b.node] + ([add, bias.node] if bias else [])
-    new = rw.add("QGemm", inputs, {"requant": mode, "output_range": _range(quant, bounds)},
+    new = rw.add("QGemm", inputs, {"requant": mode, "output_range": integer_range(quant, bounds)},
                  replaces=replaced)
     _finish(rw, node, quant, new)
     return True
 
 
-def _gemm(rw: Rewriter, node: Node, mode: str) -> bool:
+def _gemm(rw: Rewriter, node: Node, mode: str) -> bool | str:
     attrs = node.attrs
     if attrs["transA"] or attrs["alpha"] != 1.0 or attrs["beta"] != 1.0:
         return False
-    a = _dequantized(rw, node.inputs[0])
-    b = _dequantized(rw, node.inputs[1])
-    c = _dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    a = dequantized(rw, node.inputs[0])
+    b = dequantized(rw, node.inputs[1])
+    c = dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
     if a is None or b is None or not a.per_tensor or not isinstance(b.integers, Constant):
         return False
@@ -216,14 +161,22 @@ def _gemm(rw: Rewriter, node: Node, mode: str) -> bool:
     if has_bias and (c is None or not isinstance(c.integers, Constant)
                      or c.integers.type.dtype != "int32"):
         return False
-    quant, bounds = _quantizer(rw, node.output)
+    quant, bounds = quantizer(rw, node.output)
     if quant is None:
         return False
-    ys, yz = _output_params(rw, quant)
-    inputs = [a.integers, a.scale, _zero_point_input(rw, a, a.integers), b.integers, b.scale,
-              _zero_point_input(rw, b, b.integers), c.integers if c else None, ys, yz]
+    problem, bias = _fold_bias(rw, a, b, channel_axis, c, quant, mode, fully_connected=True)
+    if problem:
+        return problem
+    ys, yz = output_params(rw, quant)
+    params = [const(v) for v in (a.scale, a.zero_point, b.scale, b.zero_point, ys, yz)]
+    if mode == "onnx" and all(params[i] is not None for i in (0, 2, 4)):
+        problem = onnx_reach_problem(f"QLinear{node.op}", *(first(p) for p in params))
+        if problem:
+            return problem
+    inputs = [a.integers, a.scale, zero_point_input(rw, a, a.integers), b.integers, b.scale,
+              zero_point_input(rw, b, b.integers), bias, ys, yz]
     new = rw.add("QGemm", inputs, {"transB": attrs["transB"], "requant": mode,
-                                   "output_range": _range(quant, bounds)},
+                                   "output_range": integer_range(quant, bounds)},
                  replaces=[node, quant, a.node, b.node] + ([c.node] if c else []))
     _finish(rw, node, quant, new)
     return True
@@ -231,20 +184,25 @@ def _gemm(rw: Rewriter, node: Node, mode: str) -> bool:
 
 def _binary(rw: Rewriter, node: Node, mode: str) -> bool:
     """Add or Mul of two per-tensor quantized inputs: QLinearAdd or QLinearMul."""
-    a = _dequantized(rw, node.inputs[0])
-    b = _dequantized(rw, node.inputs[1])
+    a = dequantized(rw, node.inputs[0])
+    b = dequantized(rw, node.inputs[1])
     if a is None or b is None or not a.per_tensor or not b.per_tensor:
         return False
     if a.integers.type.dtype != b.integers.type.dtype:
         return False
-    quant, bounds = _quantizer(rw, node.output)
+    quant, bounds = quantizer(rw, node.output)
     if quant is None or quant.output.type.dtype != a.integers.type.dtype:
         return False
-    ys, yz = _output_params(rw, quant)
-    inputs = [a.integers, a.scale, _zero_point_input(rw, a, a.integers), b.integers, b.scale,
-              _zero_point_input(rw, b, b.integers), ys, yz]
+    ys, yz = output_params(rw, quant)
+    params = [const(v) for v in (a.scale, a.zero_point, b.scale, b.zero_point, ys, yz)]
+    if mode == "onnx" and all(params[i] is not None for i in (0, 2, 4)):
+        problem = onnx_reach_problem(f"QLinear{node.op}", *(first(p) for p in params))
+        if problem:
+            return problem
+    inputs = [a.integers, a.scale, zero_point_input(rw, a, a.integers), b.integers, b.scale,
+              zero_point_input(rw, b, b.integers), ys, yz]
     new = rw.add(f"QLinear{node.op}", inputs,
-                 {"requant": mode, "output_range": _range(quant, bounds)},
+                 {"requant": mode, "output_range": integer_range(quant, bounds)},
                  replaces=[node, quant, a.node, b.node])
     _finish(rw, node, quant, new)
     return True
@@ -271,7 +229,7 @@ def _average_pool(rw: Rewriter, node: Node, mode: str) -> bool:
     if x.integers.type.rank < 3:
         return False
     inputs = _table_inputs(rw, x, quant)
-    attrs = {"requant": mode, "output_range": _range(quant, bounds)}
+    attrs = {"requant": mode, "output_range": integer_range(quant, bounds)}
     if _covers_the_image(node):
         op = "QLinearGlobalAveragePool"
     elif any(d != 1 for d in node.attrs.get("dilations") or ()):
@@ -303,7 +261,7 @@ def _mean(rw: Rewriter, node: Node, mode: str) -> bool:
     if axes is None or rank != 4 or sorted(int(a) % rank for a in np.ravel(axes)) != [2, 3]:
         return False
     new = rw.add("QLinearGlobalAveragePool", _table_inputs(rw, x, quant),
-                 {"requant": mode, "output_range": _range(quant, bounds)},
+                 {"requant": mode, "output_range": integer_range(quant, bounds)},
                  replaces=[node, quant, x.node])
     if not node.attrs["keepdims"]:
         shape = rw.constant(f"{node.name}_shape", np.array(x.integers.type.shape[:2], np.int64))
@@ -388,7 +346,7 @@ def _lookup_table(rw: Rewriter, node: Node, mode: str) -> bool:
     x, quant, _ = unit
     dtype = x.integers.type.dtype
     zp_in = 0 if x.zero_point is None else int(x.zero_point.data.reshape(-1)[0])
-    scale, zp = _output_params(rw, quant)
+    scale, zp = output_params(rw, quant)
     table = onnx_table(fn, dtype, x.scale.data.reshape(-1)[0], zp_in, scale.data.reshape(-1)[0],
                        int(zp.data.reshape(-1)[0]))
     table_value = rw.constant(f"{node.name}_table", table)
@@ -428,10 +386,10 @@ def _concat(rw: Rewriter, node: Node, mode: str) -> bool:
     Inputs that all share the output's parameters are joined as they are; otherwise (onnx rule
     only) QLinearConcat requantizes each input that differs by a 256-entry table.
     """
-    parts = [_dequantized(rw, v) for v in node.inputs]
+    parts = [dequantized(rw, v) for v in node.inputs]
     if any(d is None or not d.per_tensor for d in parts):
         return False
-    quant, bounds = _quantizer(rw, node.output)
+    quant, bounds = quantizer(rw, node.output)
     if quant is None or bounds is not None or any(
             d.integers.type.dtype != quant.output.type.dtype for d in parts):
         return False
@@ -439,9 +397,9 @@ def _concat(rw: Rewriter, node: Node, mode: str) -> bool:
     if all(_same_params(d, quant) for d in parts):
         new = rw.copy(node, [d.integers for d in parts], replaces=replaced)
     elif mode == "onnx":  # each input requantized by a table, as onnxruntime's QLinearConcat
-        triples = [v for d in parts for v in (d.integers, d.scale, _zero_point_input(rw, d,
+        triples = [v for d in parts for v in (d.integers, d.scale, zero_point_input(rw, d,
                                                                                       d.integers))]
-        new = rw.add("QLinearConcat", [*_output_params(rw, quant), *triples],
+        new = rw.add("QLinearConcat", [*output_params(rw, quant), *triples],
                      {"axis": node.attrs["axis"]}, replaces=[node, *replaced])
     else:
         return False  # TFLite Micro joins only inputs of the output's parameters
@@ -490,7 +448,8 @@ def to_integer(graph: Graph) -> bool:
     QuantizeLinear, with int8 weights and an int32 bias, requantized by the graph's rule (onnx
     or tflite); MaxPool and data movement between equal parameters run on the integers, and a
     one-input function (Sigmoid, Tanh, HardSwish, LeakyRelu, a lone Relu or Clip) becomes a
-    256-entry table. Any other unit stays float.
+    256-entry table. Any other unit stays float, as does one whose int32 accumulator could
+    wrap (a bias near 2**31) where the float graph does not.
     """
     mode = requant_mode(graph)
     changed = _follow_the_rule(graph, mode)
@@ -500,10 +459,12 @@ def to_integer(graph: Graph) -> bool:
     for node in rw.nodes(*_UNITS):
         if node.output.type.dtype != "float32" or not rw.live(node):
             continue
-        if _UNITS[node.op](rw, node, mode):
+        fused = _UNITS[node.op](rw, node, mode)  # True, False, or the reason it stays float
+        if fused is True:
             changed = True
         elif _touches_quantization(rw, node):
-            rw.note(f"{node.name} ({node.op}) stays float: {_why_float(rw, node, mode)}")
+            why = fused or _why_float(rw, node, mode)
+            rw.note(f"{node.name} ({node.op}) stays float: {why}")
     rw.finish()
     return changed
 
@@ -548,7 +509,7 @@ def _why_float(rw: Rewriter, node: Node, mode: str) -> str:
     for i, value in enumerate(node.inputs):
         if value is None:
             continue
-        d = _dequantized(rw, value)
+        d = dequantized(rw, value)
         if d is None and not isinstance(value, Constant):
             return f"input {i} ({value.name}) is not read through a DequantizeLinear"
         if d is not None and i == 0 and not d.per_tensor:
@@ -556,7 +517,7 @@ def _why_float(rw: Rewriter, node: Node, mode: str) -> str:
         if d is not None and i > 0 and not isinstance(d.integers, Constant) and \
                 node.op in ("Conv", "Gemm", "MatMul"):
             return f"its weights ({value.name}) are computed at run time"
-    quant, _ = _quantizer(rw, node.output)
+    quant, _ = quantizer(rw, node.output)
     if quant is None:
         return "its result is not quantized by one per-tensor QuantizeLinear"
     if node.op == "Softmax" and mode == "tflite":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.ir.graph import Graph, Node, Value
+from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.ir.types import is_float
 from compiler.ops._spatial import layout_of
 from compiler.passes.base import register_pass
@@ -213,6 +213,69 @@ def lower_global_pool(graph: Graph) -> bool:
         else:
             continue
         rw.replace(node.output, pool.output)
+        changed = True
+    rw.finish()
+    return changed
+
+
+# -- 1-D convolutions -> 2-D convolutions of height 1 --------------------------------------------
+
+_WEIGHT_SLOTS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
+
+
+def _unit_axis(rw: Rewriter, value: Value, axis: int, hint: str, node: Node) -> Value:
+    """`value` with a new axis of size 1 at `axis`: a reshaped constant, else a Reshape node.
+
+    Float weights dequantized from constant integers keep their DequantizeLinear (the int8
+    constant takes the axis), so prepare_for_codegen still folds them into a constant.
+    """
+    shape = [*value.type.shape[:axis], 1, *value.type.shape[axis:]]
+    if isinstance(value, Constant):
+        return rw.constant(hint, value.data.reshape(shape))
+    dq = rw.producer(value, "DequantizeLinear")
+    if dq is not None and not dq.attrs.get("block_size") and all(
+            v is None or isinstance(v, Constant) for v in dq.inputs):
+        quantized = dq.attrs["axis"] % value.type.rank
+        integers = rw.constant(hint, dq.inputs[0].data.reshape(shape))
+        moved = quantized + 1 if quantized >= axis else quantized
+        return rw.add("DequantizeLinear", [integers, *dq.inputs[1:]],
+                      {**dq.attrs, "axis": moved}, replaces=[dq, node]).output
+    target = shape_constant(rw.graph, f"{hint}_shape", shape)
+    return rw.add("Reshape", [value, target], reshape_attrs(shape), replaces=[node]).output
+
+
+@register_pass("lower_conv_1d", "lower")
+def lower_conv_1d(graph: Graph) -> bool:
+    """Run a 1-D convolution (Conv, QLinearConv, ConvInteger) as a 2-D one of height 1.
+
+    The kernels are written for images, and a signal of width W is an image of one row: the
+    input and the weights gain an axis of size 1 for the height, the kernel, strides and
+    dilations a leading 1, the pads a 0 on both sides. Reshapes around it are views, so the
+    rewrite costs nothing at run time.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for node in rw.nodes(*_WEIGHT_SLOTS):
+        x = node.inputs[0]
+        if x.type.rank != 3:
+            continue
+        inputs = list(node.inputs)
+        height = 2 if layout_of(node) == "NCHW" else 1  # the new axis goes before the width
+        inputs[0] = _unit_axis(rw, x, height, f"{node.name}_rows", node)
+        slot = _WEIGHT_SLOTS[node.op]
+        inputs[slot] = _unit_axis(rw, inputs[slot], 2, f"{node.name}_weights", node)
+        attrs = {name: (1, *node.attrs[name]) for name in ("kernel_shape", "strides",
+                                                            "dilations")
+                 if node.attrs.get(name) is not None}
+        if node.attrs.get("pads") is not None:
+            begin, end = node.attrs["pads"]
+            attrs["pads"] = (0, begin, 0, end)
+        image = rw.copy(node, inputs, attrs)
+        shape = node.output.type.shape
+        signal = rw.add("Reshape", [image.output, shape_constant(graph, f"{node.name}_shape",
+                                                                 shape)],
+                        reshape_attrs(shape), replaces=[node])
+        rw.replace(node.output, signal.output)
         changed = True
     rw.finish()
     return changed

@@ -216,6 +216,8 @@ def default_pipeline() -> Pipeline:
                                   "FullyConnected and Add first"),
         _step("merge_fully_connected", "last fusion: siblings merge once their activations are "
                                        "fused"),
+        _step("lower_conv_1d", "after every fusion has seen a 1-D convolution whole: the kernels "
+                               "run it as an image of one row"),
         _step("cse", "merge duplicates the fusions made identical"),
         _step("dce", "remove every node the passes replaced, and unused weights"),
     ])

@@ -23,6 +23,7 @@ import numpy as np
 from compiler.errors import KilnError
 from compiler.quant.metrics import sqnr_from_powers
 from compiler.quant.profile import TensorRange
+from compiler.quant.scales import SMALLEST_SCALE
 
 METHODS = ("minmax", "percentile", "entropy", "mse")
 SCHEMAS = ("tflite", "symmetric", "uint8", "tflite-pow2", "symmetric-pow2")
@@ -175,8 +176,8 @@ def params_for(low: float, high: float, schema: str = "tflite") -> QuantParams:
         scale = max(-low, high) / 127.0
     else:
         scale = (high - low) / 255.0
-    if scale <= 0 or not math.isfinite(scale):
-        scale = 1.0
+    if not scale >= SMALLEST_SCALE or not math.isfinite(scale):
+        scale = 1.0  # an empty (or subnormal) range: every value quantizes to the zero point
     if schema.endswith("pow2"):
         scale = _pow2(scale)
     scale = float(np.float32(scale))

@@ -36,7 +36,8 @@ def _check_bias(layer: Node, x: Value, w: Value, bias: Value) -> None:
     if bias_scale.size not in (1, expected.size) and expected.size != 1:
         return  # a shape problem, which inference reports
     bias_scale, expected = np.broadcast_arrays(bias_scale, expected)
-    error = np.abs(bias_scale - expected) / np.abs(expected)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a product that underflows to 0
+        error = np.abs(bias_scale - expected) / np.abs(expected)
     bad = np.flatnonzero(~(error <= RELATIVE_TOLERANCE))
     if bad.size:
         k = int(bad[0])

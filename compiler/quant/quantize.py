@@ -25,6 +25,7 @@ from compiler.quant.calibrate import QuantParams, choose_range, params_for
 from compiler.quant.profile import Profile
 from compiler.quant.profiler import calibration_graph
 from compiler.quant.requant import MODES, REQUANT_KEY
+from compiler.quant.scales import SMALLEST_SCALE
 
 _CLAMPS = ("Relu", "Clip")
 _QDQ_OPSET = 13
@@ -166,7 +167,7 @@ def _quantize_weights(graph: Graph, node, scales: dict[str, float],
     data = np.asarray(weight.data, np.float32)
     reduce = tuple(i for i in range(data.ndim) if i != axis)
     w_scale = (np.max(np.abs(data), axis=reduce) / 127.0).astype(np.float32)
-    w_scale = np.where(w_scale > 0, w_scale, np.float32(1.0)).astype(np.float32)
+    w_scale = np.where(w_scale >= SMALLEST_SCALE, w_scale, np.float32(1.0)).astype(np.float32)
     shaped = w_scale.reshape([-1 if i == axis else 1 for i in range(data.ndim)])
     q = np.clip(np.rint(data / shaped), -127, 127).astype(np.int8)
     node.inputs[w_slot] = _dequantized_constant(graph, weight.name, q, w_scale, axis)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.quant.scales import finite_ratio
+
 MODES = ("onnx", "tflite")
 REQUANT_KEY = "requant"  # graph.metadata key: the rule the graph's integer operators follow
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -95,8 +97,14 @@ def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
 # -- the two rules, whole tensors -----------------------------------------------------------------
 
 def onnx_scale(in_scale, w_scale, out_scale) -> np.ndarray:
-    """float32 in_scale * w_scale / out_scale, each step rounded to float32 (onnxruntime)."""
-    return (np.float32(in_scale) * np.asarray(w_scale, np.float32)) / np.float32(out_scale)
+    """float32 in_scale * w_scale / out_scale, each step rounded to float32 (onnxruntime).
+
+    Refused (KilnError) when that overflows float32.
+    """
+    with np.errstate(over="ignore"):
+        scale = (np.float32(in_scale) * np.asarray(w_scale, np.float32)) / np.float32(out_scale)
+    return finite_ratio(scale, "the requantization scale input scale * weight scale / output "
+                               "scale")
 
 
 def tflite_multiplier(in_scale, w_scale, out_scale, *, product_in_float: bool = False
@@ -115,8 +123,12 @@ def tflite_multiplier(in_scale, w_scale, out_scale, *, product_in_float: bool = 
 
 
 def requantize_onnx(acc, scale, zero_point: int, low: int, high: int) -> np.ndarray:
-    """As MlasRequantizeOutput: float32(acc) * scale, clamp, round half to even, + zp."""
-    value = np.asarray(acc, np.int64).astype(np.float32) * np.asarray(scale, np.float32)
+    """As MlasRequantizeOutput: float32(acc) * scale, clamp, round half to even, + zp.
+
+    A product beyond float32 is infinite, as in MLAS, and the clamp saturates it.
+    """
+    with np.errstate(over="ignore"):
+        value = np.asarray(acc, np.int64).astype(np.float32) * np.asarray(scale, np.float32)
     value = np.clip(value, np.float32(low - zero_point), np.float32(high - zero_point))
     return np.rint(value).astype(np.int64) + zero_point
 

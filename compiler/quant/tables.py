@@ -32,7 +32,8 @@ def dequantize_codes(dtype: str, scale, zero_point: int) -> np.ndarray:
 def quantize(real: np.ndarray, dtype: str, scale, zero_point: int) -> np.ndarray:
     """MLAS's QuantizeLinear: rint(real / scale) + zero_point, saturated to `dtype`."""
     low, high = RANGES[dtype]
-    q = np.rint(np.asarray(real, np.float32) / np.float32(scale)) + np.float32(zero_point)
+    with np.errstate(over="ignore"):  # beyond float32 is infinite, as in MLAS, then saturated
+        q = np.rint(np.asarray(real, np.float32) / np.float32(scale)) + np.float32(zero_point)
     return np.clip(q, low, high).astype(dtype)
 
 

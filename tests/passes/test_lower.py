@@ -73,3 +73,24 @@ def test_lower_global_pool_for_global_average_pool_and_reduce_mean():
     channels = b.node("ReduceMean", [x, b.ints([1])])  # not the image axes: stays
     g = apply(b.build(gap, nchw, nhwc, channels), "lower_global_pool")
     assert op_counts(g) == {"AveragePool": 3, "Reshape": 1, "ReduceMean": 1}
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_lower_conv_1d_makes_an_image_of_one_row(layout):
+    b = Builder()
+    x = b.input("x", (2, 3, 11) if layout == "NCHW" else (2, 11, 3))
+    y = b.node("Conv", [x, b.weights(4, 3, 3), b.weights(4, name="b")], pads=[2, 1],
+               strides=[2], dilations=[2], layout=layout)
+    g = apply(b.build(y), "lower_conv_1d")
+    assert op_counts(g) == {"Reshape": 2, "Conv": 1}
+    conv = next(n for n in g.nodes if n.op == "Conv")
+    assert conv.inputs[1].type.shape == (4, 3, 1, 3)
+    assert (conv.attrs["pads"], conv.attrs["strides"], conv.attrs["dilations"]) == (
+        (0, 2, 0, 1), (1, 2), (1, 2))
+
+
+def test_lower_conv_1d_leaves_2d_convolutions():
+    b = Builder()
+    y = b.node("Conv", [b.input("x", (1, 3, 5, 5)), b.weights(4, 3, 3, 3)])
+    apply(b.build(y), "lower_conv_1d", changed=False)
+

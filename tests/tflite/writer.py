@@ -46,6 +46,7 @@ class Model:
     outputs: list
     subgraphs: int = 1
     extra_codes: list = field(default_factory=list)
+    versions: dict = field(default_factory=dict)  # builtin name -> operator version (1)
 
 
 def _vector(b, start, values, dtype):
@@ -136,7 +137,7 @@ def write(model: Model) -> bytes:
         tflite.OperatorCodeStart(b)
         tflite.OperatorCodeAddBuiltinCode(b, code)
         tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
-        tflite.OperatorCodeAddVersion(b, 1)
+        tflite.OperatorCodeAddVersion(b, model.versions.get(name, 1))
         code_offsets.append(tflite.OperatorCodeEnd(b))
 
     def table_vector(start, offsets):

@@ -21,6 +21,7 @@ from compiler.errors import KilnError, ModelError
 from compiler.fileio import model_source
 from compiler.frontends.onnx.attributes import check_attributes, decode_attributes
 from compiler.frontends.onnx.expand import REQUANT_PROP
+from compiler.frontends.onnx.schema import check_declared, check_node, check_types
 from compiler.frontends.onnx.tensors import check_size, elem_type_name, tensor_to_array
 from compiler.ir.graph import Graph, Value
 from compiler.ir.types import DTYPE_OF_ONNX, TensorType
@@ -124,6 +125,10 @@ class _Importer:
         self.known: dict[int, np.ndarray] = {}
         self.present: set[str] = set()  # attributes the current node's file entry spells out
         self.outputs: list[str] = []  # output names of the current node (Split counts them)
+        # Element types the file states for tensors (graph outputs, value_info), 0 if unstated.
+        self.declared = {v.name: v.type.tensor_type.elem_type
+                         for v in (*model.graph.value_info, *model.graph.output)
+                         if v.type.WhichOneof("value") == "tensor_type"}
 
     # -- whole-model checks -------------------------------------------------------------------
 
@@ -303,6 +308,7 @@ class _Importer:
         label = _node_label(proto, index)
         opdef = ops.lookup(proto.op_type)
         try:
+            check_node(proto, self._domain_opset(proto.domain))
             attrs = decode_attributes(proto, opdef, self.base_dir)
             input_names = list(proto.input)
             if opdef.from_onnx is not None:
@@ -338,6 +344,18 @@ class _Importer:
             self.values[out.name] = out
             if value is not None:
                 self.known[id(out)] = value
+        try:
+            opset = self._domain_opset(proto.domain)
+            check_types(proto, opset, [self.values[n] if n else None for n in proto.input])
+            check_declared(proto, opset, node.outputs, self.declared)
+        except ModelError as exc:
+            raise ModelError(exc.reason, node=label) from None
+
+    def _domain_opset(self, domain: str) -> int:
+        """The version of `domain` the model imports (the default domain's is the graph's)."""
+        if domain in ("", "ai.onnx"):
+            return self.graph.opset
+        return next((imp.version for imp in self.model.opset_import if imp.domain == domain), 1)
 
     # -- services for from_onnx hooks ----------------------------------------------------------
 

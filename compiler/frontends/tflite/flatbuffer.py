@@ -15,6 +15,7 @@ from tflite.utils import BUILTIN_OPCODE2NAME
 
 from compiler.errors import ModelError
 from compiler.limits import check_tensor_bytes
+from compiler.quant.scales import SCALE_RULE, bad_scales
 
 IDENTIFIER = b"TFL3"
 
@@ -53,6 +54,7 @@ class Operator:
     inputs: list[int]
     outputs: list[int]
     options: object | None = None
+    version: int = 1  # the operator code's version (what the builtin's kernel must support)
 
     @property
     def label(self) -> str:
@@ -111,7 +113,7 @@ def read_model(data: bytes) -> Model:
                          "models of exactly one (control flow is not supported)")
     graph = model.Subgraphs(0)
     limit = len(data) // 4  # a table vector holds 4-byte offsets: more cannot fit in the file
-    codes = [_opcode_name(model.OperatorCodes(i))
+    codes = [(_opcode_name(model.OperatorCodes(i)), int(model.OperatorCodes(i).Version()))
              for i in range(_count(model.OperatorCodesLength(), "operator codes", limit))]
     buffers = [model.Buffers(i) for i in range(_count(model.BuffersLength(), "buffers", limit))]
     tensors = [_tensor(graph.Tensors(i), i, buffers)
@@ -196,12 +198,12 @@ def _tensor(t, index: int, buffers) -> Tensor:
 
 
 def _check_params(t: Tensor, where: str) -> None:
-    """8-bit quantization: scales positive and finite, zero points within the type."""
+    """8-bit quantization: scales as `SCALE_RULE` says, zero points within the type."""
     if t.dtype not in ("int8", "uint8"):
         return
-    bad = [float(v) for v in t.scale if not (np.isfinite(v) and v > 0)]
+    bad = bad_scales(t.scale)
     if bad:
-        raise ModelError(f"{where} has scale {bad[0]}; a scale must be positive and finite")
+        raise ModelError(f"{where} has scale {bad[0]}; {SCALE_RULE}")
     low, high = (-128, 127) if t.dtype == "int8" else (0, 255)
     outside = [int(v) for v in t.zero_point if not low <= v <= high]
     if outside:
@@ -244,11 +246,11 @@ _OPTIONS = {
 }
 
 
-def _operator(op, index: int, codes: list[str], tensor_count: int) -> Operator:
+def _operator(op, index: int, codes: list[tuple[str, int]], tensor_count: int) -> Operator:
     code = int(op.OpcodeIndex())
     if not 0 <= code < len(codes):
         raise ModelError(f"operator {index} uses opcode {code}; the file declares {len(codes)}")
-    builtin = codes[code]
+    builtin, version = codes[code]
     where = f"{builtin} #{index}"
     inputs = [_index(int(i), tensor_count, f"{where}'s input", optional=True)
               for i in _ints(op.InputsAsNumpy())]
@@ -260,4 +262,4 @@ def _operator(op, index: int, codes: list[str], tensor_count: int) -> Operator:
     if table is not None and kind is not None:
         options = kind()
         options.Init(table.Bytes, table.Pos)
-    return Operator(index, builtin, inputs, outputs, options)
+    return Operator(index, builtin, inputs, outputs, options, version)

@@ -17,6 +17,7 @@ from compiler.fileio import model_source
 from compiler.frontends.source import SOURCE_OPS
 from compiler.frontends.tflite.builder import Builder, tensor_type
 from compiler.frontends.tflite.builtins import CONVERTERS
+from compiler.frontends.tflite.checks import check_operator, check_version
 from compiler.frontends.tflite.flatbuffer import read_model
 from compiler.ir.graph import Graph
 from compiler.quant.check import check_quantization
@@ -48,6 +49,8 @@ def load_tflite(source: str | os.PathLike | bytes,
             where = f"operator {op.label}"
             builder.op = op
             try:
+                check_version(op)
+                check_operator(model, op)
                 CONVERTERS[op.builtin](builder, op)
             except ModelError as exc:
                 raise ModelError(exc.reason, node=exc.node or op.label) from None

@@ -1,0 +1,1 @@
+"""The hostile quantized-model campaign of `tests/test_quant_fuzz.py`: sources, oracle, checks."""
