@@ -101,8 +101,8 @@ class Compilation:
         self._final: Graph | None = None
         self._prepared: Graph | None = None
         self._prepare_record: PassRecord | None = None
-        self._plans: dict[tuple[int, bool], MemoryPlan] = {}
-        self._kernels: dict[tuple[int, bool], KernelMap] = {}
+        self._plans: dict[tuple[int, bool, bool], MemoryPlan] = {}
+        self._kernels: dict[tuple[int, bool, bool], KernelMap] = {}
         self._nets: dict[Options, CompiledNet] = {}
 
     # -- passes -------------------------------------------------------------------------------
@@ -193,10 +193,15 @@ class Compilation:
 
     # -- memory and code ----------------------------------------------------------------------
 
+    @staticmethod
+    def _plan_key(options: Options) -> tuple[int, bool, bool]:
+        """What a memory plan depends on: the plan and its kernel map are cached by it alike."""
+        return (options.resolved_alignment(), options.io_in_arena,
+                options.resolved_target().int8_residual_in_store)
+
     def plan(self, options: Options = Options()) -> MemoryPlan:
         """The memory plan (schedule, low-level IR, regions, arena) for these options."""
-        key = (options.resolved_alignment(), options.io_in_arena,
-               options.resolved_target().int8_residual_in_store)
+        key = self._plan_key(options)
         with self._lock:
             if key not in self._plans:
                 _refuse_empty_inputs(self.prepared)
@@ -206,7 +211,7 @@ class Compilation:
 
     def kernels(self, options: Options = Options()) -> KernelMap:
         """The kernels of the plan for these options, and each kernel's code per target."""
-        key = (options.resolved_alignment(), options.io_in_arena)
+        key = self._plan_key(options)
         with self._lock:
             if key not in self._kernels:
                 self._kernels[key] = KernelMap(self.prepared, self.plan(options))
