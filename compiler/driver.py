@@ -100,7 +100,6 @@ class Compilation:
         self._seed = 0
         self._final: Graph | None = None
         self._prepared: Graph | None = None
-        self._prepare_record: PassRecord | None = None
         self._plans: dict[tuple[int, bool, bool], MemoryPlan] = {}
         self._kernels: dict[tuple[int, bool, bool], KernelMap] = {}
         self._nets: dict[Options, CompiledNet] = {}
@@ -124,20 +123,18 @@ class Compilation:
                     if on_record is not None:
                         on_record(record)
                 return known
-            result = run_pipeline(self.graph, self.pipeline, snapshots=snapshots,
-                                  verify=verify, seed=seed, diffs=diffs, on_record=on_record)
-            prepared = run_pipeline(result.graph, prepare_stage(), snapshots=snapshots,
-                                    verify=verify, seed=seed, diffs=diffs, on_record=on_record)
-            if verify:  # the stage's errors are against the loaded model's outputs, like any
-                _chain_errors(result.records[-1] if result.records else None,
-                              prepared.records[0])
-            whole = PipelineResult(result.initial, result.records + prepared.records,
-                                   prepared.graph, diffs)
+            whole = run_pipeline(self.graph, self.whole_pipeline(), snapshots=snapshots,
+                                 verify=verify, seed=seed, diffs=diffs, on_record=on_record,
+                                 keep_after=len(self.pipeline.enabled()))
             if self._final is None:  # later runs recompute the same graphs: keep the first
-                self._final, self._prepared = result.graph, prepared.graph
-            self._prepare_record = prepared.records[0]
+                self._final, self._prepared = whole.kept, whole.graph
             self._result, self._seed = whole, seed
             return whole
+
+    def whole_pipeline(self) -> Pipeline:
+        """The pipeline's enabled passes, then the prepare stage: what one run executes."""
+        return Pipeline(self.pipeline.enabled() + prepare_stage().passes,
+                        requant=self.pipeline.requant)
 
     @staticmethod
     def _snapshots(result: PipelineResult) -> bool:
@@ -167,8 +164,7 @@ class Compilation:
             if stage < 0:
                 raise KilnError(f"stage {stage}: a count of passes cannot be negative")
             return records[min(stage, len(records)) - 1].snapshot
-        whole = Pipeline(self.pipeline.enabled() + prepare_stage().passes)
-        return records[whole.stage_index(stage)].snapshot
+        return records[self.whole_pipeline().stage_index(stage)].snapshot
 
     @property
     def records(self) -> list[PassRecord]:
@@ -253,19 +249,6 @@ def _refuse_empty_inputs(graph: Graph) -> None:
             raise KilnError(f"graph input {value.name!r} has a dimension of 0 in "
                             f"{list(value.type.shape)}: an empty tensor cannot be compiled; "
                             f"give its size with --shape {value.name}=d0,d1,...")
-
-
-def _chain_errors(last: PassRecord | None, stage: PassRecord) -> None:
-    """Give the prepare stage the loaded model's errors when it changed nothing numerically.
-
-    It was verified against the pipeline's final graph; an unchanged stage repeats the last
-    pass's errors, a changed one keeps the larger of both.
-    """
-    if last is None or last.max_abs_err is None or stage.max_abs_err is None:
-        return
-    stage.max_abs_err = max(stage.max_abs_err, last.max_abs_err)
-    stage.max_rel_err = max(stage.max_rel_err, last.max_rel_err)
-    stage.matches = bool(stage.matches and last.matches)
 
 
 _LOCK = threading.Lock()

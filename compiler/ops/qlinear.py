@@ -93,8 +93,10 @@ def check_unary_params(node, ins, values) -> None:
 
 
 def check_onnx_scale(node, values, slots: tuple[int, int, int]) -> None:
-    """Under the onnx rule, refuse constant input, weight and output scales (by slot) whose
-    float32 requantization scale overflows: a model the engines cannot compute as defined."""
+    """Under the onnx rule, refuse constant scales (input, weight, output slots) that overflow.
+
+    Their float32 requantization scale is infinite: no engine computes the node as defined.
+    """
     if requant_rule(node) == "onnx" and all(values[i] is not None for i in slots):
         onnx_scale(*(values[i] for i in slots))
 

@@ -1,10 +1,13 @@
-"""What a pass is: a named, categorized function `graph -> changed?` with a short docstring."""
+"""What a pass is: a named, categorized function of the graph that says what it did.
+
+It may read the run's context (the requantization rule); a short docstring explains it.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compiler.errors import KilnError
@@ -13,7 +16,38 @@ from compiler.ir.graph import Graph
 # The kinds of transformation, in the order the docs list them.
 CATEGORIES = ("simplify", "lower", "layout", "fuse", "codegen")
 
-PassFn = Callable[[Graph], bool]
+
+@dataclass(frozen=True)
+class PassContext:
+    """What a run tells its passes besides the graph.
+
+    Attributes:
+        requant: The requantization rule integer operators follow ("onnx" or "tflite"): the
+            user's choice for this run, else the model's own.
+    """
+
+    requant: str = "onnx"
+
+
+@dataclass
+class PassResult:
+    """What one run of a pass did.
+
+    Attributes:
+        changed: Whether it changed the graph.
+        notes: What it tells the user about this run (which units stayed float, and why).
+        rebases_numerics: It changes the arithmetic on purpose (float to integers): its outputs
+            may differ from the model's by rounding, and later stages are compared to its own.
+    """
+
+    changed: bool
+    notes: list[str] = field(default_factory=list)
+    rebases_numerics: bool = False
+
+
+# A pass takes the graph, and the context when it has a second parameter; it returns a
+# PassResult, or a bool (changed) when it has nothing more to say.
+PassFn = Callable[..., "bool | PassResult"]
 
 
 class UnknownPassError(KilnError):
@@ -27,7 +61,8 @@ class Pass:
     Attributes:
         name: Unique name, used by pipelines, records and the CLI.
         category: One of CATEGORIES.
-        fn: Rewrites the graph in place; returns True only if it changed something.
+        fn: Rewrites the graph in place; returns a PassResult, or True only if it changed
+            something.
     """
 
     name: str
@@ -45,9 +80,15 @@ class Pass:
         code = self.fn.__code__
         return f"{Path(code.co_filename).name}:{code.co_firstlineno}"
 
-    def __call__(self, graph: Graph) -> bool:
-        """Run the pass on `graph` in place; True if it changed anything."""
-        return bool(self.fn(graph))
+    @property
+    def takes_context(self) -> bool:
+        """Whether the function has a second parameter, the run's PassContext."""
+        return len(inspect.signature(self.fn).parameters) > 1
+
+    def __call__(self, graph: Graph, context: PassContext = PassContext()) -> PassResult:
+        """Run the pass on `graph` in place; what it did."""
+        out = self.fn(graph, context) if self.takes_context else self.fn(graph)
+        return out if isinstance(out, PassResult) else PassResult(bool(out))
 
 
 _PASSES: dict[str, Pass] = {}

@@ -2,7 +2,7 @@
 
 A quantized ONNX model stores int8 tensors and wraps float arithmetic in Dequantize/Quantize
 pairs. The pairs say how each tensor is quantized; this pass reads them and runs the operator
-on the integers, requantizing its accumulator by the graph's rule (`requant_mode`).
+on the integers, requantizing its accumulator by the run's rule (`PassContext.requant`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.ops.qlinear import first, onnx_reach_problem
-from compiler.passes.base import register_pass
+from compiler.passes.base import PassContext, PassResult, register_pass
 from compiler.passes.qdq_units import (
     Dequantized,
     dequantized,
@@ -24,14 +24,8 @@ from compiler.passes.qdq_units import (
 from compiler.passes.rewrite import Rewriter, const
 from compiler.quant import ort_float
 from compiler.quant.accumulator import BiasDequantize, fold_bias, weight_rows
-from compiler.quant.requant import MODES, RANGES, REQUANT_KEY
+from compiler.quant.requant import RANGES
 from compiler.quant.tables import onnx_table
-
-
-def requant_mode(graph: Graph) -> str:
-    """The requantization rule of the graph: its front end's choice, or a user's override."""
-    mode = graph.metadata.get(REQUANT_KEY, "onnx")
-    return mode if mode in MODES else "onnx"
 
 
 def _finish(rw: Rewriter, node: Node, quant: Node, new: Node) -> None:
@@ -441,7 +435,7 @@ _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul"
 
 
 @register_pass("to_integer", "lower")
-def to_integer(graph: Graph) -> bool:
+def to_integer(graph: Graph, context: PassContext) -> PassResult:
     """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add, Mul, pooling, Softmax into integers.
 
     A unit is DequantizeLinear -> operator (-> Relu or Clip: the output's integer range) ->
@@ -451,11 +445,11 @@ def to_integer(graph: Graph) -> bool:
     256-entry table. Any other unit stays float, as does one whose int32 accumulator could
     wrap (a bias near 2**31) where the float graph does not.
     """
-    mode = requant_mode(graph)
-    changed = _follow_the_rule(graph, mode)
-    if not any(node.op == "DequantizeLinear" for node in graph.nodes):
-        return changed  # nothing left in float between Dequantize and Quantize
+    mode = context.requant
     rw = Rewriter(graph)
+    changed = _follow_the_rule(rw, mode)
+    if not any(node.op == "DequantizeLinear" for node in graph.nodes):
+        return PassResult(changed, rw.notes)  # nothing in float between Dequantize, Quantize
     for node in rw.nodes(*_UNITS):
         if node.output.type.dtype != "float32" or not rw.live(node):
             continue
@@ -466,7 +460,7 @@ def to_integer(graph: Graph) -> bool:
             why = fused or _why_float(rw, node, mode)
             rw.note(f"{node.name} ({node.op}) stays float: {why}")
     rw.finish()
-    return changed
+    return PassResult(changed, rw.notes, rebases_numerics=changed)
 
 
 # Integer operators a file may already hold (QOperator ONNX, TFLite) whose arithmetic exists
@@ -475,10 +469,9 @@ _EITHER_RULE = ("QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearM
                 "QLinearAveragePool", "QLinearGlobalAveragePool", "QuantizeLinear")
 
 
-def _follow_the_rule(graph: Graph, mode: str) -> bool:
-    """Give loaded integer operators the graph's rule; say which cannot follow it and why."""
-    rw = Rewriter(graph)
-    moved = 0
+def _follow_the_rule(rw: Rewriter, mode: str) -> bool:
+    """Give loaded integer operators the run's rule; say which cannot follow it and why."""
+    graph, moved = rw.graph, 0
     for node in rw.nodes(*_EITHER_RULE):
         was = node.attrs.get("requant", "onnx")
         if was == mode:

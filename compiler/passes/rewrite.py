@@ -14,7 +14,6 @@ from compiler.ops.infer import infer_node
 from compiler.ops.registry import REQUIRED
 
 _PENDING = TensorType((), "float32")  # an output's type until inference has run
-PASS_NOTES = "pass_notes"  # graph.metadata key where a running pass leaves notes for its record
 
 
 def live_nodes(graph: Graph) -> set[int]:
@@ -110,6 +109,7 @@ class Rewriter:
         self._dead_ids: set[int] | None = None
         self._use_index: dict[int, list[tuple[Node, int]]] | None = None
         self.inserted = False
+        self.notes: list[str] = []  # what the pass tells the user about this run
 
     @property
     def _dead(self) -> set[int]:
@@ -317,8 +317,8 @@ class Rewriter:
         return self.graph.add_constant(hint, data, type)
 
     def note(self, text: str) -> None:
-        """Tell the user something about this run of the pass (its record keeps it)."""
-        self.graph.metadata.setdefault(PASS_NOTES, []).append(text)
+        """Tell the user something about this run of the pass (its PassResult carries it)."""
+        self.notes.append(text)
 
     def finish(self) -> None:
         """Restore topological order if the pass inserted nodes."""

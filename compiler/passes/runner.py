@@ -17,10 +17,9 @@ from compiler.errors import KilnError, VerifyError
 from compiler.inputs import random_inputs
 from compiler.interpreter import run
 from compiler.ir.graph import Graph, Node
-from compiler.passes.base import get_pass
-from compiler.passes.integer import REQUANT_KEY
+from compiler.passes.base import PassContext, PassResult, get_pass
 from compiler.passes.pipeline import Pipeline, default_pipeline
-from compiler.passes.rewrite import PASS_NOTES
+from compiler.quant.requant import MODES, REQUANT_KEY
 from compiler.verify import verify as verify_graph
 
 # Tolerance of the per-pass numerical check against the loaded model (float outputs; integer
@@ -56,6 +55,8 @@ class PassRecord:
         max_rel_err: max_abs_err relative to the largest output magnitude (verify mode).
         matches: Whether every output is within RTOL/ATOL of the loaded model's (verify mode).
         notes: What the pass said about this run (e.g. which units stayed float and why).
+        rebases_numerics: The pass changed the arithmetic on purpose; later stages are
+            compared to its outputs.
     """
 
     name: str
@@ -76,6 +77,7 @@ class PassRecord:
     max_rel_err: float | None = None
     matches: bool | None = None
     notes: list[str] = field(default_factory=list)
+    rebases_numerics: bool = False
 
     def to_json(self) -> dict:
         """Everything but the snapshot, as JSON-ready values."""
@@ -86,7 +88,8 @@ class PassRecord:
                 "provenance": {str(k): list(v) for k, v in self.provenance.items()},
                 "ms": round(self.ms, 3), "settled": self.settled, "verified": self.verified,
                 "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
-                "matches": self.matches, "notes": self.notes}
+                "matches": self.matches, "notes": self.notes,
+                "rebases_numerics": self.rebases_numerics}
 
 
 @dataclass
@@ -97,6 +100,7 @@ class PipelineResult:
     records: list[PassRecord]
     graph: Graph
     diffs: bool = True  # records hold added/removed/modified ids
+    kept: Graph | None = None  # the graph after `keep_after` entries, when asked for
 
     def op_counts(self) -> dict[str, int]:
         """Operators of the final graph and their counts, sorted by name."""
@@ -121,10 +125,10 @@ def _signature(node: Node) -> tuple:
             [out.type for out in node.outputs])
 
 
-# Passes that change the arithmetic on purpose: to_integer computes in integers what the loaded
-# QDQ model computes in float. Its outputs may differ from the loaded model's by rounding (up to
-# REQUANT_STEPS steps of an 8-bit output); every later stage must then equal its outputs exactly.
-REBASING = frozenset({"to_integer"})
+# A pass that rebases the numerics (PassResult.rebases_numerics: to_integer computes in integers
+# what the loaded QDQ model computes in float) may differ from the loaded model's outputs by
+# rounding, up to REQUANT_STEPS steps of an 8-bit output; every later stage must then equal its
+# outputs exactly.
 REQUANT_STEPS = 2
 
 
@@ -156,12 +160,14 @@ def _compare(got: dict, want: dict, graph: Graph, initial: Graph, steps: int = 0
 def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool = False,
                  seed: int = 0, snapshots: bool = True, diffs: bool = True,
                  stop_after: str | int | None = None,
-                 on_record: Callable[[PassRecord], None] | None = None) -> PipelineResult:
+                 on_record: Callable[[PassRecord], None] | None = None,
+                 keep_after: int | None = None) -> PipelineResult:
     """Run `pipeline` (the default one when None) on a copy of `graph`, recording every pass.
 
     Args:
         graph: The loaded model; it is not modified.
-        pipeline: Pass configurations; disabled entries are skipped.
+        pipeline: Pass configurations; disabled entries are skipped. Its `requant`, else the
+            model's own rule, is the context every pass is given.
         verify: After every pass, run the graph verifier, and run the reference interpreter on
             the new snapshot with seeded random inputs, comparing with the loaded model.
         seed: Seed of those inputs.
@@ -173,83 +179,126 @@ def run_pipeline(graph: Graph, pipeline: Pipeline | None = None, *, verify: bool
             or a count of entries.
         on_record: Called with each record as soon as it exists (progress for a GUI; raising
             from it stops the run).
+        keep_after: Keep the graph after this many entries as the result's `kept` (the driver
+            keeps the final graph before the prepare stage).
 
     Raises:
         KilnError: A pass failed (the message names it and the passes before it), or in verify
             mode broke the graph.
     """
     pipeline = pipeline or default_pipeline()
-    entries = pipeline.enabled()
-    if isinstance(stop_after, str):
-        entries = entries[:pipeline.stage_index(stop_after) + 1]
-    elif stop_after is not None:
-        entries = entries[:stop_after]
+    entries = _entries(pipeline, stop_after)
     # The loaded graph is never modified, so without snapshots or checks it serves as itself.
     initial = graph.snapshot() if snapshots or verify else graph
     work = graph.snapshot()
-    if pipeline.requant is not None:  # the run's rule for integer operators
-        work.metadata[REQUANT_KEY] = pipeline.requant
-    feeds = random_inputs(initial, seed) if verify else {}
-    expected = run(initial, feeds) if verify else {}
-    errors: tuple[float | None, float | None, bool | None] = (0.0, 0.0, True) if verify else (
-        None, None, None)
-    previous = initial
+    context = run_context(pipeline, graph)
+    work.metadata[REQUANT_KEY] = context.requant  # the rule the result's integer operators follow
+    checker = _Checker(initial, seed) if verify else None
     records: list[PassRecord] = []
-    after = {n.id: _signature(n) for n in work.nodes} if diffs else {}
-    for config in entries:
-        p = get_pass(config.name)
+    previous = initial
+    kept = work.snapshot() if keep_after == 0 else None
+    after = _signatures(work) if diffs else {}
+    for index, config in enumerate(entries, 1):
         before = after  # the signatures after the previous pass: nothing ran in between
-        count_before = len(work.nodes)
-        start = time.perf_counter()
-        changed, iterations, settled = False, 0, config.mode == "once"
-        limit = config.max_iterations if config.mode == "fixpoint" else 1
-        try:
-            while iterations < limit:
-                iterations += 1
-                if not p(work):
-                    settled = True
-                    break
-                changed = True
-        except Exception as exc:
-            done = ", ".join(r.name for r in records) or "none"
-            raise KilnError(f"pass {p.name} failed ({type(exc).__name__}: {exc}); passes run "
-                            f"before it: {done}") from exc
-        ms = (time.perf_counter() - start) * 1e3
-        notes = work.metadata.pop(PASS_NOTES, [])
-        after = {n.id: _signature(n) for n in work.nodes} if diffs else {}
-        added = [i for i in after if i not in before]
-        removed = [i for i in before if i not in after]
-        modified = [i for i in after if i in before and after[i] != before[i]]
-        if not changed and (added or removed or modified):
-            raise KilnError(f"pass {p.name} reported no change but changed nodes "
-                            f"{(added + removed + modified)[:5]}")
-        record = PassRecord(p.name, p.category, changed, iterations, count_before,
-                            len(work.nodes), added, removed, modified,
-                            {n.id: n.provenance for n in work.nodes if n.id not in before}
-                            if diffs else {}, ms,
-                            settled, notes=notes)
+        p, count = get_pass(config.name), len(work.nodes)
+        result, iterations, settled, ms = _run_entry(p, config, work, context, records)
+        after = _signatures(work) if diffs else {}
+        record = _record(p, result, iterations, settled, ms, count, work, before, after, diffs)
         if snapshots:
-            previous = work.snapshot() if changed else previous
+            previous = work.snapshot() if result.changed else previous
             record.snapshot = previous
-        if verify:
-            if changed:
-                try:
-                    verify_graph(work)
-                except VerifyError as exc:
-                    raise VerifyError(f"after pass {p.name}: {exc}") from None
-                try:
-                    got = run(work, feeds)
-                except KilnError as exc:
-                    raise KilnError(f"after pass {p.name}, the interpreter fails: {exc}") from None
-                rebases = p.name in REBASING
-                errors = _compare(got, expected, work, initial,
-                                  REQUANT_STEPS if rebases else 0)
-                if rebases:  # later stages must give exactly these integers
-                    expected = {old.name: got[new.name]
-                                for new, old in zip(work.outputs, initial.outputs)}
-            record.verified = changed
-            record.max_abs_err, record.max_rel_err, record.matches = errors
+        if checker is not None:
+            checker.check(p.name, work, record, result)
         records.append(record)
         if on_record is not None:
             on_record(record)
-    return PipelineResult(initial, records, work, diffs)
+        if index == keep_after:
+            kept = record.snapshot if snapshots else work.snapshot()
+    return PipelineResult(initial, records, work, diffs, kept)
+
+
+def run_context(pipeline: Pipeline, graph: Graph) -> PassContext:
+    """The context of a run: the pipeline's requantization rule, else the model's, else onnx."""
+    rule = pipeline.requant or graph.metadata.get(REQUANT_KEY, "onnx")
+    return PassContext(requant=rule if rule in MODES else "onnx")
+
+
+def _entries(pipeline: Pipeline, stop_after: str | int | None) -> list:
+    entries = pipeline.enabled()
+    if isinstance(stop_after, str):
+        return entries[:pipeline.stage_index(stop_after) + 1]
+    return entries if stop_after is None else entries[:stop_after]
+
+
+def _signatures(graph: Graph) -> dict[int, tuple]:
+    return {n.id: _signature(n) for n in graph.nodes}
+
+
+def _run_entry(p, config, work: Graph, context: PassContext, records: list[PassRecord]
+               ) -> tuple[PassResult, int, bool, float]:
+    """Run one pipeline entry (once, or to its fixpoint): (merged result, runs, settled, ms)."""
+    start = time.perf_counter()
+    merged = PassResult(False)
+    iterations, settled = 0, config.mode == "once"
+    limit = config.max_iterations if config.mode == "fixpoint" else 1
+    try:
+        while iterations < limit:
+            iterations += 1
+            result = p(work, context)
+            merged.notes += result.notes
+            merged.rebases_numerics |= result.rebases_numerics
+            if not result.changed:
+                settled = True
+                break
+            merged.changed = True
+    except Exception as exc:
+        done = ", ".join(r.name for r in records) or "none"
+        raise KilnError(f"pass {p.name} failed ({type(exc).__name__}: {exc}); passes run "
+                        f"before it: {done}") from exc
+    return merged, iterations, settled, (time.perf_counter() - start) * 1e3
+
+
+def _record(p, result: PassResult, iterations: int, settled: bool, ms: float, count: int,
+            work: Graph, before: dict, after: dict, diffs: bool) -> PassRecord:
+    """The record of one entry; a pass that says it changed nothing must have changed nothing."""
+    added = [i for i in after if i not in before]
+    removed = [i for i in before if i not in after]
+    modified = [i for i in after if i in before and after[i] != before[i]]
+    if not result.changed and (added or removed or modified):
+        raise KilnError(f"pass {p.name} reported no change but changed nodes "
+                        f"{(added + removed + modified)[:5]}")
+    provenance = {n.id: n.provenance for n in work.nodes if n.id not in before} if diffs else {}
+    return PassRecord(p.name, p.category, result.changed, iterations, count, len(work.nodes),
+                      added, removed, modified, provenance, ms, settled, notes=result.notes,
+                      rebases_numerics=result.rebases_numerics)
+
+
+class _Checker:
+    """Verify mode: each changed graph is verified, run and compared with the model's outputs.
+
+    After a pass that rebases the numerics, later stages are compared with that pass's own.
+    """
+
+    def __init__(self, initial: Graph, seed: int):
+        self.initial = initial
+        self.feeds = random_inputs(initial, seed)
+        self.expected = run(initial, self.feeds)
+        self.errors: tuple[float, float, bool] = (0.0, 0.0, True)
+
+    def check(self, name: str, work: Graph, record: PassRecord, result: PassResult) -> None:
+        if result.changed:
+            try:
+                verify_graph(work)
+            except VerifyError as exc:
+                raise VerifyError(f"after pass {name}: {exc}") from None
+            try:
+                got = run(work, self.feeds)
+            except KilnError as exc:
+                raise KilnError(f"after pass {name}, the interpreter fails: {exc}") from None
+            steps = REQUANT_STEPS if result.rebases_numerics else 0
+            self.errors = _compare(got, self.expected, work, self.initial, steps)
+            if result.rebases_numerics:  # later stages must give exactly these integers
+                self.expected = {old.name: got[new.name]
+                                 for new, old in zip(work.outputs, self.initial.outputs)}
+        record.verified = result.changed
+        record.max_abs_err, record.max_rel_err, record.matches = self.errors

@@ -33,7 +33,7 @@ def test_sink_transposes_cancels_the_pairs_between_layers():
     get_pass("to_nhwc")(g)
     get_pass("cse")(g)
     g = apply(g, "sink_transposes")
-    while get_pass("sink_transposes")(g):
+    while get_pass("sink_transposes")(g).changed:
         pass
     get_pass("dce")(g)
     # One Transpose in (the NCHW input), one out (the NCHW output): every inner pair cancelled.
@@ -75,7 +75,7 @@ def test_sink_transposes_hoists_over_a_channel_shuffle():
     y = b.node("Reshape", [y, b.ints([1, 6, 4, 4])])
     y = b.node("Transpose", [y], perm=(0, 2, 3, 1))  # back to NHWC
     g = b.build(y)
-    while get_pass("sink_transposes")(g):
+    while get_pass("sink_transposes")(g).changed:
         get_pass("dce")(g)
     apply(g, "sink_transposes", changed=False)
     assert op_counts(g) == {"Reshape": 2, "Transpose": 1}  # only the shuffle itself is left
@@ -105,7 +105,7 @@ def test_sink_transposes_through_a_fused_elementwise_node():
     y = b.node("FusedElementwise", [t, b.weights(3, 1, 1, name="s")],
                steps=("Mul $0 $1", "Relu x"))
     g = apply(b.build(b.node("Transpose", [y], perm=(0, 2, 3, 1))), "sink_transposes")
-    while get_pass("sink_transposes")(g):
+    while get_pass("sink_transposes")(g).changed:
         get_pass("dce")(g)
     assert op_counts(g) == {"FusedElementwise": 1}
 

@@ -78,7 +78,7 @@ def apply(graph: Graph, name: str, *, changed: bool = True, feeds=None, rtol=1e-
     before = graph.snapshot()
     feeds = random_inputs(before, 0) if feeds is None else feeds
     want = run(before, feeds)
-    assert get_pass(name)(graph) is changed, f"{name} should report changed={changed}"
+    assert get_pass(name)(graph).changed is changed, f"{name} should report changed={changed}"
     if not changed:
         assert dump(graph) == dump(before), f"{name} reported no change but changed the graph"
     elif then_dce:
