@@ -112,3 +112,26 @@ def test_a_fixpoint_that_never_settles_is_flagged(monkeypatch):
                                                          max_iterations=3)]))
     (record,) = result.records
     assert (record.iterations, record.settled) == (3, False)
+
+
+def test_numerics_mode_runs_rebasing_passes_and_the_last_one_and_catches_a_break(monkeypatch):
+    """verify="numerics" (big models) runs the interpreter after passes that rebase the
+    numerics and after the last pass; a break earlier still shows in the last record."""
+    def wrong(graph):
+        conv = graph.nodes[0]
+        conv.inputs[1] = graph.add_constant("zeros", np.zeros((4, 3, 3, 3), np.float32))
+        return True
+
+    def rebase(graph):
+        graph.nodes[0].attrs["strides"] = (1, 1)
+        return passes_base.PassResult(True, ["said"], rebases_numerics=True)
+    _with_pass(monkeypatch, "wrong", wrong)
+    _with_pass(monkeypatch, "rebase", rebase)
+    pipeline = Pipeline([PassConfig("rebase"), PassConfig("wrong"), PassConfig("dce"),
+                         PassConfig("remove_identity")])
+    result = run_pipeline(_small(), pipeline, verify="numerics")
+    checked = [(r.name, r.verified, r.matches) for r in result.records]
+    assert checked == [("rebase", True, True), ("wrong", False, None), ("dce", False, None),
+                       ("remove_identity", True, False)]
+    assert result.records[0].notes == ["said"] and result.records[0].rebases_numerics
+    assert run_pipeline(_small(), pipeline, verify=True).records[1].matches is False
