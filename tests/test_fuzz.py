@@ -2,7 +2,8 @@
 
 Hypothesis mutates the serialized models (flipped bytes, truncations, spliced runs, deletions)
 and, since most byte-level mutants stop at the parser, also the decoded structure (attribute
-values, dimensions, operator types, wiring) for a few thousand cases in all. A case passes when
+values, dimensions, operator types, wiring): 300 cases of each in `make test`, 2,500 with
+KILN_FUZZ_LONG=1. A case passes when
 the model loads and survives the verifier, stats, export and (when small) the interpreter, or
 when loading raises Kiln's ModelError.
 """
@@ -30,8 +31,10 @@ SEEDS = [SAMPLE_MODEL] + [SHARED_MODELS / "onnx" / f"{name}.onnx"
                           for name in ("mnist-8", "ad01_int8", "kws_ref_model")]
 BASES = [p.read_bytes() for p in SEEDS if p.exists()]
 
-# `KILN_FUZZ_EXAMPLES=N` runs a longer, randomized campaign (the suite's run is fixed and seeded).
+# `make test` runs 300 seeded examples per strategy; KILN_FUZZ_LONG=1 the long campaign of 2,500;
+# `KILN_FUZZ_EXAMPLES=N` a randomized campaign of N.
 CAMPAIGN = int(os.environ.get("KILN_FUZZ_EXAMPLES", "0"))
+EXAMPLES = 2500 if os.environ.get("KILN_FUZZ_LONG", "") not in ("", "0") else 300
 PYTHON_ERROR = re.compile(r"\b[A-Z]\w*(Error|Exception)\b|object has no attribute|"
                           r"cannot reshape array|index \d+ is out of bounds")
 
@@ -139,14 +142,14 @@ def exercise(data: bytes, load, label: str) -> None:
 
 
 @pytest.mark.slow
-@_settings(2500)
+@_settings(EXAMPLES)
 @given(mutated())
 def test_mutated_models_never_crash(data):
     _exercise(data)
 
 
 @pytest.mark.slow
-@_settings(2500)
+@_settings(EXAMPLES)
 @given(restructured())
 def test_restructured_models_never_crash(data):
     _exercise(data)
