@@ -3,9 +3,8 @@
 Hypothesis mutates the serialized models (flipped bytes, truncations, spliced runs, deletions)
 and, since most byte-level mutants stop at the parser, also the decoded structure (attribute
 values, dimensions, operator types, wiring): 300 cases of each in `make test`, 2,500 with
-KILN_FUZZ_LONG=1. A case passes when
-the model loads and survives the verifier, stats, export and (when small) the interpreter, or
-when loading raises Kiln's ModelError.
+KILN_FUZZ_LONG=1. A case passes when the model loads and survives the verifier, stats, export
+and (when small) the interpreter, or when loading raises Kiln's ModelError.
 """
 
 from __future__ import annotations
