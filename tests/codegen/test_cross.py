@@ -10,18 +10,17 @@ small models still cover every target.
 
 from __future__ import annotations
 
-import io
 import os
 from functools import cache
 
 import onnx
 import pytest
-from elftools.elf.elffile import ELFFile
 
 from compiler.codegen.targets import get_target, target_names
 from compiler.driver import compile_graph
 from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline
+from tests.codegen.objects import ELF_MACHINES, check_object
 from tests.conftest import SAMPLE_MODEL, shared_models
 
 TARGETS = target_names()
@@ -30,17 +29,11 @@ BIG = ["pretrainedResnet", "vww_96_float"]
 QUICK_TARGETS = ["host", "cortex-m0plus", "cortex-m7", "cortex-m55", "aarch64", "riscv32"]
 BIG_TARGETS = QUICK_TARGETS if os.environ.get("KILN_CROSS") == "quick" else TARGETS
 
-# LLVM triple architecture -> (ELF e_machine, ELF class).
-_ELF = {"x86_64": ("EM_X86_64", 64), "aarch64": ("EM_AARCH64", 64), "riscv32": ("EM_RISCV", 32),
-        "thumbv6m": ("EM_ARM", 32), "thumbv7m": ("EM_ARM", 32), "thumbv7em": ("EM_ARM", 32),
-        "thumbv8m.main": ("EM_ARM", 32), "thumbv8.1m.main": ("EM_ARM", 32)}
-
-
 def test_every_target_is_covered():
     """The table above knows every target's architecture (a new target must be added here)."""
     assert len(TARGETS) >= 10
     for name in TARGETS:
-        assert get_target(name).triple.split("-")[0] in _ELF, name
+        assert get_target(name).triple.split("-")[0] in ELF_MACHINES, name
 
 
 @cache
@@ -56,17 +49,7 @@ def _check_object(model: str, target_name: str, entry: str) -> None:
     graph = _graph(model)
     target = get_target(target_name)
     net = compile_graph(graph, target, name=entry)
-    elf = ELFFile(io.BytesIO(net.object))
-    machine, bits = _ELF[target.triple.split("-")[0]]
-    assert (elf["e_type"], elf["e_machine"], elf.elfclass) == ("ET_REL", machine, bits), (
-        f"{model} for {target_name}")
-    if machine == "EM_ARM":
-        assert elf.little_endian
-    symbols = elf.get_section_by_name(".symtab")
-    exported = {s.name for s in symbols.iter_symbols()
-                if s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK")
-                and s["st_shndx"] != "SHN_UNDEF"}
-    assert exported == {entry}, f"{model} for {target_name} exports {sorted(exported)}"
+    elf = check_object(net, target, entry)
     weights = sum(c.type.nbytes for c in graph.used_constants() if c.type.dtype == "float32")
     rodata = sum(s["sh_size"] for s in elf.iter_sections() if s.name.startswith(".rodata"))
     assert rodata >= weights * 0.9, f"{model} for {target_name}: weights not embedded"

@@ -28,6 +28,7 @@ from compiler.frontends.load import load_model
 from compiler.interpreter import run
 from compiler.quant.requant import REQUANT_KEY
 from tests.codegen import firmware
+from tests.codegen.objects import check_int8_object
 from tests.tflite.oracles import quantized
 from tests.tflite.writer import Model, Op, T, write
 
@@ -255,4 +256,5 @@ def test_every_case_compiles_for_every_target(case):
     build = CASES.get(case) or HOST_CASES[case][0]
     prepared = compilation(load_model(build())).prepared
     for target in target_names():
-        assert compile_graph(prepared, get_target(target)).object, target
+        target = get_target(target)
+        check_int8_object(compile_graph(prepared, target), target, dot_used=False)
