@@ -240,15 +240,22 @@ class Compilation:
 
 
 def _refuse_empty_inputs(graph: Graph) -> None:
-    """Refuse an input with a dimension of 0, naming it, before planning fails less clearly.
+    """Refuse an input, weight or result with a dimension of 0, naming it.
 
-    It is valid ONNX and runs in the interpreter, but has no bytes to place.
+    Planning and code generation would fail less clearly. It is valid ONNX and runs in the
+    interpreter, but has no bytes to place or loop over.
     """
     for value in graph.inputs:
         if 0 in value.type.shape:
             raise KilnError(f"graph input {value.name!r} has a dimension of 0 in "
                             f"{list(value.type.shape)}: an empty tensor cannot be compiled; "
                             f"give its size with --shape {value.name}=d0,d1,...")
+    for node in graph.nodes:
+        for value in [*node.inputs, *node.outputs]:
+            if value is not None and 0 in value.type.shape:
+                raise KilnError(f"cannot generate {node.op} {node.name}: {value.name} has a "
+                                f"dimension of 0 in {list(value.type.shape)}, and an empty "
+                                "tensor cannot be compiled")
 
 
 _LOCK = threading.Lock()

@@ -58,7 +58,22 @@ def _hard_swish(node, x):
     return (x * np.clip(x * x.dtype.type(1 / 6) + x.dtype.type(0.5), 0, 1)).astype(x.dtype)
 
 
-register(OpDef("LeakyRelu", "activation", infer_unary(FLOATS), _leaky_relu,
+def check_alpha(node) -> None:
+    """Refuse a NaN alpha.
+
+    Every negative input would be NaN, which the runtimes quantize differently (onnxruntime's
+    vector loop to the lowest code, its scalar tail to 0).
+    """
+    if np.isnan(node.attrs["alpha"]):
+        fail(f"{node.op}'s alpha is NaN; it must be a number")
+
+
+def _infer_leaky_relu(node, ins, values):
+    check_alpha(node)
+    return infer_unary(FLOATS)(node, ins, values)
+
+
+register(OpDef("LeakyRelu", "activation", _infer_leaky_relu, _leaky_relu,
                attrs={"alpha": Attr("float", 0.01, "slope for x < 0")},
                doc="x for x >= 0, alpha * x below"))
 register(OpDef("Sigmoid", "activation", infer_unary(FLOATS), _sigmoid, doc="1 / (1 + e^-x)"))

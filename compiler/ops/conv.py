@@ -113,7 +113,8 @@ def convolve(node, x, w, b=None, work=None):
     cols = cols.transpose(order).reshape(group, n * int(np.prod(win.out)), -1)
     m = w.shape[0]
     kernels = w.astype(work, copy=False).reshape(group, m // group, -1).transpose(0, 2, 1)
-    y = np.matmul(cols, kernels)  # [G, N*P, Mg]
+    with np.errstate(all="ignore"):  # inf and NaN products are IEEE semantics here
+        y = np.matmul(cols, kernels)  # [G, N*P, Mg]
     y = y.reshape(group, n, *win.out, m // group).transpose(1, 0, 2 + rank, *range(2, 2 + rank))
     y = y.reshape(n, m, *win.out)
     if b is not None:

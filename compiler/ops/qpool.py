@@ -50,13 +50,19 @@ def _check_operands(node, ins, values) -> None:
     check_unary_params(node, ins, values)
     if ins[0].rank < 3:
         fail(f"{node.op} needs an input of rank 3 or more, got {list(ins[0].shape)}")
-    requant_rule(node)
+    if requant_rule(node) == "onnx" and values[1] is not None and values[3] is not None:
+        ratio = float(np.float32(first(values[1]))) / float(np.float32(first(values[3])))
+        if not 255.0 * ratio + 255.0 < 2.0**31:  # onnxruntime converts before it saturates
+            fail(f"{node.op}'s scale ratio input/output = {ratio:g} requantizes 8-bit inputs "
+                 "beyond int32, where onnxruntime's result is undefined")
 
 
 def _infer(node, ins, values):
     x, yz = ins[0], ins[4]
     _check_operands(node, ins, values)
     axes = _spatial_axes(node, x.rank)
+    if any(x.shape[a] == 0 for a in axes):
+        fail(f"{node.op} averages an empty image {list(x.shape)}: the mean of nothing")
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     out = quantized_output_type(shape, yz, values, 3, 4)
     check_range(node, out.dtype)
@@ -122,6 +128,23 @@ def _infer_average(node, ins, values):
     return [out]
 
 
+def _average_onnx(node, x, win, valid, xs, zp_in: int, ys, zp_out: int, low: int, high: int):
+    """Onnxruntime's average: dequantize, float32 sums tap by tap, divide, quantize.
+
+    Sums beyond float32 are infinite and saturate, as in C.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        real = (np.float32(xs) * (x.astype(np.int64) - zp_in).astype(np.float32))
+        total = np.zeros((*x.shape[:2], *win.out), np.float32)
+        for _, view in taps(padded_input(real.astype(np.float32), win, 0), win):
+            total = (total + view).astype(np.float32)
+        count = (np.float32(math.prod(win.kernel)) if node.attrs["count_include_pad"]
+                 else valid.astype(np.float32))
+        mean = (total / count).astype(np.float32)
+        scaled = ((mean / np.float32(ys)).astype(np.float32) + np.float32(zp_out))
+        return np.rint(np.clip(scaled, low, high)).astype(np.int64)
+
+
 def _average_pool(node, x, xs, xz, ys, yz):
     layout = layout_of(node)
     x = to_nchw(x, layout)
@@ -136,15 +159,7 @@ def _average_pool(node, x, xs, xz, ys, yz):
         half = valid // 2
         out = np.where(total > 0, (total + half) // valid, -((-total + half) // valid))
     else:  # onnxruntime: dequantize, float32 sums tap by tap, divide, quantize
-        real = (np.float32(first(xs)) * (x.astype(np.int64) - zp_in).astype(np.float32))
-        total = np.zeros((*x.shape[:2], *win.out), np.float32)
-        for _, view in taps(padded_input(real.astype(np.float32), win, 0), win):
-            total = (total + view).astype(np.float32)
-        count = (np.float32(math.prod(win.kernel)) if node.attrs["count_include_pad"]
-                 else valid.astype(np.float32))
-        mean = (total / count).astype(np.float32)
-        scaled = ((mean / np.float32(first(ys))).astype(np.float32) + np.float32(zp_out))
-        out = np.rint(scaled.astype(np.float32)).astype(np.int64)
+        out = _average_onnx(node, x, win, valid, first(xs), zp_in, first(ys), zp_out, low, high)
     return from_nchw(np.clip(out, low, high).astype(x.dtype), layout)
 
 

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from compiler.ops._util import normalize_axis
+from compiler.ops.activation import check_alpha
 from compiler.ops.qlinear import (
     INTEGERS,
     check_scale,
@@ -54,7 +55,24 @@ def _infer(node, ins, values):
                  f"has scale {float(first(scale))} and zero point {int(first(zp, 0))}")
     elif node.attrs["beta"] != 1.0:
         fail("onnxruntime's QLinearSoftmax has no beta; only the tflite rule takes one")
+    elif values[1] is not None and values[3] is not None and x.shape[axis] > 0:
+        _check_products(first(values[1]), first(values[3]), x.shape[axis])
     return [quantized_output_type(x.shape, yz, values, 3, 4)]
+
+
+def _check_products(x_scale, y_scale, length: int) -> None:
+    """Refuse an output scale so small that a table entry times floor(1 / y_scale) overflows.
+
+    onnxruntime then converts float32 infinity to an integer, which C leaves undefined (its
+    builds answer 0 or the top).
+    """
+    top = _table(float(np.float32(x_scale)), length, False)[255]
+    with np.errstate(over="ignore"):
+        product = top * np.float32(math.floor(np.float32(1.0) / np.float32(y_scale)))
+    if not np.isfinite(product):
+        fail(f"QLinearSoftmax's output scale {float(np.float32(y_scale)):g} is too small for "
+             f"rows of {length}: onnxruntime's float32 products overflow (its result is then "
+             "undefined)")
 
 
 def _table(x_scale: float, length: int, signed: bool) -> np.ndarray:
@@ -76,6 +94,8 @@ def _softmax(node, x, xs, xz, ys, yz):
     moved = np.moveaxis(x, axis, -1)
     signed = x.dtype == np.int8
     length = moved.shape[-1]
+    if length:
+        _check_products(first(xs), first(ys), length)
     table = _table(float(np.float32(first(xs))), length, signed)
     top = 127 if signed else 255
     shifted = (moved.astype(np.int64) + (top - moved.max(axis=-1, keepdims=True))) & 0xFF
@@ -107,6 +127,8 @@ register(OpDef(
 def _infer_lut(node, ins, values):
     x, yz = ins[0], ins[4]
     check_unary_params(node, ins, values)
+    if node.op == "QLinearLeakyRelu":
+        check_alpha(node)
     return [quantized_output_type(x.shape, yz, values, 3, 4)]
 
 

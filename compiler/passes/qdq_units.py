@@ -15,6 +15,8 @@ from compiler.ir.graph import Constant, Node, Value
 from compiler.passes.rewrite import Rewriter, const
 from compiler.quant.requant import RANGES
 
+INTEGER_SCALES = ("float32", "float16")  # the scale types integer operators take
+
 
 @dataclass(frozen=True)
 class Dequantized:
@@ -40,6 +42,8 @@ def dequantized(rw: Rewriter, value: Value | None) -> Dequantized | None:
     zp = node.inputs[2] if len(node.inputs) > 2 else None
     if not isinstance(scale, Constant) or (zp is not None and not isinstance(zp, Constant)):
         return None
+    if scale.type.dtype not in INTEGER_SCALES or node.inputs[0].type.numel == 0:
+        return None  # integer operators take float32 or float16 scales, and data
     return Dequantized(node, node.inputs[0], scale, zp)
 
 
@@ -65,7 +69,8 @@ def quantizer(rw: Rewriter, value: Value) -> tuple[Node | None, tuple[float, flo
         return None, None
     scale = reader.inputs[1]
     zp = reader.inputs[2] if len(reader.inputs) > 2 else None
-    if not isinstance(scale, Constant) or scale.data.size != 1:
+    if not isinstance(scale, Constant) or scale.data.size != 1 or \
+            scale.type.dtype not in INTEGER_SCALES:
         return None, None
     if zp is not None and (not isinstance(zp, Constant) or zp.data.size != 1):
         return None, None

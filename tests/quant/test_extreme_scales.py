@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from app import cli
 from compiler.driver import compilation
+from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
 from compiler.quant.requant import requantize_onnx
@@ -175,3 +175,84 @@ def test_an_accumulator_times_a_huge_scale_saturates_as_mlas():
     acc = np.array([2**31 - 1, -(2**31), 0, 5], np.int64)
     got = _no_warnings(requantize_onnx, acc, np.float32(3e38), 0, -128, 127)
     np.testing.assert_array_equal(got, [127, -128, 0, 127])
+
+
+# -- the long campaign's classes ------------------------------------------------------------------
+
+def _qlinear_softmax(y_scale: float):
+    inits = {"xs": np.float32(0.25), "xz": np.uint8(155), "ys": np.float32(y_scale),
+             "yz": np.uint8(0)}
+    node = helper.make_node("QLinearSoftmax", ["x", *inits], ["y"], axis=-1, opset=13,
+                            domain="com.microsoft")
+    model = make_model([node], [("x", np.uint8, [5, 7])], [("y", np.uint8, [5, 7])], inits)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
+def test_a_softmax_output_scale_whose_products_overflow_is_refused(capsys, tmp_path):
+    """onnxruntime's entry * floor(1 / y_scale) overflows float32 and it converts infinity to
+    an integer (0 or the top, by build); 1/256 is far from that edge."""
+    _refused(capsys, tmp_path, _save(tmp_path, _qlinear_softmax(2**-12), "tiny.onnx"),
+             "too small for rows of 7")
+    model = _qlinear_softmax(1 / 256)
+    feeds = {"x": np.random.default_rng(0).integers(0, 256, (5, 7)).astype(np.uint8)}
+    np.testing.assert_array_equal(_no_warnings(run, load_onnx(model), feeds)["y"],
+                                  ort_run(model, feeds)[0])
+
+
+@pytest.mark.parametrize("op", ["LeakyRelu", "QLinearLeakyRelu"])
+def test_a_nan_alpha_is_refused(op, capsys, tmp_path):
+    if op == "LeakyRelu":
+        model = _qdq([helper.make_node("LeakyRelu", ["xf"], ["yf"], alpha=float("nan"))], {})
+    else:
+        inits = {"xs": np.float32(0.1), "xz": np.int8(0), "ys": np.float32(0.1),
+                 "yz": np.int8(0)}
+        node = helper.make_node(op, ["x", *inits], ["y"], alpha=float("nan"),
+                                domain="com.microsoft")
+        model = make_model([node], [("x", np.int8, [8])], [("y", np.int8, [8])], inits)
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    _refused(capsys, tmp_path, _save(tmp_path, model, "nan.onnx"), "alpha is NaN")
+
+
+def test_a_qdq_unit_with_empty_weights_stays_float_and_is_refused_at_compile():
+    inits = {"w": np.zeros((0, 2, 1, 1), np.int8), "sw": np.float32(0.02)}
+    nodes = [helper.make_node("DequantizeLinear", ["w", "sw"], ["wf"]),
+             helper.make_node("Conv", ["xf", "wf"], ["yf"])]
+    graph = load_onnx(_qdq(nodes, inits))
+    prepared = _no_warnings(lambda: compilation(graph).prepared)
+    assert "QLinearConv" not in {n.op for n in prepared.nodes}
+    assert _no_warnings(run, prepared, _feeds(prepared, 0))["y"].shape == (1, 0, 4, 4)
+    with pytest.raises(KilnError, match="cannot generate Conv .*dimension of 0"):
+        _compiled_equals_interpreter(graph)
+
+
+@pytest.mark.parametrize("op", ["QLinearAveragePool", "QLinearGlobalAveragePool"])
+def test_an_average_requantized_beyond_int32_is_refused(op, capsys, tmp_path):
+    """onnxruntime converts the float average to int32 before it saturates (undefined beyond
+    int32: it answers the lowest code for +inf)."""
+    inits = {"xs": np.float32(1e36), "xz": np.int8(0), "ys": np.float32(1e-30),
+             "yz": np.int8(0)}
+    attrs = {"kernel_shape": [2, 2]} if op == "QLinearAveragePool" else {}
+    node = helper.make_node(op, ["x", *inits], ["y"], domain="com.microsoft", **attrs)
+    model = make_model([node], [("x", np.int8, [1, 2, 4, 4])], [("y", np.int8, None)], inits)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    _refused(capsys, tmp_path, _save(tmp_path, model, "avg.onnx"), "beyond int32")
+
+
+def test_a_global_average_of_an_empty_image_is_refused(capsys, tmp_path):
+    inits = {"xs": np.float32(0.1), "xz": np.int8(0), "ys": np.float32(0.1), "yz": np.int8(0)}
+    node = helper.make_node("QLinearGlobalAveragePool", ["x", *inits], ["y"],
+                            domain="com.microsoft")
+    model = make_model([node], [("x", np.int8, [1, 2, 0, 3])], [("y", np.int8, None)], inits)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    _refused(capsys, tmp_path, _save(tmp_path, model, "empty.onnx"), "empty image")
+
+
+def test_a_float_convolution_of_infinities_computes_ieee_without_warnings():
+    inits = {"w": np.array([1.0, -1.0, 0.0, 2.0], np.float32).reshape(1, 4, 1, 1)}
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"])],
+                       [("x", np.float32, [1, 4, 2, 2])], [("y", np.float32, None)], inits)
+    x = np.full((1, 4, 2, 2), np.inf, np.float32)
+    x[0, 1, 0, 0] = 1.0
+    ours = _no_warnings(run, load_onnx(model), {"x": x})["y"]
+    np.testing.assert_array_equal(ours, ort_run(model, {"x": x})[0])
