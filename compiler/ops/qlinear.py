@@ -466,14 +466,14 @@ def _add_tflite(a, b, sa, za, sb, zb, sc, zc, sign: int = 1) -> np.ndarray:
     return multiply_by_quantized_multiplier(total, m_c, s_c) + int(zc)
 
 
-def onnx_reach_problem(op: str, sa, za, sb, zb, sc, zc) -> str | None:
-    """Why scales requantize some pair of 8-bit inputs beyond int32 by the onnx rule, or None.
+def check_onnx_reach(node, sa, za, sb, zb, sc, zc) -> None:
+    """Refuse scales that requantize some pair of 8-bit inputs beyond int32 by the onnx rule.
 
     onnxruntime converts the float32 result to int32 before it saturates: beyond int32 that
     conversion is undefined in C, and its vector and scalar loops answer differently.
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        if op == "QLinearMul":
+        if node.op == "QLinearMul":
             ratio = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sc))
             reach, what = 255.0 * 255.0 * float(ratio) + abs(float(zc)), f"A*B/C = {ratio:g}"
         else:
@@ -482,17 +482,9 @@ def onnx_reach_problem(op: str, sa, za, sb, zb, sc, zc) -> str | None:
             fixed = float(zc) - float(r_ac) * float(za) - float(r_bc) * float(zb)
             reach = 255.0 * (float(r_ac) + float(r_bc)) + abs(fixed)
             what = f"A/C = {r_ac:g} and B/C = {r_bc:g}"
-    if reach < 2.0**31:
-        return None
-    return (f"{op}'s scale ratios {what} requantize 8-bit inputs beyond int32, where "
-            "onnxruntime's result is undefined")
-
-
-def check_onnx_reach(node, *params) -> None:
-    """Refuse a node whose scales `onnx_reach_problem` rejects."""
-    problem = onnx_reach_problem(node.op, *params)
-    if problem:
-        fail(problem)
+    if not reach < 2.0**31:
+        fail(f"{node.op}'s scale ratios {what} requantize 8-bit inputs beyond int32, where "
+             "onnxruntime's result is undefined")
 
 
 def _qlinear_add(node, a, sa, za, b, sb, zb, sc, zc=None):

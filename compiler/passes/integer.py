@@ -11,7 +11,6 @@ import numpy as np
 
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
-from compiler.ops.qlinear import first, onnx_reach_problem
 from compiler.passes.base import PassContext, PassResult, register_pass
 from compiler.passes.qdq_units import (
     Dequantized,
@@ -125,11 +124,6 @@ def _matmul(rw: Rewriter, node: Node, mode: str) -> bool | str:
     if problem:
         return problem
     ys, yz = output_params(rw, quant)
-    params = [const(v) for v in (a.scale, a.zero_point, b.scale, b.zero_point, ys, yz)]
-    if mode == "onnx" and all(params[i] is not None for i in (0, 2, 4)):
-        problem = onnx_reach_problem(f"QLinear{node.op}", *(first(p) for p in params))
-        if problem:
-            return problem
     inputs = [a.integers, a.scale, zero_point_input(rw, a, a.integers), b.integers, b.scale,
               zero_point_input(rw, b, b.integers), bias_input, ys, yz]
     replaced = [node, quant, a.node, b.node] + ([add, bias.node] if bias else [])
@@ -162,11 +156,6 @@ def _gemm(rw: Rewriter, node: Node, mode: str) -> bool | str:
     if problem:
         return problem
     ys, yz = output_params(rw, quant)
-    params = [const(v) for v in (a.scale, a.zero_point, b.scale, b.zero_point, ys, yz)]
-    if mode == "onnx" and all(params[i] is not None for i in (0, 2, 4)):
-        problem = onnx_reach_problem(f"QLinear{node.op}", *(first(p) for p in params))
-        if problem:
-            return problem
     inputs = [a.integers, a.scale, zero_point_input(rw, a, a.integers), b.integers, b.scale,
               zero_point_input(rw, b, b.integers), bias, ys, yz]
     new = rw.add("QGemm", inputs, {"transB": attrs["transB"], "requant": mode,
@@ -188,11 +177,6 @@ def _binary(rw: Rewriter, node: Node, mode: str) -> bool:
     if quant is None or quant.output.type.dtype != a.integers.type.dtype:
         return False
     ys, yz = output_params(rw, quant)
-    params = [const(v) for v in (a.scale, a.zero_point, b.scale, b.zero_point, ys, yz)]
-    if mode == "onnx" and all(params[i] is not None for i in (0, 2, 4)):
-        problem = onnx_reach_problem(f"QLinear{node.op}", *(first(p) for p in params))
-        if problem:
-            return problem
     inputs = [a.integers, a.scale, zero_point_input(rw, a, a.integers), b.integers, b.scale,
               zero_point_input(rw, b, b.integers), ys, yz]
     new = rw.add(f"QLinear{node.op}", inputs,
@@ -453,7 +437,10 @@ def to_integer(graph: Graph, context: PassContext) -> PassResult:
     for node in rw.nodes(*_UNITS):
         if node.output.type.dtype != "float32" or not rw.live(node):
             continue
-        fused = _UNITS[node.op](rw, node, mode)  # True, False, or the reason it stays float
+        try:  # True, False, or the reason it stays float
+            fused = _UNITS[node.op](rw, node, mode)
+        except KilnError as exc:  # the integer operator refuses these parameters
+            fused = str(exc)
         if fused is True:
             changed = True
         elif _touches_quantization(rw, node):

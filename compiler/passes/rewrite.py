@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from compiler import ops
+from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
 from compiler.ir.types import TensorType
 from compiler.ops.infer import infer_node
@@ -263,7 +264,11 @@ class Rewriter:
         node = self.graph.add_node(op, inputs, types or [_PENDING] * outputs, full,
                                    provenance=merged_provenance(replaces))
         if types is None:
-            self.retype(node)
+            try:
+                self.retype(node)
+            except KilnError:  # the caller may keep its unit as it was: leave no trace
+                self.graph.remove_node(node)
+                raise
         self._index(node)
         self.inserted = True
         return node

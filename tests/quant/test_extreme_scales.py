@@ -256,3 +256,16 @@ def test_a_float_convolution_of_infinities_computes_ieee_without_warnings():
     x[0, 1, 0, 0] = 1.0
     ours = _no_warnings(run, load_onnx(model), {"x": x})["y"]
     np.testing.assert_array_equal(ours, ort_run(model, {"x": x})[0])
+
+
+def test_a_qdq_average_whose_integer_form_is_refused_stays_float():
+    """The integer operator refuses the unit's scales; the unit keeps computing in float, and
+    the pass says why."""
+    model = _qdq([helper.make_node("AveragePool", ["xf"], ["yf"], kernel_shape=[2, 2])], {},
+                 scales=(1e36, 0.1, 1e-30))
+    graph = load_onnx(model)
+    result = compilation(graph).passes()
+    assert "QLinearAveragePool" not in {n.op for n in result.graph.nodes}
+    (record,) = [r for r in result.records if r.name == "to_integer"]
+    assert any("stays float" in note and "beyond int32" in note for note in record.notes)
+    _compiled_equals_interpreter(graph)
