@@ -146,10 +146,11 @@ def _average_pool(node, x):
     win = pool_window(node, x.shape)
     work = np.float32 if x.dtype == np.float16 else x.dtype
     total = np.zeros((*x.shape[:2], *win.out), work)
-    for _, view in taps(padded_input(x.astype(work, copy=False), win, 0), win):
-        total += view
     count = window_counts(win, x.shape[2:], node.attrs["count_include_pad"] == 1)
-    return from_nchw((total / np.maximum(count, 1).astype(work)).astype(x.dtype), layout)
+    with np.errstate(over="ignore", invalid="ignore"):  # sums beyond float: IEEE infinity
+        for _, view in taps(padded_input(x.astype(work, copy=False), win, 0), win):
+            total += view
+        return from_nchw((total / np.maximum(count, 1).astype(work)).astype(x.dtype), layout)
 
 
 register(OpDef("AveragePool", "pool", _avg_infer, _average_pool,
