@@ -240,7 +240,7 @@ class Compilation:
 
 
 def _refuse_empty_inputs(graph: Graph) -> None:
-    """Refuse an input, weight or result with a dimension of 0, naming it.
+    """Refuse an input or a result with a dimension of 0, naming it.
 
     Planning and code generation would fail less clearly. It is valid ONNX and runs in the
     interpreter, but has no bytes to place or loop over.
@@ -250,9 +250,9 @@ def _refuse_empty_inputs(graph: Graph) -> None:
             raise KilnError(f"graph input {value.name!r} has a dimension of 0 in "
                             f"{list(value.type.shape)}: an empty tensor cannot be compiled; "
                             f"give its size with --shape {value.name}=d0,d1,...")
-    for node in graph.nodes:
-        for value in [*node.inputs, *node.outputs]:
-            if value is not None and 0 in value.type.shape:
+    for node in graph.nodes:  # (an empty constant may be an omitted input: Resize's roi)
+        for value in node.outputs:
+            if 0 in value.type.shape:
                 raise KilnError(f"cannot generate {node.op} {node.name}: {value.name} has a "
                                 f"dimension of 0 in {list(value.type.shape)}, and an empty "
                                 "tensor cannot be compiled")

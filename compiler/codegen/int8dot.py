@@ -19,6 +19,7 @@ from llvmlite import ir
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, first
 from compiler.codegen.qbinary import add_residual
+from compiler.codegen.targets import DotProduct
 from compiler.quant.requant import RANGES
 
 WEIGHTS = 3  # the weight slot: QLinearConv's and QGemm's weights both come fourth
@@ -40,7 +41,7 @@ def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: i
 BLOCK = 4  # output channels sharing each input load
 # The depth a kernel needs a multiple of: Helium's dot products take 16 bytes (or 8 widened);
 # SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes.
-DEPTH_STEP = {"mve": 8, "dsp": 4}
+DEPTH_STEP = {DotProduct.MVE: 8, DotProduct.DSP: 4}
 I8 = ir.IntType(8)
 
 
@@ -152,7 +153,8 @@ def dots(k: Kernel, x_base, w_bases, accs, depth: int, x: ir.Value | None = None
     given (a column buffer).
     """
     x = k.args[0] if x is None else x
-    (dsp_dots if k.target.int8_dot == "dsp" else mve_dots)(k, x, x_base, w_bases, accs, depth)
+    dots = dsp_dots if k.target.int8_dot is DotProduct.DSP else mve_dots
+    dots(k, x, x_base, w_bases, accs, depth)
 
 
 def _widen(k: Kernel, vector: ir.Value) -> ir.Value:

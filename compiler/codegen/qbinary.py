@@ -21,6 +21,7 @@ from compiler import ops
 from compiler.codegen import requant
 from compiler.codegen.elementwise import _broadcast_strides
 from compiler.codegen.kernel import I32, Kernel, constant_input, strides
+from compiler.codegen.targets import DotProduct
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES, quantize_multiplier
 from compiler.quant.tables import codes
@@ -51,7 +52,7 @@ def _vector_lanes(k: Kernel) -> int:
     target = k.target
     if target is None:
         return 0
-    if target.int8_dot == "mve":
+    if target.int8_dot is DotProduct.MVE:
         return 4
     return target.vector_bits // 32 if not target.mcu else 0
 

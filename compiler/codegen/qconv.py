@@ -17,6 +17,7 @@ from llvmlite import ir
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first, splat
 from compiler.codegen.qbinary import add_residual
+from compiler.codegen.targets import DotProduct
 from compiler.codegen.window import window
 from compiler.ir.graph import Node
 from compiler.quant.requant import RANGES
@@ -52,7 +53,7 @@ def _lanes(count: int, target=None) -> int:
     Helium has eight 128-bit registers: two of accumulators (8 lanes) leave room for the
     operands; wider vectors would spill.
     """
-    widths = (8, 4) if target is not None and target.int8_dot == "mve" else (32, 16, 8)
+    widths = (8, 4) if target is not None and target.int8_dot is DotProduct.MVE else (32, 16, 8)
     return next((w for w in widths if count % w == 0), 0)
 
 

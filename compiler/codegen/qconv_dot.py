@@ -24,7 +24,7 @@ from compiler.codegen.int8dot import (
     store_block,
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
-from compiler.codegen.targets import Target
+from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
@@ -62,7 +62,7 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx)}
     arrays.update(conv_requant_arrays(node))
-    if target is not None and target.int8_dot == "dsp":
+    if target is not None and target.int8_dot is DotProduct.DSP:
         arrays[_WEIGHTS] = dsp_pairs(arrays[_WEIGHTS])
     return arrays
 
@@ -163,7 +163,7 @@ def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, 
     rows[:, :flat.shape[1]] = flat
     zx = int(first(node.inputs[2].data))
     bias = conv_bias(node)
-    arrays = {_WEIGHTS: dsp_pairs(rows) if target.int8_dot == "dsp" else rows,
+    arrays = {_WEIGHTS: dsp_pairs(rows) if target.int8_dot is DotProduct.DSP else rows,
               **border_starts(node, w.sum(axis=1), bias, zx)}
     arrays.update(conv_requant_arrays(node))
     return arrays

@@ -20,7 +20,7 @@ from llvmlite import ir
 from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import WEIGHTS, conv_requant_arrays, load_vector, store_vector
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first, splat
-from compiler.codegen.targets import Target
+from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
@@ -35,7 +35,8 @@ def _lanes(out_c: int) -> int:
 
 def vnni_eligible(node: Node, target: Target | None) -> bool:
     """Whether this convolution runs on VPDPBUSD on `target`."""
-    if target is None or target.int8_dot != "vnni" or int(node.attrs.get("group", 1)) != 1:
+    if target is None or target.int8_dot is not DotProduct.VNNI or \
+            int(node.attrs.get("group", 1)) != 1:
         return False
     if node.inputs[0].type.dtype != "int8" or node.inputs[3].type.dtype != "int8":
         return False

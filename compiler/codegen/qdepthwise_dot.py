@@ -32,11 +32,11 @@ from compiler.codegen.int8dot import (
     weight_pair,
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
-from compiler.codegen.targets import Target
+from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
-_BLOCK = {"dsp": 4, "mve": 8, "vnni": 32}
+_BLOCK = {DotProduct.DSP: 4, DotProduct.MVE: 8, DotProduct.VNNI: 32}
 
 
 
@@ -63,7 +63,7 @@ def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int
     bias = conv_bias(node)
     blocked = np.ascontiguousarray(
         w.reshape(channels // block, block, kh_n, kw_n).transpose(0, 2, 3, 1)).astype(np.int8)
-    arrays = {WEIGHTS: dsp_pairs(blocked) if target.int8_dot == "dsp" else blocked,
+    arrays = {WEIGHTS: dsp_pairs(blocked) if target.int8_dot is DotProduct.DSP else blocked,
               **border_starts(node, w[:, 0], bias, zx)}
     arrays.update(conv_requant_arrays(node))
     return arrays
@@ -77,7 +77,7 @@ def emit_qdepthwise_dot(k: Kernel) -> None:
     _, out_h, out_w, _ = node.output.type.shape
     kw_n = node.inputs[3].type.shape[3]
     taps = node.inputs[3].type.shape[2] * kw_n
-    dsp = k.target.int8_dot == "dsp"
+    dsp = k.target.int8_dot is DotProduct.DSP
     block = _BLOCK[k.target.int8_dot]
     zp = int(first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(I32) for _ in range(block)] if dsp else None

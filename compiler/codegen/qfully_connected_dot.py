@@ -23,7 +23,7 @@ from compiler.codegen.int8dot import (
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input, first
 from compiler.codegen.qfully_connected import weight_rows
-from compiler.codegen.targets import Target
+from compiler.codegen.targets import DotProduct, Target
 from compiler.ir.graph import Node
 
 _BIAS = 9  # the folded bias, after QGemm's own inputs
@@ -51,7 +51,7 @@ def qgemm_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     bias = node.inputs[6].data if len(node.inputs) > 6 and node.inputs[6] is not None else 0
     folded = np.broadcast_to(np.asarray(bias, np.int64), (outs,)) - zx * rows.sum(axis=1)
     stored = np.ascontiguousarray(rows).astype(np.int8)
-    if target is not None and target.int8_dot == "dsp":
+    if target is not None and target.int8_dot is DotProduct.DSP:
         stored = dsp_pairs(stored)
     arrays = {WEIGHTS: stored, _BIAS: folded.astype(np.int32)}
     arrays.update(requant_arrays(

@@ -16,7 +16,7 @@ from compiler.codegen.int8dot import WEIGHTS, load_vector, requant_arrays, store
 from compiler.codegen.kernel import I32, Kernel, constant_input, first, splat
 from compiler.codegen.qconv_vnni import vpdpbusd
 from compiler.codegen.qfully_connected import weight_rows
-from compiler.codegen.targets import Target
+from compiler.codegen.targets import DotProduct, Target
 from compiler.ir.graph import Node
 
 _BIAS = 9  # the folded bias, after the node's inputs
@@ -31,7 +31,7 @@ def _lanes(outs: int) -> int:
 
 def fc_vnni_eligible(node: Node, target: Target | None) -> bool:
     """Whether this fully connected layer runs on VPDPBUSD on `target`."""
-    if target is None or target.int8_dot != "vnni" or node.op not in _SLOTS:
+    if target is None or target.int8_dot is not DotProduct.VNNI or node.op not in _SLOTS:
         return False
     x, w = node.inputs[0].type, node.inputs[3].type
     if x.dtype != "int8" or w.dtype != "int8" or x.rank != 2 or w.rank != 2:

@@ -15,6 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.targets import DotProduct
 from compiler.quant.requant import onnx_scale, tflite_multiplier
 
 # Weight slots of the per-channel requantization data, after a node's own inputs.
@@ -103,7 +104,7 @@ def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value, multiplier_safe: bool = 
     """
     b = k.b
     if (isinstance(a.type, ir.VectorType) and a.type.count % 4 == 0 and k.target is not None
-            and k.target.int8_dot == "mve"):
+            and k.target.int8_dot is DotProduct.MVE):
         return _mve_vqrdmulh(k, a, multiplier)
     wide = _like(a, I64)
     product = b.mul(b.sext(a, wide), b.sext(multiplier, wide))

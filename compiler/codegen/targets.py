@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from functools import cache
 
 from compiler.errors import KilnError
 from compiler.memory.plan import HOST_ALIGNMENT, MCU_ALIGNMENT
+
+
+class DotProduct(enum.Enum):
+    """The int8 dot-product instructions of a core, which its int8 kernels are shaped around."""
+
+    NONE = ""
+    DSP = "dsp"  # SMLAD: two 16-bit products summed (Armv7E-M and Armv8-M DSP extension)
+    MVE = "mve"  # VMLADAVA: sixteen 8-bit products summed (Armv8.1-M Helium)
+    VNNI = "vnni"  # VPDPBUSD: four u8 x s8 products per 32-bit lane (AVX-512 VNNI)
+
+    def __bool__(self) -> bool:
+        return self is not DotProduct.NONE
 
 
 @dataclass(frozen=True)
@@ -23,8 +36,8 @@ class Target:
         vector_bits: Widest useful SIMD register, a hint for kernel shaping (0: scalar).
         mcu: True for bare-metal microcontrollers (weights stay in flash, no libc assumed).
         registers: Floating-point (vector) registers kernels may keep accumulators in.
-        int8_dot: The int8 dot-product instructions kernels can target: "mve" (Helium's
-            VMLADAV), "dsp" (SMLAD on pairs of 16-bit values), "vnni" (VPDPBUSD), or "".
+        int8_dot: The int8 dot-product instructions kernels can target (`DotProduct`); the
+            kernel table and the kernels dispatch on it, never on the target's name.
         requires: LLVM feature names a CPU must have to run the code (x86 levels): an object
             for a named x86 CPU runs on this machine only when its CPU has them all.
         int8_dot_emulated: Whether `int8_dot`'s instruction (VPDPBUSD) is replaced by portable
@@ -41,7 +54,7 @@ class Target:
     vector_bits: int = 0
     mcu: bool = False
     registers: int = 16
-    int8_dot: str = ""
+    int8_dot: DotProduct = DotProduct.NONE
     requires: tuple[str, ...] = ()
     int8_dot_emulated: bool = False
 
@@ -63,7 +76,7 @@ class Target:
         1.7 % more instructions fused); elsewhere the fused form costs nothing measurable and
         saves a tensor of arena (ResNet-8: 49,152 -> 32,768 B).
         """
-        return self.int8_dot != "mve"
+        return self.int8_dot is not DotProduct.MVE
 
     @property
     def inline_streaming(self) -> bool:
@@ -73,7 +86,7 @@ class Target:
         then cost more than the call (KWS: 1.6 %, VWW: 2.6 % more instructions; as functions
         of their own, 0.1 % and 0.3 %); on Cortex-M7 inlining still pays (KWS: 0.3 % fewer).
         """
-        return self.int8_dot != "mve"
+        return self.int8_dot is not DotProduct.MVE
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,7 @@ def _host() -> Target:
     if "+avx512f" in features.split(","):
         # Some AVX-512 CPUs are tuned to prefer 256-bit vectors, which would split every
         # 16-lane accumulator in two; the kernels are shaped for the full register file.
-        vnni = "vnni" if "+avx512vnni" in features.split(",") else ""
+        vnni = DotProduct.VNNI if "+avx512vnni" in features.split(",") else DotProduct.NONE
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       features + ",-prefer-256-bit", "hard", 512, registers=32, int8_dot=vnni)
     return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
@@ -120,17 +133,17 @@ _TARGETS = (
     Target("skylake-avx512", _X86, "skylake-avx512", "-prefer-256-bit", "hard", 512,
            registers=32, requires=_AVX512),
     Target("icelake-server", _X86, "icelake-server", "-prefer-256-bit", "hard", 512,
-           registers=32, int8_dot="vnni", requires=(*_AVX512, "avx512vnni")),
+           registers=32, int8_dot=DotProduct.VNNI, requires=(*_AVX512, "avx512vnni")),
     Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True),
     Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True),
     Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True,
-           registers=32, int8_dot="dsp"),
+           registers=32, int8_dot=DotProduct.DSP),
     Target("cortex-m7", "thumbv7em-none-eabihf", "cortex-m7", "+fp-armv8d16sp,-fp64", "hard", 0,
-           True, registers=32, int8_dot="dsp"),
+           True, registers=32, int8_dot=DotProduct.DSP),
     Target("cortex-m33", "thumbv8m.main-none-eabihf", "cortex-m33", "+fp-armv8d16sp,-fp64",
-           "hard", 0, True, registers=32, int8_dot="dsp"),
+           "hard", 0, True, registers=32, int8_dot=DotProduct.DSP),
     Target("cortex-m55", "thumbv8.1m.main-none-eabihf", "cortex-m55", "+mve.fp", "hard", 128,
-           True, registers=8, int8_dot="mve"),
+           True, registers=8, int8_dot=DotProduct.MVE),
     Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128,
            registers=32),
     Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True),

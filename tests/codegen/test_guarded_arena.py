@@ -25,7 +25,7 @@ from compiler.codegen.guarded import (
     guard_size,
 )
 from compiler.codegen.host import HostNet
-from compiler.codegen.targets import get_target
+from compiler.codegen.targets import DotProduct, get_target
 from compiler.driver import Options, compilation, compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
@@ -228,7 +228,7 @@ def test_int8_residual_add_in_the_store(rule, channels):
     graph.metadata[REQUANT_KEY] = rule
     host = get_target("host")
     # The host's kernels and, where it has a dot-product instruction, the generic ones.
-    for target in {host, dataclasses.replace(host, int8_dot="")}:
+    for target in {host, dataclasses.replace(host, int8_dot=DotProduct.NONE)}:
         _guarded_equals_plain(graph, target)
 
 

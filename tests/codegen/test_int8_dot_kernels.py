@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from compiler.codegen.table import lookup
-from compiler.codegen.targets import get_target
+from compiler.codegen.targets import DotProduct, get_target
 from compiler.driver import compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
@@ -176,7 +176,8 @@ X86_LEVELS = ("x86-64-v3", "skylake-avx512", "icelake-server")
 # and only VPDPBUSD replaced by portable IR of the same sum. The weights' arrangement, tiling,
 # border classes, zero-point folds and gathered columns are icelake-server's own, checked on
 # machines where its objects cannot run. The bundle names x86-64-v3: it runs where that does.
-VNNI_ON_AVX2 = replace(get_target("x86-64-v3"), int8_dot="vnni", int8_dot_emulated=True)
+VNNI_ON_AVX2 = replace(get_target("x86-64-v3"), int8_dot=DotProduct.VNNI,
+                       int8_dot_emulated=True)
 
 
 def _prepared(case: str, rule: str):
@@ -220,12 +221,12 @@ def test_x86_int8_kernels_equal_the_interpreter(case, rule, level, tmp_path, rec
     target = get_target(level)
     graph, prepared, layer = _prepared(case, rule)
     emitter = lookup(layer, target)[0].__name__
-    if target.int8_dot == "vnni":
+    if target.int8_dot is DotProduct.VNNI:
         assert emitter == HOST_CASES[case][1]
     else:
         assert "vnni" not in emitter
     net = compile_graph(prepared, target)
-    if target.int8_dot == "vnni" and "vnni" in emitter:
+    if target.int8_dot is DotProduct.VNNI and "vnni" in emitter:
         assert "vpdpbusd" in emit_assembly(net.llvm_ir, target)
     _runs_or_is_refused(graph, net, target, tmp_path, record_property)
 
