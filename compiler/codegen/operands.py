@@ -2,7 +2,7 @@
 
 A kernel reads its operands (the data) through pointers, from the arena when they are computed
 at run time and from the weights when they are constants. Its parameters (scales, zero points,
-8-bit weights, biases) are compiled into its code or arranged into weights of its own, so they
+weights, 8-bit biases) are compiled into its code or arranged into weights of its own, so they
 must be constants: ONNX lets a graph input feed them, and the reference interpreter runs such a
 graph, but no kernel of it can be compiled.
 """
@@ -26,6 +26,9 @@ _BINARY_PARAMETERS = {1: "A scale", 2: "A zero point", 4: "B scale", 5: "B zero 
 _QUANTIZE_PARAMETERS = {1: "scale", 2: "zero point"}
 # Slot -> what the input is, for every input a kernel needs at compile time.
 COMPILE_TIME: dict[str, dict[int, str]] = {
+    # Float layers whose kernels read their weights re-arranged (a bias is read as it is).
+    "Conv": {1: "weights"},
+    "FullyConnected": {1: "weights"},
     "QLinearConv": {1: "input scale", 2: "input zero point", 3: "weights", 4: "weight scale",
                     5: "weight zero point", 6: "output scale", 7: "output zero point",
                     8: "bias"},

@@ -80,7 +80,10 @@ def emit_pool(k: Kernel) -> None:
                 k.store(b.fdiv(k.load(k.outs[0], yi), divisor), k.outs[0], yi)
 
 
-def _taller(value: Value) -> Value:
+def _taller(value: Value | None) -> Value | None:
+    """A 3-D tensor seen with height 1; any other input (a scale, a zero point) as it is."""
+    if value is None or value.type.rank != 3:
+        return value
     t = value.type
     return Value(value.name, TensorType((t.shape[0], 1, *t.shape[1:]), t.dtype, t.quant))
 

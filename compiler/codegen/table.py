@@ -161,6 +161,30 @@ SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Ke
 
 
 _CONVOLUTIONS = ("Conv", "QLinearConv", "ConvInteger")
+_POOLS = ("MaxPool", "AveragePool", "QLinearAveragePool")
+
+
+def refuse_unsupported_geometry(node: Node) -> None:
+    """Refuse a convolution or pooling whose kernel cannot run its shape or layout.
+
+    Their emitters index NHWC images (a 1-D pool as one of height 1): another rank would fail
+    inside them, another layout would compute something else.
+    """
+    if node.op in _CONVOLUTIONS and node.output.type.rank != 4:
+        axes = node.output.type.rank - 2
+        why = ("a 1-D convolution runs as a 2-D one after the lower_conv_1d pass, which this "
+               "pipeline did not run") if axes == 1 else (
+            f"a {axes}-D convolution has no kernel (Kiln compiles 1-D and 2-D convolutions)")
+        raise KilnError(f"cannot generate {node.op} {node.name}: {why}")
+    if node.op in _POOLS:
+        rank = node.inputs[0].type.rank
+        if rank not in (3, 4):
+            raise KilnError(f"cannot generate {node.op} {node.name}: pooling over {rank - 2} "
+                            "spatial axes has no kernel (Kiln compiles 1-D and 2-D pooling)")
+        if node.attrs.get("layout") != "NHWC":
+            raise KilnError(f"cannot generate {node.op} {node.name}: its kernel pools "
+                            "channels-last (NHWC) tensors, after the to_nhwc pass, which this "
+                            "pipeline did not run")
 
 
 def lookup(node: Node, target: Target | None = None
@@ -169,12 +193,7 @@ def lookup(node: Node, target: Target | None = None
 
     The weight arrangement goes with the emitter, so both come from one choice.
     """
-    if node.op in _CONVOLUTIONS and node.output.type.rank != 4:
-        axes = node.output.type.rank - 2
-        why = ("a 1-D convolution runs as a 2-D one after the lower_conv_1d pass, which this "
-               "pipeline did not run") if axes == 1 else (
-            f"a {axes}-D convolution has no kernel (Kiln compiles 1-D and 2-D convolutions)")
-        raise KilnError(f"cannot generate {node.op} {node.name}: {why}")
+    refuse_unsupported_geometry(node)
     refuse_runtime_parameters(node)
     for op, suits, emit, prepare in SPECIALIZED:
         if node.op == op and suits(node, target):

@@ -30,7 +30,7 @@ from compiler.interpreter import run
 from compiler.quant.calibrate import params_for
 from compiler.quant.requant import REQUANT_KEY
 from tests.conftest import ROOT, shared_models
-from tests.helpers import make_model, ort_run
+from tests.helpers import assert_close, make_model, ort_run
 from tests.quant.int8_oracle import qdq_session
 from tests.tflite.oracles import quantized
 from tests.tflite.writer import Model, Op, write
@@ -440,3 +440,141 @@ def test_kws_with_a_saturating_quantize_runs_compiled(tmp_path):
     net = _compiled(load_model(path), seeds=range(2),
                     oracle=lambda feeds: session.run(None, feeds))
     assert "memset" in _undefined(net.object)
+
+
+# -- 6. 1-D and 3-D pooling -------------------------------------------------------------------
+
+POOLS_1D = {  # attributes of a 1-D QLinearAveragePool
+    "plain": {"kernel_shape": [3]},
+    "padded_strided": {"kernel_shape": [3], "pads": [1, 2], "strides": [2]},
+    "count_include_pad": {"kernel_shape": [2], "pads": [1, 1], "count_include_pad": 1}}
+
+
+def _qlinear_average_pool_1d(attrs: dict) -> onnx.ModelProto:
+    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"],
+                            domain="com.microsoft", name="qpool", **attrs)
+    return _contrib(make_model([node], [("x", np.int8, [2, 3, 9])], [("y", np.int8, None)],
+                               {"xs": np.float32(0.05), "xz": np.int8(3),
+                                "ys": np.float32(0.04), "yz": np.int8(-2)}))
+
+
+@pytest.mark.parametrize("case", POOLS_1D, ids=list(POOLS_1D))
+def test_a_1d_qlinear_average_pool_compiles(case):
+    """It runs as an image of height 1; its scales and zero points stay scalars (they were
+    given a height too, an IndexError)."""
+    _against_onnxruntime(_qlinear_average_pool_1d(POOLS_1D[case]))
+
+
+def test_a_1d_qlinear_average_pool_without_its_input_zero_point_compiles():
+    """An omitted input (zero point 0) stays omitted in the pool seen with height 1."""
+    node = helper.make_node("QLinearAveragePool", ["x", "xs", "", "ys", "yz"], ["y"],
+                            domain="com.microsoft", name="qpool", kernel_shape=[3], pads=[1, 1])
+    model = _contrib(make_model([node], [("x", np.uint8, [2, 3, 9])], [("y", np.uint8, None)],
+                                {"xs": np.float32(0.05), "ys": np.float32(0.04),
+                                 "yz": np.uint8(7)}))
+    _compiled(load_onnx(model))
+
+
+def test_a_1d_qlinear_average_pool_under_the_tflite_rule_compiles():
+    graph = load_onnx(_qlinear_average_pool_1d(POOLS_1D["padded_strided"]))
+    graph.metadata[REQUANT_KEY] = "tflite"
+    _compiled(compilation(graph).prepared)
+
+
+def test_a_quantized_1d_convolution_then_average_pool_compiles():
+    """The fuzzed chain: float input quantized, QLinearConv 1-D, QLinearAveragePool 1-D."""
+    rng = np.random.default_rng(51)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="quantize"),
+             helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "cs", "cz"],
+                              ["c"], name="qconv", pads=[1, 1]),
+             helper.make_node("QLinearAveragePool", ["c", "cs", "cz", "ys", "yz"], ["y"],
+                              domain="com.microsoft", name="qpool", kernel_shape=[2])]
+    inits = {"xs": np.float32(0.02), "xz": np.int8(1), "ws": np.float32(0.01),
+             "w": rng.integers(-127, 128, (2, 1, 3)).astype(np.int8), "wz": np.int8(0),
+             "cs": np.float32(0.03), "cz": np.int8(-4), "ys": np.float32(0.05),
+             "yz": np.int8(2)}
+    _against_onnxruntime(_contrib(make_model(nodes, [("x", np.float32, [1, 1, 5])],
+                                             [("y", np.int8, None)], inits)))
+
+
+@pytest.mark.parametrize("op, dtype", [("MaxPool", np.int8), ("MaxPool", np.float32),
+                                       ("AveragePool", np.float32)])
+def test_3d_pooling_is_refused_by_the_compiler(op, dtype, tmp_path, capsys):
+    """The interpreter pools a volume as onnxruntime does; no kernel does, so compiling says
+    so in one sentence instead of failing inside the 2-D emitter."""
+    node = helper.make_node(op, ["x"], ["y"], name="pool3d", kernel_shape=[1, 2, 2])
+    model = make_model([node], [("x", dtype, [1, 2, 3, 4, 4])], [("y", dtype, None)])
+    graph = load_onnx(model)
+    feeds = _feeds(graph, 0)
+    assert_close(run(graph, feeds)["y"], ort_run(model, feeds)[0], rtol=1e-6, atol=1e-6)
+    path = _save(tmp_path, model, "pool3d.onnx")
+    for args in (["compile", path, "-o", tmp_path / "bundle"],
+                 ["run", "--engine", "compiled", path]):
+        err = _refused(capsys, *args)
+        assert f"cannot generate {op} pool3d" in err and "3 spatial axes" in err, err
+    assert not (tmp_path / "bundle").exists()
+
+
+# -- 7. float layers whose weights are computed at run time ------------------------------------
+
+def _conv_fed_at_run_time(runtime: str, rank: int = 2) -> onnx.ModelProto:
+    rng = np.random.default_rng(12)
+    kernel = (3,) * rank
+    values = {"w": rng.standard_normal((4, 3, *kernel)).astype(np.float32),
+              "b": rng.standard_normal(4).astype(np.float32)}
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1] * 2 * rank)
+    inputs = [("x", np.float32, [1, 3, *(6,) * rank]),
+              (runtime, np.float32, list(values[runtime].shape))]
+    return make_model([node], inputs, [("y", np.float32, None)],
+                      {k: v for k, v in values.items() if k != runtime})
+
+
+@pytest.mark.parametrize("rank", [1, 2], ids=["1d", "2d"])
+def test_a_float_conv_with_runtime_weights_is_refused_by_the_compiler(rank, tmp_path, capsys):
+    """The kernel re-arranges its weights at compile time (an AttributeError on a graph
+    input); the interpreter runs the model as onnxruntime does."""
+    model = _conv_fed_at_run_time("w", rank)
+    graph = load_onnx(model)
+    feeds = _feeds(graph, 0)
+    assert_close(run(graph, feeds)["y"], ort_run(model, feeds)[0])
+    path = _save(tmp_path, model, "dynamic_conv.onnx")
+    # A 1-D one is refused as the 2-D convolution lower_conv_1d made of it, reading a reshape.
+    named = "Conv conv: input 1 (w)" if rank == 2 else "cannot generate Conv "
+    for args in (["compile", path, "-o", tmp_path / "bundle"],
+                 ["run", "--engine", "compiled", path]):
+        err = _refused(capsys, *args)
+        assert "dynamic_conv.onnx" in err and named in err, err
+        assert "its weights, is computed at run time" in err, err
+
+
+def test_a_qdq_conv_whose_weights_are_a_graph_input_is_refused():
+    """The fuzzed case: a QDQ Conv 1-D whose quantized weights were made a graph input."""
+    rng = np.random.default_rng(226)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wf"], name="dq_w"),
+             helper.make_node("Conv", ["xf", "wf"], ["c"], name="qdq_conv", pads=[1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["y"], name="q_y")]
+    inits = {"s": np.float32(0.05), "z": np.int8(0), "ws": np.float32(0.02),
+             "wz": np.int8(0)}
+    model = make_model(nodes, [("x", np.int8, [3, 4, 6]), ("wq", np.int8, [2, 4, 3])],
+                       [("y", np.int8, None)], inits)
+    graph = load_onnx(model)
+    feeds = {**_feeds(graph, 0), "wq": rng.integers(-127, 128, (2, 4, 3)).astype(np.int8)}
+    run(graph, feeds)
+    with pytest.raises(KilnError, match=r"cannot generate Conv .*: input 1 \(.*\), its "
+                                        "weights, is computed at run time"):
+        compile_graph(compilation(graph).prepared, "host")
+
+
+def test_a_float_conv_with_a_runtime_bias_compiles():
+    """Only the weights are re-arranged: a bias computed at run time is read as it is (float
+    kernels reassociate sums, so to rounding)."""
+    model = _conv_fed_at_run_time("b")
+    graph = load_onnx(model)
+    runner = compile_guarded(compilation(graph).prepared, "host")
+    try:
+        feeds = _feeds(graph, 0)
+        assert_close(runner.run(feeds)["y"], run(graph, feeds)["y"])
+        assert_close(run(graph, feeds)["y"], ort_run(model, feeds)[0])
+    finally:
+        runner.close()

@@ -98,3 +98,42 @@ def test_the_cli_prints_one_line(tmp_path, capsys):
     assert cli.main(["inspect", str(path)]) != 0
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "bad.tflite" in err and "TFLite" in err
+
+
+def _depthwise(in_channels: int, out_channels: int, multiplier: int, dtype: str) -> Model:
+    rng = np.random.default_rng(1)
+    w_shape = (1, 2, 2, out_channels)
+    quant = {"scale": [0.1], "zero_point": [0]} if dtype == "int8" else {}
+    w_quant = {"scale": [0.05], "zero_point": [0]} if dtype == "int8" else {}
+    options = ("DepthwiseConv2DOptions", {"Padding": 1, "StrideW": 1, "StrideH": 1,
+                                          "DepthMultiplier": multiplier})
+    return Model([T("x", (1, 4, 4, in_channels), dtype, **quant),
+                  T("w", w_shape, dtype, rng.integers(-127, 128, w_shape), **w_quant),
+                  T("y", (1, 3, 3, out_channels), dtype, **quant)],
+                 [Op("DEPTHWISE_CONV_2D", [0, 1, -1], [2], options)], [0], [2])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+@pytest.mark.parametrize("channels, multiplier", [((3, 3), -1), ((3, 3), 0), ((2, 4), 99),
+                                                  ((1, 3), 1)])
+def test_a_depth_multiplier_disagreeing_with_the_weights_is_refused(channels, multiplier,
+                                                                     dtype, tmp_path):
+    """TFLite Micro's kernel loops over the multiplier it is given, not over the weights, so
+    it reads and writes outside its tensors (a fuzzed -1 gave other bytes on every run);
+    Kiln used the weights. The model is refused at the operator."""
+    message = _error(write(_depthwise(*channels, multiplier, dtype)), tmp_path)
+    assert "node DEPTHWISE_CONV_2D #0" in message, message
+    assert (f"its depth multiplier {multiplier} times the input's {channels[0]} channels is "
+            f"not its weights' {channels[1]} output channels") in message, message
+    load_model(write(_depthwise(*channels, channels[1] // channels[0], dtype)))
+
+
+def test_a_float_input_with_an_int8_output_is_refused(tmp_path):
+    """A fuzzed MEAN whose input was retyped to float32 kept its int8 output: Kiln averaged
+    in float and wrote float32, TFLite Micro wrote int8."""
+    model = Model([T("x", (1, 2, 2, 3), scale=[0.1], zero_point=[0]),
+                   T("axes", (2,), "int32", np.array([1, 2])),
+                   T("y", (1, 1, 1, 3), "int8", scale=[0.1], zero_point=[0])],
+                  [Op("MEAN", [0, 1], [2], ("ReducerOptions", {"KeepDims": True}))], [0], [2])
+    message = _error(write(model), tmp_path)
+    assert "node MEAN #0: its input x is float32 but its output y is int8" in message, message

@@ -4,7 +4,8 @@ TFLite's int8 specification and TFLite Micro's kernel Prepare functions
 (tensorflow/lite/micro/kernels/*_common.cc) refuse parameters that Kiln's integer operators
 could compute anyway, but not as any runtime would: weights with a nonzero zero point, a layer
 whose output type is not its input's, a MAX_POOL_2D or CONCATENATION that would have to rescale,
-a per-channel QUANTIZE. An operator version newer than LiteRT registers may mean something Kiln
+a per-channel QUANTIZE; scales whose multipliers TFLite Micro would shift by amounts C leaves
+undefined (rescales.py). An operator version newer than LiteRT registers may mean something Kiln
 does not know. Each is refused at its operator, in one sentence.
 """
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.frontends.tflite.flatbuffer import Model, Operator, Tensor
+from compiler.frontends.tflite.rescales import check_rescales
 from compiler.quant.requant import quantize_multiplier
 
 # The newest version of each builtin Kiln reads, as LiteRT's builtin op resolver registers it
@@ -53,11 +55,12 @@ def check_operator(model: Model, op: Operator) -> None:
     if op.builtin == "QUANTIZE" and out.quantized and out.scale.size != 1:
         raise ModelError(f"its output {out.name} has {out.scale.size} scales; TFLite Micro's "
                          "QUANTIZE writes one (per-tensor) scale")
-    if not _is_8bit(x):
-        return
-    if op.builtin not in _CONVERTING and out.dtype != x.dtype:
+    if (op.builtin not in _CONVERTING and out.dtype != x.dtype
+            and (_is_8bit(x) or _is_8bit(out))):
         raise ModelError(f"its input {x.name} is {x.dtype} but its output {out.name} is "
                          f"{out.dtype}; TFLite Micro's {op.builtin} keeps the input's type")
+    if not _is_8bit(x):
+        return
     if op.builtin in _LAYERS and len(op.inputs) > 1 and op.inputs[1] >= 0:
         _check_weights(model, op, x, model.tensors[op.inputs[1]], out)
     elif op.builtin in ("AVERAGE_POOL_2D", "MAX_POOL_2D") and _is_8bit(out):
@@ -68,6 +71,8 @@ def check_operator(model: Model, op: Operator) -> None:
                 _check_same_params(op, model.tensors[index], out, 0.0)
     elif op.builtin == "HARD_SWISH" and _is_8bit(out):
         _check_hard_swish(x, out)
+    if _is_8bit(out):
+        check_rescales(model, op, x, out)
 
 
 def _is_8bit(t: Tensor) -> bool:

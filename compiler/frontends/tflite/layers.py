@@ -123,6 +123,12 @@ def depthwise_conv_2d(b: Builder, op: Operator) -> None:
     if in_channels == 0 or data.shape[3] % in_channels:
         raise ModelError(f"{data.shape[3]} output channels are not a multiple of the input's "
                          f"{in_channels}")
+    multiplier = int(op.options.DepthMultiplier()) if op.options is not None else 0
+    if multiplier * in_channels != data.shape[3]:
+        # TFLite's kernels loop over the multiplier, not the weights' channels: they would
+        # read and write outside the tensors.
+        raise ModelError(f"its depth multiplier {multiplier} times the input's {in_channels} "
+                         f"channels is not its weights' {data.shape[3]} output channels")
     _convolution(b, op, data[0].transpose(2, 0, 1)[:, None], w, in_channels)
 
 
