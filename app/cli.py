@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_inspect(args) -> int:
     """`kiln inspect`."""
-    from compiler.quant.summary import summary
+    from compiler.qmath.summary import summary
     from compiler.stats import compute_stats
 
     graph = load_graph(args)
@@ -147,7 +147,7 @@ def cmd_run(args) -> int:
     """`kiln run`."""
     from compiler.fileio import atomic_write_bytes
     from compiler.interpreter import run
-    from compiler.quant.explain import real_value_formula
+    from compiler.qmath.explain import real_value_formula
 
     graph = load_graph(args)
     feeds = _read_inputs(graph, args.input or [], args.seed)

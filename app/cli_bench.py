@@ -1,7 +1,8 @@
 """`kiln bench`: the model timed on this host against its peers, or counted on a Cortex-M.
 
-The measuring lives in `compiler.codegen.bench` (host) and `compiler.mcu.bench` (QEMU with
-CMSIS-NN beside it); this module declares the command's arguments and formats the results.
+The measuring lives in `compiler.harness.host_bench` (host) and
+`compiler.harness.cortex_m_bench` (QEMU with CMSIS-NN beside it); this module declares the
+command's arguments and formats the results.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def add_bench_parser(sub) -> None:
 
 
 def cmd_bench(args) -> int:
-    """`kiln bench`: the measuring lives in compiler.codegen.bench; this only formats."""
-    from compiler.codegen.bench import bench_model
+    """`kiln bench`: the measuring lives in compiler.harness.host_bench; this only formats."""
+    from compiler.harness.host_bench import bench_model
 
     if args.repeats < 1 or (args.runs is not None and args.runs < 1):
         raise UsageError("--runs and --repeats must be at least 1")
@@ -71,7 +72,7 @@ def cmd_bench(args) -> int:
 
 def _bench_target(args, shapes) -> int:
     """`kiln bench --target`: instruction counts, total and per layer, beside CMSIS-NN's."""
-    from compiler.mcu.bench import bench_target
+    from compiler.harness.cortex_m_bench import bench_target
 
     result = bench_target(args.model, args.target, args.seed, shapes, args.cmsis_nn,
                           not args.no_peer)

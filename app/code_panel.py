@@ -195,9 +195,9 @@ def install(window) -> CodeController:
 
 def screenshots(window, save) -> None:
     """Render the code views of the sample's second Conv (or the first node with a kernel)."""
-    code: CodeController | None = getattr(window, "code", None)
+    code: CodeController = window.code
     graph = window.document.graph
-    if code is None or graph is None:
+    if graph is None:
         return
     from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 

@@ -50,6 +50,9 @@ class DockSizes(QObject):
         super().__init__(window)
         self.window = window
         self.preferred: dict[QDockWidget, QSize] = {}
+        # The docks watched: every dock of the window (all made before it is shown). Kept here
+        # because `findChildren` walks the whole window, milliseconds a call on a full one.
+        self._all: list[QDockWidget] = []
         self.share = dict(SHARE)  # lowered where the user left the canvas less
         self._seen: dict[QDockWidget, QSize] = {}  # sizes after the last record or apply
         self._by_user = False  # the pending record is the user's own layout
@@ -70,6 +73,7 @@ class DockSizes(QObject):
 
     def watch(self, dock: QDockWidget) -> None:
         """Record a preference when `dock` is shown, hidden, moved or floated."""
+        self._all.append(dock)
         dock.visibilityChanged.connect(lambda _visible: self.record_soon())
         dock.dockLocationChanged.connect(lambda _area: self.record_soon())
         dock.topLevelChanged.connect(lambda _floating: self.record_soon())
@@ -102,7 +106,7 @@ class DockSizes(QObject):
     def docks(self) -> dict[Area, list[QDockWidget]]:
         """The shown, docked docks of each area (a tab group by its current tab)."""
         out: dict[Area, list[QDockWidget]] = {}
-        for dock in self.window.findChildren(QDockWidget):
+        for dock in self._all:
             area = self.window.dockWidgetArea(dock)
             if not dock.isFloating() and dock.isVisible() and area in AREAS:
                 out.setdefault(area, []).append(dock)
@@ -127,7 +131,7 @@ class DockSizes(QObject):
     def minimum(self, area: Area) -> int:
         """The least size Qt lets `area` take: its largest dock minimum, tabs hidden or not."""
         least = 0
-        for dock in self.window.findChildren(QDockWidget):
+        for dock in self._all:
             if dock.isFloating() or self.window.dockWidgetArea(dock) != area or \
                     not dock.toggleViewAction().isChecked():  # closed
                 continue

@@ -2,7 +2,8 @@
 
 Besides the graph, file, problems and undo history, the document holds what the panels must
 agree on: the pass pipeline (edited in the Passes panel), the target, board and arena option
-(chosen in the Code panel, the Memory Timeline or the export dialog) and the selected node.
+(chosen in the Code panel, the Memory Timeline or the export dialog), the selected node and the
+quantization (`quant`: the calibrated profile, the ranges tuned by hand, the float tensors).
 Panels never ask each other: they read the document and ask the compile driver for the stages
 of `compilation()`, so they all show what the export writes.
 """
@@ -17,6 +18,7 @@ import onnx
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
+from app.quant_state import QuantState
 from compiler import edit
 from compiler.driver import Compilation, Options, compilation
 from compiler.errors import KilnError, one_line
@@ -98,6 +100,7 @@ class Document(QObject):
         self.board: str | None = None
         self.io_in_arena = False
         self.selection = None
+        self.quant = QuantState(self)  # its commands share the undo history with graph edits
         self._compiled: Compilation | None = None
 
     def _clean_changed(self, clean: bool) -> None:
@@ -110,6 +113,7 @@ class Document(QObject):
         self.undo_stack.clear()  # emits dirtyChanged(False) when there were unsaved edits
         self.path = Path(path) if path is not None else None
         self.select(None)
+        self.quant.set_session(None)  # the last model's calibration describes nothing here
         self.modelOpened.emit()
         self.restore(graph, edit.problems(graph))
         self.pathChanged.emit()

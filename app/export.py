@@ -148,7 +148,7 @@ def export_job(compiled: Compilation, options: ExportOptions,
             float_doc = bundle_report(floating.net(opts), board)
         counts = None
         if options.count:
-            from compiler.mcu.bench import bench_compilation
+            from compiler.harness.cortex_m_bench import bench_compilation
 
             counts = {}
             for label, which in (("int8" if floating is not None else "float", compiled),
@@ -209,7 +209,6 @@ class ExportController(QObject):
         self.dialog: ExportDialog | None = None
         self.job: Job | None = None
         self.last: Exported | None = None
-        self._watching = False
         self.action = QAction("Export &Bundle…", window)
         self.action.setShortcut(QKeySequence(SHORTCUT))
         tip = "Compile the model into a bundle (object, header, report) for a target"
@@ -218,10 +217,10 @@ class ExportController(QObject):
         self.action.triggered.connect(lambda _checked=False: self.open_dialog())
         self.document.graphChanged.connect(self._update_action)
         self.document.modelOpened.connect(self._model_opened)
+        # A calibration (or an edit the quantization follows) changes what int8 can export.
+        self.document.quant.sessionChanged.connect(self._session_changed)
         self._note: str | None = None  # what the status bar says once another model is shown
-        loaded = getattr(window, "modelLoaded", None)
-        if loaded is not None:
-            loaded.connect(self._model_loaded)
+        window.modelLoaded.connect(self._model_loaded)
         self._update_action()
         self._restore_target()
 
@@ -267,17 +266,9 @@ class ExportController(QObject):
 
     def _int8_available(self) -> bool:
         """True when the document is calibrated, so that it can be exported as int8."""
-        quant = getattr(self.window, "quant", None)
-        return quant is not None and quant.quantized() is not None
+        return self.document.quant.current() is not None
 
-    def _watch_calibration(self) -> None:
-        """Follow calibrations in the open dialog (the quantization controller comes later)."""
-        quant = getattr(self.window, "quant", None)
-        if quant is not None and not self._watching:
-            quant.calibrationEnded.connect(self._calibration_ended)
-            self._watching = True
-
-    def _calibration_ended(self, _succeeded: bool) -> None:
+    def _session_changed(self, _measured: bool) -> None:
         if self.dialog is not None:
             self.dialog.set_int8_available(self._int8_available())
 
@@ -293,7 +284,6 @@ class ExportController(QObject):
             self.dialog.cancelRequested.connect(self.cancel)
             self.dialog.rejected.connect(self.cancel)
             self.dialog.set_options(self._initial_options())
-        self._watch_calibration()
         self.dialog.set_int8_available(self._int8_available())
         self.dialog.show()
         self.dialog.raise_()
@@ -358,8 +348,7 @@ class ExportController(QObject):
             return None
         floating = profile = None
         if options.precision == "int8":
-            quant = getattr(self.window, "quant", None)
-            quantized = quant.quantized() if quant is not None else None
+            quantized = self.document.quant.quantized()
             if quantized is None:
                 if dialog is not None:
                     dialog.show_error("Calibrate the model first (Quantize > Calibrate…) to "

@@ -80,6 +80,7 @@ class MainWindow(QMainWindow):
     def __init__(self, parent: QWidget | None = None, *, remember: bool = True):
         """Create the window; with `remember` False (scripted runs) settings are left alone."""
         super().__init__(parent)
+        workers.share_the_interpreter()  # workers run numpy while the user drags and types
         self.setObjectName("KilnMainWindow")
         self.remember = remember
         self.dock_sizes = DockSizes(self)  # before any dock is sized

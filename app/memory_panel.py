@@ -407,8 +407,8 @@ def install(window) -> MemoryController:
 
 def screenshots(window, save) -> None:
     """Render the timeline of the open model, its peak buffer selected."""
-    memory: MemoryController | None = getattr(window, "memory", None)
-    if memory is None or window.document.graph is None:
+    memory: MemoryController = window.memory
+    if window.document.graph is None:
         return
     from PySide6.QtCore import QEventLoop
 

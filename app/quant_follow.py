@@ -22,7 +22,7 @@ from dataclasses import replace
 from PySide6.QtCore import QObject
 
 from app.quant_panel import KEPT_FLOAT, NOT_PROFILED, STALE, Row
-from app.quant_session import Session, follow_session
+from app.quant_session import Bases, Session, follow_session
 from app.workers import Job
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
@@ -32,9 +32,13 @@ from compiler.quant.remap import carry_edits, remap_profile
 
 
 class GraphFollower:
-    """The profile of each graph the undo history holds, and the move from one to another."""
+    """The profile of each graph the undo history holds, and the move from one to another.
 
-    def __init__(self):
+    `bases` gives a graph's calibration graph (the document keeps each one it computed).
+    """
+
+    def __init__(self, bases: Bases = calibration_graph):
+        self._bases = bases
         self._profiles: weakref.WeakKeyDictionary[Graph, Profile] = weakref.WeakKeyDictionary()
         self._request = None  # how the remembered profiles were measured
 
@@ -55,11 +59,11 @@ class GraphFollower:
         KilnError when the edited graph cannot be prepared for calibration.
         """
         self._profiles[session.graph] = session.profile  # as it is left (undo returns to it)
-        base = calibration_graph(graph, session.profile.equalized)
+        base = self._bases(graph, session.profile.equalized)
         profile = self._profiles.get(graph)
         if profile is None:
             old = session.base if session.base is not None else \
-                calibration_graph(session.graph, session.profile.equalized)
+                self._bases(session.graph, session.profile.equalized)
             profile = remap_profile(session.profile, old, base).profile
         return follow_session(session, graph, profile, base)
 
@@ -124,7 +128,7 @@ class Following(QObject):
     def __init__(self, controller):
         super().__init__(controller)
         self.controller = controller
-        self.follower = GraphFollower()
+        self.follower = GraphFollower(controller.state.calibration_graph)
         doc = controller.document
         doc.graphChanged.connect(self.graph_changed)
         doc.modelOpened.connect(self.follower.forget)

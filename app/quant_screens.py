@@ -33,9 +33,9 @@ def screenshots(window, save) -> None:
     """The panel with the worst tensor's histogram, and the error overlay on the graph."""
     from compiler.quant.calibration_data import Normalization
 
-    controller: QuantController | None = getattr(window, "quant", None)
+    controller: QuantController = window.quant
     doc = window.document
-    if controller is None or doc.graph is None or doc.path is None or \
+    if doc.graph is None or doc.path is None or \
             doc.path.name != "digits_cnn.onnx":
         return  # the shots need samples: the sample model has them built in
     calibrate_now(controller, CalibrationRequest("digits:train", "digits:test", Normalization()))

@@ -1,15 +1,17 @@
 """A calibration's result for the workbench: the profile, the samples, the evaluator.
 
 `Session` links the quantizer's tensors to the canvas (which node makes each tensor, which
-convolution's range is its Relu's) and keeps the incremental evaluator and the accuracies; the
-functions here run in workers, away from the widgets. After a graph edit `follow_session`
-links a profile carried to the edited graph at once (cheap) and leaves the evaluator to the
-next evaluation, in a worker.
+convolution's range is its Relu's) and keeps the incremental evaluator, the accuracies and the
+ranges the calibration method picks; the functions here run in workers, away from the widgets.
+After a graph edit `follow_session` links a profile carried to the edited graph at once
+(cheap) and leaves the evaluator and the range searches to the next evaluation, in a worker.
+Callers pass the calibration graph when they know it (the document keeps one per graph).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,14 +23,19 @@ from compiler.driver import compilation
 from compiler.interpreter import run
 from compiler.ir.graph import Graph
 from compiler.quant.accuracy import answers
-from compiler.quant.calibration_data import CalibrationData, load_calibration
+from compiler.quant.calibrate import choose_range
+from compiler.quant.calibration_data import CalibrationData, Normalization, load_calibration
 from compiler.quant.incremental import DEFAULT_SAMPLES, Evaluation, IncrementalEvaluator
-from compiler.quant.profile import Profile
+from compiler.quant.profile import Profile, load_profile
 from compiler.quant.profiler import calibration_graph, profile_model
 from compiler.quant.quantize import Options
 from compiler.quant.remap import unprofiled
 
 _CLAMPS = ("Relu", "Clip")
+# (graph, equalized) -> its calibration graph: `calibration_graph`, or a cache of it.
+Bases = Callable[[Graph, bool], Graph]
+# The user's choices a worker evaluates: (hand-tuned ranges, tensors kept in float).
+Edits = tuple[dict[str, dict[str, float]], tuple[str, ...]]
 
 
 def profile_path(model: Path) -> Path:
@@ -52,6 +59,8 @@ class Session:
     evaluation: Evaluation | None = None
     float_accuracy: float | None = None
     int8_accuracy: float | None = None
+    # (tensor, method) -> the range the method picks: the session's method's for every tensor
+    # (from its worker), others once searched (`app.quant_ranges`). Written by the GUI thread.
     method_ranges: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     request: CalibrationRequest | None = None  # how it was calibrated (sessions keep it)
     base: Graph | None = None  # the calibration graph the profile describes
@@ -73,24 +82,27 @@ def read_samples(graph: Graph, request: CalibrationRequest
 
 
 def session_from_profile(graph: Graph, profile: Profile, request: CalibrationRequest,
-                         samples: tuple[CalibrationData, CalibrationData | None] | None = None
-                         ) -> Session:
+                         samples: tuple[CalibrationData, CalibrationData | None] | None = None,
+                         base: Graph | None = None) -> Session:
     """The evaluated session of `profile` on `request`'s samples (read unless given).
 
-    For a calibration, a loaded profile file and a restored `.kiln` session alike.
+    For a calibration, a loaded profile file and a restored `.kiln` session alike; `base` is
+    the calibration graph of `graph`, computed here unless given.
     """
     live, labelled = samples if samples is not None else read_samples(graph, request)
     if labelled is None and live.labels is not None:
         labelled = live  # no held-out set: the calibration samples' own labels give accuracy
     options = Options(method=request.method, schema=request.schema)
     session = make_session(graph, profile, options, labelled if labelled is not None else live,
-                           labelled, request.samples)
+                           labelled, request.samples, base)
     session.request = request
     evaluate_session(session)
+    session.method_ranges.update(missing_ranges(session))  # not shared with any thread yet
     return session
 
 
-def calibrate_job(graph: Graph, request: CalibrationRequest, model: str):
+def calibrate_job(graph: Graph, request: CalibrationRequest, model: str,
+                  bases: Bases = calibration_graph):
     """The function of a worker that profiles `graph` and evaluates the result."""
     def work(progress: Progress) -> Session:
         progress.report(0.0, "Reading the samples")
@@ -101,14 +113,35 @@ def calibrate_job(graph: Graph, request: CalibrationRequest, model: str):
                 0.9 * done / total, f"Profiling {done:,} of {total:,} samples"),
             cancelled=progress.is_cancelled)
         progress.report(0.95, "Evaluating")
-        return session_from_profile(graph, profile, request, samples)
+        return session_from_profile(graph, profile, request, samples,
+                                    bases(graph, profile.equalized))
+    return work
+
+
+def profile_job(graph: Graph, path: Path, bases: Bases = calibration_graph):
+    """The function of a worker that reads the profile at `path` and evaluates it on `graph`.
+
+    A profile of another graph is a KilnError naming the file; the samples are the ones it
+    was measured on (the digits' held-out split measures the sample CNN).
+    """
+    def work(progress: Progress) -> Session:
+        progress.report(0.0, f"Reading {path.name}")
+        profile = load_profile(path)
+        base = bases(graph, profile.equalized)
+        profile.check_graph(base, str(path))
+        source = str(profile.data.get("source", ""))
+        request = CalibrationRequest(source, "digits:test" if source == "digits:train" else "",
+                                     Normalization())
+        progress.report(0.1, "Evaluating the profile")
+        return session_from_profile(graph, profile, request, base=base)
     return work
 
 
 def make_session(graph: Graph, profile: Profile, options: Options, live: CalibrationData,
-                 labelled: CalibrationData | None, samples: int) -> Session:
+                 labelled: CalibrationData | None, samples: int,
+                 base: Graph | None = None) -> Session:
     """Link the calibration graph's tensors to the canvas and build the evaluator."""
-    session = link_session(graph, profile, options, live, labelled, samples)
+    session = link_session(graph, profile, options, live, labelled, samples, base)
     session.evaluator = IncrementalEvaluator(graph, profile, live, options, samples)
     session.evaluation = session.evaluator.evaluation
     return session
@@ -151,6 +184,10 @@ def follow_session(session: Session, graph: Graph, profile: Profile, base: Graph
     followed = link_session(graph, profile, session.options, session.live, session.labelled,
                             session.samples, base)
     followed.request = session.request
+    # A tensor measured the same keeps its ranges; the next evaluation searches the others.
+    followed.method_ranges = {
+        (name, method): found for (name, method), found in dict(session.method_ranges).items()
+        if name in profile.tensors and profile.tensors[name] == session.profile.tensors.get(name)}
     return followed
 
 
@@ -173,23 +210,50 @@ def _fit_samples(session: Session) -> None:
         session.live, session.labelled = labelled if labelled is not None else live, labelled
 
 
-def evaluate_session(session: Session) -> None:
-    """Bring the evaluation and the accuracies up to the session's profile.
+def missing_ranges(session: Session) -> dict[tuple[str, str], tuple[float, float]]:
+    """The ranges the session's method picks for its tensors that it does not know yet.
+
+    Searches (the KL one takes tens of milliseconds a tensor): for workers.
+    """
+    method, known = session.options.method, session.method_ranges
+    return {(name, method): choose_range(entry, method)
+            for name, entry in session.profile.tensors.items() if (name, method) not in known}
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A session evaluated in a worker, and the ranges its method picks that it lacked."""
+
+    session: Session
+    ranges: dict[tuple[str, str], tuple[float, float]]
+
+
+def evaluate_job(session: Session, edits: Edits) -> Callable[[], Evaluated]:
+    """The function of a worker that evaluates `session` with `edits` (a copy the GUI made)."""
+    def work() -> Evaluated:
+        evaluate_session(session, edits)
+        return Evaluated(session, missing_ranges(session))
+    return work
+
+
+def evaluate_session(session: Session, edits: Edits | None = None) -> None:
+    """Bring the evaluation and the accuracies up to the session's profile, or to `edits`.
 
     A session that followed an edit gets its evaluator here first, on the edited graph.
     """
+    profile = session.profile if edits is None else \
+        replace(session.profile, overrides=edits[0], keep_float=list(edits[1]))
     if session.evaluator is None:
         _fit_samples(session)
         # Built from the profile as it is (overrides, float tensors): its first evaluation is
         # current; it ran every node, in the time taken here.
         start = time.perf_counter()
         evaluator = session.evaluator = IncrementalEvaluator(
-            session.graph, session.profile, session.live, session.options, session.samples)
+            session.graph, profile, session.live, session.options, session.samples)
         session.evaluation = replace(evaluator.evaluation, seconds=time.perf_counter() - start)
     else:
         evaluator = session.evaluator
-        session.evaluation = evaluator.update(session.profile.overrides,
-                                              tuple(session.profile.keep_float))
+        session.evaluation = evaluator.update(profile.overrides, tuple(profile.keep_float))
     if session.labelled is not None:
         if session.float_accuracy is None:
             session.float_accuracy = answers(session.graph, session.labelled).accuracy

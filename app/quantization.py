@@ -1,79 +1,42 @@
 """The quantization workbench: calibrate, tune ranges by hand, see the error on the graph.
 
-Quantize > Calibrate... profiles the document's model in a worker (progress, cancel); the
-profile then belongs to the document: every range change and every "keep float" is an undo
-command, the profile is written beside the model when it is saved and read back when it is
-opened. After each change a worker re-evaluates the model with the quantizer's incremental
-evaluator (per-tensor errors, output SQNR, top-1 agreement on the live samples) and then the
-integer model's accuracy over the whole evaluation set, compiled, the figure
-`kiln quantize --report` prints. The overlay colours each node by the SQNR of its output.
-Graph edits, undo and redo carry the session to the edited graph (`app.quant_follow`).
+Quantize > Calibrate... profiles the document's model in a worker (`app.quant_calibration`);
+the session it makes then belongs to the document (`app.quant_state`): every range change and
+every "keep float" is an undo command on it, the profile is written beside the model when it
+is saved and read back when it is opened. This controller only wires the dock to that state:
+after each change a worker re-evaluates the model with the quantizer's incremental evaluator
+(per-tensor errors, output SQNR, top-1 agreement on the live samples) and then the integer
+model's accuracy over the whole evaluation set, compiled, the figure `kiln quantize --report`
+prints. The overlay colours each node by the SQNR of its output. Graph edits, undo and redo
+carry the session to the edited graph (`app.quant_follow`). Nothing slow runs on the GUI
+thread: profiles load, ranges are searched (`app.quant_ranges`) and models evaluated in
+workers, so dragging a range never stalls the window.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QAction, QUndoCommand
-from PySide6.QtWidgets import QFileDialog, QMenu, QScrollArea
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QScrollArea
 
 from app.calibrate_dialog import CalibrateDialog, CalibrationRequest
-from app.dialogs import show_error
+from app.quant_calibration import Calibration
 from app.quant_follow import Following, stale_text, table_rows
 from app.quant_overlay import edge_texts, node_colors
 from app.quant_panel import MANUAL, QuantPanel
-from app.quant_session import (
-    SampleOutputs,
-    Session,
-    calibrate_job,
-    evaluate_session,
-    profile_path,
-    sample_outputs,
-    session_from_profile,
-)
+from app.quant_ranges import Found, RangeSearch
+from app.quant_session import Evaluated, SampleOutputs, Session, evaluate_job, sample_outputs
 from app.workers import Job, SerialWorker
-from compiler.errors import KilnError
-from compiler.quant.calibrate import choose_range, histogram_error, params_for
-from compiler.quant.calibration_data import Normalization
-from compiler.quant.profile import load_profile
-from compiler.quant.profiler import calibration_graph
-from compiler.quant.quantize import Options, quantize
+from compiler.quant.calibrate import METHODS, histogram_error, params_for
 
 WORST = 5  # tensors in the worst-layers list
-
-
-class RangeCommand(QUndoCommand):
-    """One tensor's range edit (None: back to the calibration method's range)."""
-
-    def __init__(self, controller: QuantController, tensor: str, before, after, text: str):
-        super().__init__(text)
-        self.controller, self.tensor, self.before, self.after = controller, tensor, before, after
-
-    def redo(self) -> None:  # noqa: D102 (Qt override)
-        self.controller.apply_override(self.tensor, self.after)
-
-    def undo(self) -> None:  # noqa: D102 (Qt override)
-        self.controller.apply_override(self.tensor, self.before)
-
-
-class KeepFloatCommand(QUndoCommand):
-    """Leave a tensor in float, or quantize it again."""
-
-    def __init__(self, controller: QuantController, tensor: str, keep: bool):
-        super().__init__(f"{'Keep' if keep else 'Quantize'} {tensor} {'float' if keep else ''}")
-        self.controller, self.tensor, self.keep = controller, tensor, keep
-
-    def redo(self) -> None:  # noqa: D102 (Qt override)
-        self.controller.apply_keep_float(self.tensor, self.keep)
-
-    def undo(self) -> None:  # noqa: D102 (Qt override)
-        self.controller.apply_keep_float(self.tensor, not self.keep)
+DRAWN_MS = 20  # from an edit to its evaluation: the window draws the edit first
 
 
 class QuantController(QObject):
-    """Owns the Quantization dock, the Quantize menu and the session.
+    """Owns the Quantization dock and the Quantize menu; the session is the document's.
 
     Signals:
         evaluated(): the panel, the readouts and the overlay show the current ranges.
@@ -88,6 +51,7 @@ class QuantController(QObject):
     def __init__(self, window):
         super().__init__(window)
         self.window, self.document = window, window.document
+        self.state = window.document.quant
         self.panel = QuantPanel()
         scroll = QScrollArea()  # a small dock scrolls rather than growing the window
         scroll.setWidget(self.panel)
@@ -98,15 +62,20 @@ class QuantController(QObject):
         window.tabifyDockWidget(window.docks["properties"], self.dock)  # the whole column
         window.docks["properties"].raise_()
         self.dock.hide()
-        self.session: Session | None = None
         self.context_menu: QMenu | None = None
-        self.dialog: CalibrateDialog | None = None
-        self.calibration_job: Job | None = None
+        self.calibration = Calibration(window, self.panel, self.dock, self._show)
+        self.calibration.stopped.connect(lambda: self.calibrationEnded.emit(False))
         self._worker = SerialWorker("quantization", self)
         self._worker.succeeded.connect(self._evaluated)
         self._worker.failed.connect(
             lambda message: self.panel.status.setText(f"Evaluation failed: {message}"))
+        self.ranges = RangeSearch(self)
+        self.ranges.failed.connect(
+            lambda message: self.panel.status.setText(f"Range search failed: {message}"))
+        self._chosen: tuple[Session, str, str] | None = None  # a method picked, its range asked
         self._pending = False
+        self._soon = QTimer(self, singleShot=True, interval=DRAWN_MS)
+        self._soon.timeout.connect(self._evaluate_now)
         self._syncing = False
         self._build_menu(window)
         self._connect()
@@ -119,10 +88,6 @@ class QuantController(QObject):
             act.triggered.connect(slot)
             return act
 
-        self.calibrate_action = action("&Calibrate…", self.calibrate_dialog,
-                                       "Profile the model on samples and quantize it")
-        self.load_action = action("&Load Profile…", self.load_dialog, "Read a saved profile")
-        self.save_action = action("&Save Profile…", self.save_dialog, "Write the profile")
         self.keep_action = action("&Keep Float", self.toggle_keep_selected,
                                   "Leave the selected node's output (and weights) in float")
         self.overlay_action = action("Error &Overlay", self.panel.overlay.setChecked,
@@ -135,13 +100,13 @@ class QuantController(QObject):
             bar.insertMenu(existing[-1], menu)
         else:
             bar.addMenu(menu)
-        menu.addActions([self.calibrate_action, self.load_action, self.save_action])
+        c = self.calibration
+        menu.addActions([c.calibrate_action, c.load_action, c.save_action])
         menu.addSeparator()
         menu.addActions([self.keep_action, self.overlay_action, self.dock.toggleViewAction()])
 
     def _connect(self) -> None:
         p, doc = self.panel, self.document
-        p.calibrate_button.clicked.connect(self._calibrate_clicked)
         p.table.selectionModel().selectionChanged.connect(self._row_selected)
         p.histogram.rangeDragged.connect(self._dragging)
         p.histogram.rangeChosen.connect(self.set_range)
@@ -156,83 +121,65 @@ class QuantController(QObject):
         p.worst.itemClicked.connect(
             lambda item: self.show_tensor(item.data(Qt.ItemDataRole.UserRole)))
         doc.modelOpened.connect(self._model_opened)
+        self.state.sessionChanged.connect(self._session_changed)
+        self.state.edited.connect(self._edited)
+        self.ranges.found.connect(self._range_found)
         doc.selectionChanged.connect(self._canvas_selected)
-        doc.saved.connect(self._document_saved)
         self.window.layoutReady.connect(self.show_overlay)
         canvas = self.window.canvas
         canvas.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         canvas.customContextMenuRequested.connect(self._context_menu)
 
-    # -- calibration ----------------------------------------------------------------------------
+    @property
+    def session(self) -> Session | None:
+        """The document's quantization session (None until calibrated)."""
+        return self.state.session
 
-    def _calibrate_clicked(self) -> None:
-        """The panel's button: Calibrate…, or Cancel while a calibration runs."""
-        if self.calibration_job is not None and self.calibration_job.is_active():
-            self.cancel_calibration()
-        else:
-            self.calibrate_dialog()
+    # -- calibration (`app.quant_calibration` runs the jobs) ----------------------------------
 
-    def _calibrating(self, on: bool) -> None:
-        self.panel.calibrate_button.setText("Cancel" if on else "Calibrate…")
-        self.calibrate_action.setEnabled(not on)
+    @property
+    def calibration_job(self) -> Job | None:
+        """The calibration or profile load running (or last started)."""
+        return self.calibration.job
+
+    @property
+    def dialog(self) -> CalibrateDialog | None:
+        """The calibration dialog while it is open."""
+        return self.calibration.dialog
 
     def calibrate_dialog(self) -> CalibrateDialog | None:
-        """Ask for the samples and the choices (a window-modal sheet), then calibrate."""
-        if self.document.graph is None:
-            return None
-        sample = self.document.path is not None and self.document.path.name == "digits_cnn.onnx"
-        dialog = CalibrateDialog.for_graph(self.window, self.document.graph, sample,
-                                           self.window.remember)
-        dialog.accepted.connect(lambda: self._dialog_accepted(dialog))
-        dialog.open()
-        self.dialog = dialog
-        return dialog
-
-    def _dialog_accepted(self, dialog: CalibrateDialog) -> None:
-        self.dialog = None
-        self.calibrate(dialog.request())  # the dialog accepts only numbers for mean and std
+        """Ask for the samples and the choices, then calibrate."""
+        return self.calibration.open_dialog()
 
     def calibrate(self, request: CalibrationRequest) -> Job | None:
         """Profile and evaluate in a worker; the session changes only if it succeeds."""
-        graph = self.document.graph
-        if graph is None or not request.data:
-            return None
-        if self.calibration_job is not None:
-            self.calibration_job.cancel()
-        model = self.document.path.name if self.document.path else graph.name
-        job = Job(calibrate_job(graph, request, model), "Calibrating", self)
-        bar = self.window.statusBar()
-        job.progress.connect(lambda f, text: bar.showMessage(f"{text}… {f:.0%}"))
-        job.succeeded.connect(self._calibrated)
-        job.failed.connect(self._calibration_failed)
-        job.cancelled.connect(lambda: (bar.showMessage("Calibration cancelled", 5000),
-                                       self._calibrating(False),
-                                       self.panel.status.setText("Calibration cancelled."),
-                                       self.calibrationEnded.emit(False)))
-        self.calibration_job = job
-        self.dock.show()
-        self.dock.raise_()
-        self.panel.status.setText("Calibrating…")
-        self._calibrating(True)
-        return job.start()
+        return self.calibration.calibrate(request)
 
     def cancel_calibration(self) -> None:
         """Stop a running calibration; the current session stays as it was."""
-        if self.calibration_job is not None:
-            self.calibration_job.cancel()
-            self.calibration_job = None
-            self._show()
+        self.calibration.cancel()
 
     def take_session(self, session: Session) -> None:
         """Use a calibration's result (as a finished calibration job does)."""
-        self._calibrated(session)
+        self.calibration.take(session)
 
-    def _calibrated(self, session: Session) -> None:
-        self.calibration_job = None
-        self._calibrating(False)
-        if session.graph is not self.document.graph:
-            return  # another model or an edit meanwhile: the result describes nothing shown
-        self.session = session
+    def load_profile(self, path: str | Path) -> Job | None:
+        """Use the profile at `path` (checked against the graph, in a worker) on its samples."""
+        return self.calibration.load_profile(path)
+
+    def _session_changed(self, measured: bool) -> None:
+        """The document's session was replaced: show it (a followed one is evaluated first)."""
+        session = self.session
+        self._chosen = None
+        if session is not None and measured:
+            self._arrived(session)
+            return
+        if session is not None:
+            self._evaluate_soon()
+        self._show()
+
+    def _arrived(self, session: Session) -> None:
+        """A measured session (calibrated, loaded, restored): show the dock with it."""
         self.dock.show()
         self.dock.raise_()
         minimap = self.window.docks.get("minimap")
@@ -242,21 +189,13 @@ class QuantController(QObject):
                                     Qt.Orientation.Vertical)
             self.window.resizeDocks([self.dock], [max(self.dock.width(), int(width * 0.42))],
                                     Qt.Orientation.Horizontal)
-        evaluator = session.evaluator
-        self._worker.submit(lambda: evaluator.warm_up() and None)  # its thread does the rest
+        evaluator = session.evaluator  # its thread does the rest, once the session is drawn
+        QTimer.singleShot(DRAWN_MS, self, lambda: self._worker.submit(
+            lambda: evaluator.warm_up() and None))
         self.window.statusBar().showMessage(
             f"Calibrated {len(session.profile.tensors)} tensors on {session.live.source}", 8000)
         self._show()
         self.calibrationEnded.emit(True)
-
-    def _calibration_failed(self, message: str) -> None:
-        self.calibration_job = None
-        self._calibrating(False)
-        self._show()
-        self.panel.status.setText(f"Calibration failed: {message}")  # not "Calibrating…"
-        self.window.statusBar().showMessage("Calibration failed", 8000)  # nor its progress
-        show_error(self.window, "Calibration failed", message)
-        self.calibrationEnded.emit(False)
 
     # -- edits (undoable) ------------------------------------------------------------------------
 
@@ -272,18 +211,11 @@ class QuantController(QObject):
         if not low < high:
             self._show_selected()
             return
-        before = self.session.profile.overrides.get(tensor)
-        after = {"min": float(low), "max": float(high)}
-        if before != after:
-            self.document.undo_stack.push(RangeCommand(self, tensor, copy.copy(before), after,
-                                                       f"Range of {tensor}"))
+        self.state.set_range(tensor, low, high)
 
     def set_keep_float(self, tensor: str | None, keep: bool) -> None:
         """Leave `tensor` in float (or not): one undo step."""
-        if self.session is None or tensor not in self.session.profile.tensors:
-            return  # unprofiled tensors stay float anyway
-        if (tensor in self.session.profile.keep_float) != keep:
-            self.document.undo_stack.push(KeepFloatCommand(self, tensor, keep))
+        self.state.keep_float(tensor, keep)
 
     def _context_menu(self, pos) -> None:
         """Right click on a node: select it and offer Keep Float (once calibrated)."""
@@ -319,70 +251,68 @@ class QuantController(QObject):
         if tensor is not None:
             self.set_keep_float(tensor, tensor not in self.session.profile.keep_float)
 
-    def apply_override(self, tensor: str, override: dict | None) -> None:
-        """Set (or clear) an override and re-evaluate (for the commands)."""
-        if self.session is None or tensor not in self.session.profile.tensors:
-            return  # measured again since, without this tensor
-        if override is None:
-            self.session.profile.overrides.pop(tensor, None)
-        else:
-            self.session.profile.overrides[tensor] = dict(override)
-        self._evaluate_soon()
-        self._show_selected()
-
-    def apply_keep_float(self, tensor: str, keep: bool) -> None:
-        """Add or remove `tensor` from the float ones and re-evaluate (for the commands)."""
-        if self.session is None:
-            return
-        kept = [t for t in self.session.profile.keep_float if t != tensor]
-        self.session.profile.keep_float = kept + ([tensor] if keep else [])
+    def _edited(self, _tensor: str) -> None:
+        """A range or Keep float changed in the document (an edit, undo or redo)."""
         self._evaluate_soon()
         self._show_selected()
 
     def quantized(self):
-        """(QDQ graph, profile copy, method, schema) of the document as calibrated, or None.
-
-        What `kiln compile --profile` builds from the same profile, method and schema.
-        """
-        s = self.session
-        if s is None or s.graph is not self.document.graph:
-            return None
-        profile = copy.deepcopy(s.profile)
-        options = Options(method=s.options.method, schema=s.options.schema)
-        return quantize(s.graph, profile, options), profile, options.method, options.schema
-
-    def method_range(self, tensor: str, method: str) -> tuple[float, float]:
-        """The range `method` picks for `tensor` (remembered: the KL search takes a while)."""
-        known = self.session.method_ranges
-        if (tensor, method) not in known:
-            known[tensor, method] = choose_range(self.session.profile.tensors[tensor], method)
-        return known[tensor, method]
+        """(QDQ graph, profile copy, method, schema) of the document as calibrated, or None."""
+        return self.state.quantized()
 
     def _method_chosen(self, method: str) -> None:
-        tensor = self.tensor()
-        if self.session is None or tensor is None or method == MANUAL:
+        """Use `method`'s range for the selected tensor, once it is known (a worker searches)."""
+        s, tensor = self.session, self.tensor()
+        if s is None or tensor is None or method == MANUAL:
             return
-        self.set_range(*self.method_range(tensor, method))
+        known = self.ranges.known(s, tensor, method)
+        if known is not None:
+            self._chosen = None
+            self.set_range(*known)
+            return
+        self._chosen = (s, tensor, method)
+        self.ranges.ask(s, tensor, method)
+        self.panel.live.setText(f"Searching the {method} range…")
+
+    def _range_found(self, found: Found) -> None:
+        if found.session is not self.session:
+            return  # calibrated again (or another model) meanwhile
+        if self._chosen == (found.session, found.tensor, found.method):
+            self._chosen = None
+            if self.tensor() == found.tensor:
+                self.set_range(*found.range, found.tensor)
+                return
+        if found.tensor == self.tensor():
+            self._show_selected()
 
     def use_session(self, session: Session) -> None:
         """Make `session` current and evaluate it (one that followed an edit, or Re-profile's)."""
-        self.session = session
-        self._evaluate_soon()
-        self._show()
+        self.state.set_session(session)
 
     # -- evaluation --------------------------------------------------------------------------
 
     def is_busy(self) -> bool:
-        """True while a calibration or an evaluation runs."""
-        return self._worker.is_busy() or (self.calibration_job is not None
-                                           and self.calibration_job.is_active())
+        """True while a calibration, an evaluation or a range search runs or is due."""
+        return (self._worker.is_busy() or self._soon.isActive() or self.ranges.is_busy()
+                or self.calibration.is_running())
 
     def _evaluate_soon(self) -> None:
+        """Evaluate the ranges in a moment, once the window has drawn the edit.
+
+        The worker competes for the interpreter; edits in quick succession go in one evaluation.
+        """
+        if self.session is not None:
+            self._soon.start()
+            self.panel.status.setText("Re-evaluating…")
+
+    def _evaluate_now(self) -> None:
         if self._worker.is_busy():
             self._pending = True  # the latest ranges go next, in one evaluation
             return
         session = self.session
-        self._worker.submit(lambda: evaluate_session(session) or session)
+        if session is None:
+            return
+        self._worker.submit(evaluate_job(session, self.state.edits()))
         self.panel.status.setText("Re-evaluating…")
 
     def request_outputs(self) -> None:
@@ -393,17 +323,21 @@ class QuantController(QObject):
         index = p.sample.value()
         self._worker.submit(lambda: sample_outputs(s, index))
 
-    def _evaluated(self, session) -> None:
-        if isinstance(session, SampleOutputs):
-            if session.index == self.panel.sample.value():
-                self.panel.show_outputs(session.index, session.floating, session.integer)
+    def _evaluated(self, result) -> None:
+        if isinstance(result, SampleOutputs):
+            if result.index == self.panel.sample.value():
+                self.panel.show_outputs(result.index, result.floating, result.integer)
             self.outputsShown.emit()
             return
+        session = None  # the warm-up's result
+        if isinstance(result, Evaluated):
+            session = result.session
+            session.method_ranges.update(result.ranges)  # kept by the GUI thread only
         if self._pending:
             self._pending = False
-            self._evaluate_soon()
+            self._evaluate_now()
             return
-        if session is not None and session is self.session:  # None: the warm-up
+        if session is not None and session is self.session:
             self._show()
 
     # -- showing -------------------------------------------------------------------------------
@@ -456,16 +390,23 @@ class QuantController(QObject):
                               if s is not None and tensor in s.unprofiled else "Select a tensor.")
             return
         entry = s.profile.tensors[tensor]
-        low, high = s.profile.range_of(tensor) if tensor in s.profile.overrides else \
-            self.method_range(tensor, s.options.method)
+        if tensor in s.profile.overrides:
+            low, high = s.profile.range_of(tensor)
+        else:
+            chosen = self.ranges.known(s, tensor, s.options.method)
+            if chosen is None:  # a session carried to an edited graph: its worker searches
+                self.ranges.ask(s, tensor, s.options.method)
+                p.histogram.clear(f"Searching the {s.options.method} range…")
+                return
+            low, high = chosen
         quant = params_for(low, high, s.options.schema) if high > low else None
         was, self._syncing = self._syncing, True  # nested calls keep the outer flag
         p.histogram.set_histogram(entry.histogram, entry.min, entry.max, low, high,
                                   quant.scale if quant else 0.0)
         p.low.setValue(low)
         p.high.setValue(high)
-        methods = [m for m in ("minmax", "percentile", "entropy", "mse")
-                   if self.method_range(tensor, m) == (low, high)]
+        # The methods whose range is known (searched when picked): the first that gave it.
+        methods = [m for m in METHODS if self.ranges.known(s, tensor, m) == (low, high)]
         p.method.setCurrentText(s.options.method if tensor not in s.profile.overrides
                                 else (methods[0] if methods else MANUAL))
         p.keep_float.setChecked(tensor in s.profile.keep_float)
@@ -530,56 +471,8 @@ class QuantController(QObject):
     # -- files ---------------------------------------------------------------------------------
 
     def _model_opened(self) -> None:
-        if self.calibration_job is not None:
-            self.calibration_job.cancel()
-            self.calibration_job = None
-        self.session = None
+        """Another model (the document has dropped the session): forget this one's work."""
+        self.calibration.cancel(redraw=False)
         self.panel.overlay.setChecked(False)  # a new model opens without the last one's overlay
         self._show()
         self.panel.status.setText("Not calibrated. Quantize > Calibrate… measures every tensor.")
-
-    def _document_saved(self, path: Path) -> None:
-        if self.session is not None and self.session.graph is self.document.graph:
-            try:
-                self.session.profile.save(profile_path(Path(path)))
-            except OSError as exc:
-                show_error(self.window, "Save profile", f"cannot write the profile: {exc}")
-
-    def save_dialog(self) -> None:
-        """Write the profile (ranges, overrides, float tensors) as JSON."""
-        if self.session is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(self.window, "Save Profile", "",
-                                              "Profiles (*.json)")
-        if path:
-            self.session.profile.save(path)
-
-    def load_dialog(self) -> None:
-        """Read a profile of this model and evaluate it on the samples it came from."""
-        path, _ = QFileDialog.getOpenFileName(self.window, "Load Profile", "",
-                                              "Profiles (*.json)")
-        if path:
-            self.load_profile(path)
-
-    def load_profile(self, path: str | Path) -> Job | None:
-        """Use the profile at `path` (checked against the graph) on its own samples."""
-        graph = self.document.graph
-        if graph is None:
-            return None
-        try:
-            profile = load_profile(path)
-            profile.check_graph(calibration_graph(graph, profile.equalized), str(path))
-        except KilnError as exc:
-            show_error(self.window, "Load profile", str(exc))
-            return None
-        source = str(profile.data.get("source", ""))
-        # The samples it was measured on; the digits' held-out split measures the sample CNN.
-        request = CalibrationRequest(source, "digits:test" if source == "digits:train" else "",
-                                     Normalization())
-        job = Job(lambda _progress: session_from_profile(graph, profile, request),
-                  "Evaluating the profile", self)
-        job.succeeded.connect(self._calibrated)
-        job.failed.connect(self._calibration_failed)
-        self.calibration_job = job
-        self.dock.show()
-        return job.start()

@@ -1,9 +1,12 @@
 """Autosave and recovery: a crash never costs the edits and the ranges tuned by hand.
 
 While the document has unsaved changes, the session (`app.sessions`) is written every 30
-seconds, and at once whenever the undo stack's clean state changes, to a per-user recovery
-folder, as `PID.kiln` (each write atomic: write, fsync, rename). A normal close, and a save
-that leaves nothing unsaved, remove it. At the next start, a recovery file whose process is
+seconds, and within a second of the first unsaved change, to a per-user recovery folder, as
+`PID.kiln` (each write atomic: write, fsync, rename). The window is read on the GUI thread and
+the file written by a worker thread a moment after the edit, once the re-evaluation the edit
+started has had the processor, so an edit never waits for the disk; a write still pending when
+the file is removed is dropped, never written back. A normal close, and a save that leaves
+nothing unsaved, remove it at once. At the next start, a recovery file whose process is
 gone is a crash's: the window offers to restore it, discard it, or keep it for later, naming
 the model and when it was last autosaved (the PID means nothing to a user). A restored file
 belongs to the window from then on: it is removed once restored, or at the window's normal
@@ -14,16 +17,19 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from app.sessions import SUFFIX, save_session
+from app.sessions import SUFFIX, Snapshot, snapshot_session, write_session
+from app.workers import SerialWorker
 from compiler.errors import KilnError
 
 AUTOSAVE_MS = 30_000
+SETTLE_MS = 750  # from the first unsaved change to its autosave
 TITLE = "Recover unsaved work"
 BUTTONS = (QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Discard
            | QMessageBox.StandardButton.Ignore)
@@ -121,34 +127,91 @@ class RecoveryController(QObject):
         super().__init__(window)
         self.window = window
         self.path = recovery_dir() / f"{os.getpid()}{SUFFIX}"
-        self._written: int | None = None  # undo index of the last write
+        self._written: int | None = None  # undo index of the last write (or the one pending)
+        # Removing the file bumps the generation: a write asked for before then is dropped.
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._writer = SerialWorker("autosave", self)
+        self._writer.failed.connect(self._failed)
         self.timer = QTimer(self)
         self.timer.setInterval(AUTOSAVE_MS)
-        self.timer.timeout.connect(self.autosave)
+        self.timer.timeout.connect(self.autosave_soon)
         self.timer.start()
+        self._soon = QTimer(self, singleShot=True, interval=SETTLE_MS)
+        self._soon.timeout.connect(self.autosave_soon)
         # A crash's session this window restores: removed once restored or at a normal close.
         self._claimed: Path | None = None
-        window.document.undo_stack.cleanChanged.connect(lambda _clean: self.autosave())
+        window.document.undo_stack.cleanChanged.connect(self._clean_changed)
         window.document.modelOpened.connect(self._forget)
         window.sessions.restored.connect(self._release)
 
-    def autosave(self) -> Path | None:
-        """Write the recovery session now if there is something unsaved; else remove it."""
+    def _clean_changed(self, clean: bool) -> None:
+        """Saved: the file goes at once. Unsaved from now on: written in a moment."""
+        if clean:
+            self.autosave_soon()
+        else:
+            self._soon.start()
+
+    def _due(self) -> int | None:
+        """The undo index to write now, or None (the file removed when nothing is unsaved)."""
         doc = self.window.document
         if doc.graph is None or not doc.is_dirty():
             self._forget()
             return None
         index = doc.undo_stack.index()  # every edit and range change is an undo step
         if index == self._written and self.path.is_file():
-            return self.path  # nothing new since the last write
+            return None  # nothing new since the last write
+        return index
+
+    def autosave(self) -> Path | None:
+        """Write the recovery session now, in this thread, if something is unsaved.
+
+        Returns the file (None when nothing is unsaved, or the write failed).
+        """
+        index = self._due()
+        if index is None:
+            return self.path if self._written is not None and self.path.is_file() else None
+        with self._lock:
+            self._generation += 1  # newer than any write still pending: those are dropped
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            saved = save_session(self.window, self.path)
-            self._written = index
-            return saved
-        except (KilnError, OSError) as exc:  # never in the user's way: say it, go on
-            self.window.statusBar().showMessage(f"Autosave failed: {exc}", 8000)
+            saved = self._write(snapshot_session(self.window, self.path), self._generation)
+        except KilnError as exc:  # never in the user's way: say it, go on
+            self._failed(str(exc))
             return None
+        self._written = index
+        return saved
+
+    def autosave_soon(self) -> None:
+        """Read the window now and write the recovery session in a worker, if something is due."""
+        index = self._due()
+        if index is None:
+            return
+        try:
+            snapshot = snapshot_session(self.window, self.path)
+        except KilnError as exc:
+            self._failed(str(exc))
+            return
+        generation, self._written = self._generation, index
+        self._writer.submit(lambda: self._write(snapshot, generation))
+
+    def is_busy(self) -> bool:
+        """True while a write is due or has not finished."""
+        return self._soon.isActive() or self._writer.is_busy()
+
+    def _write(self, snapshot: Snapshot, generation: int) -> Path | None:
+        """Write `snapshot` unless the file was removed since it was taken (any thread)."""
+        with self._lock:
+            if generation != self._generation:
+                return None
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                return write_session(snapshot, compact=True)
+            except OSError as exc:
+                raise KilnError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def _failed(self, message: str) -> None:
+        self._written = None  # the next autosave tries again
+        self.window.statusBar().showMessage(f"Autosave failed: {message}", 8000)
 
     def remove(self) -> None:
         """A normal close: nothing to recover any more, neither ours nor a crash's we took."""
@@ -157,7 +220,10 @@ class RecoveryController(QObject):
 
     def _forget(self) -> None:
         """This window's own session is not needed (a save, another model, a close)."""
-        discard(self.path)
+        self._soon.stop()
+        with self._lock:  # a write under way finishes first; those asked for are dropped
+            self._generation += 1
+            discard(self.path)
         self._written = None
 
     def _release(self) -> None:

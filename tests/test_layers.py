@@ -61,3 +61,45 @@ def test_no_module_is_longer_than_600_lines():
             for p in (root / folder).rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600]
     assert long == []
+
+
+def _compiler_layers() -> list[set[str]]:
+    """The layers of compiler/, highest first, as pyproject.toml's import-linter contract says."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"]
+                   if c["type"] == "layers" and c["containers"] == ["compiler"]]
+    return [{name.strip() for name in layer.split("|")} for layer in contract["layers"]]
+
+
+def _upward_imports(edges) -> list[str]:
+    """`edges` (importer, imported) of compiler modules that run up a layer or sideways."""
+    rank = {package: i for i, layer in enumerate(_compiler_layers()) for package in layer}
+    bad = []
+    for importer, imported in edges:
+        a, b = importer.split(".")[1], imported.split(".")[1]
+        if a != b and rank[a] >= rank[b]:
+            bad.append(f"{importer} imports {imported}")
+    return sorted(bad)
+
+
+def test_no_compiler_module_imports_a_higher_layer():
+    """Every import, inside functions too (grimp reads them all), runs down the layers."""
+    import grimp
+
+    graph = grimp.build_graph("compiler")
+    packages = {m.split(".")[1] for m in graph.modules if m.count(".") >= 1}
+    assert packages <= set().union(*_compiler_layers()), "a package missing from the layers"
+    edges = [(m, o) for m in graph.modules for o in graph.find_modules_directly_imported_by(m)
+             if m.count(".") >= 1 and o.count(".") >= 1]
+    assert len(edges) > 500
+    assert _upward_imports(edges) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert _upward_imports([("compiler.qmath.requant", "compiler.driver"),
+                            ("compiler.driver", "compiler.qmath.requant"),
+                            ("compiler.quant.profile", "compiler.harness.guarded")]) == [
+        "compiler.qmath.requant imports compiler.driver",
+        "compiler.quant.profile imports compiler.harness.guarded"]

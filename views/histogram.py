@@ -125,24 +125,26 @@ class HistogramView(QWidget):
             x = self.x_of(self.lo)
             p.drawRect(QRectF(x - 1.5, r.top(), 3, r.height()))
             return
-        # One rectangle per screen column at most: 2,048 bins on 300 pixels stay cheap.
+        # One rectangle per screen column at most (the tallest bar in it): 2,048 bins on 300
+        # pixels stay cheap, and numpy does the per-bin work (a drag repaints many times).
+        left, right, bottom = r.left(), r.right(), r.bottom()
         edges = self.lo + width * np.arange(len(counts) + 1)
-        xs = (edges - self.view[0]) / (self.view[1] - self.view[0]) * r.width() + r.left()
-        columns = np.clip(np.floor(xs[:-1]).astype(np.int64), int(r.left()) - 1,
-                          int(r.right()) + 1)
+        xs = (edges - self.view[0]) / (self.view[1] - self.view[0]) * r.width() + left
         heights = np.log1p(counts) / top * r.height()
-        tallest: dict[int, tuple[float, float]] = {}
-        for col, x0, x1, h in zip(columns.tolist(), xs[:-1].tolist(), xs[1:].tolist(),
-                                  heights.tolist()):
-            if h <= 0 or x1 < r.left() or x0 > r.right():
-                continue
-            known = tallest.get(col)
-            tallest[col] = (max(x1, known[0]) if known else x1, max(h, known[1]) if known
-                            else h)
-        for col, (x1, h) in tallest.items():
-            left = max(float(col), r.left())
-            right = min(max(x1, left + 1.0), r.right())
-            p.drawRect(QRectF(left, r.bottom() - h, right - left, h))
+        shown = (heights > 0) & (xs[1:] >= left) & (xs[:-1] <= right)
+        if not shown.any():
+            return
+        first = int(left) - 1
+        columns = np.clip(np.floor(xs[:-1][shown]).astype(np.int64), first, int(right) + 1)
+        tallest = np.zeros(int(right) + 3 - first)
+        ends = np.full(len(tallest), -np.inf)
+        np.maximum.at(tallest, columns - first, heights[shown])
+        np.maximum.at(ends, columns - first, xs[1:][shown])
+        used = np.flatnonzero(ends > -np.inf)
+        lefts = np.maximum((used + first).astype(np.float64), left)
+        rights = np.minimum(np.maximum(ends[used], lefts + 1.0), right)
+        p.drawRects([QRectF(x0, bottom - h, x1 - x0, h) for x0, x1, h in
+                     zip(lefts.tolist(), rights.tolist(), tallest[used].tolist())])
 
     def _paint_range(self, p: QPainter, r: QRectF) -> None:
         x_low, x_high = self.x_of(self.low), self.x_of(self.high)
@@ -220,8 +222,10 @@ class HistogramView(QWidget):
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: D102 (Qt override)
         if self._drag is not None and event.button() == Qt.MouseButton.LeftButton:
             self._drag = None
+            event.accept()  # handled here: the window must not take it for a separator drag
             if self._start != (self.low, self.high):
                 self.rangeChosen.emit(self.low, self.high)
+            return
         super().mouseReleaseEvent(event)
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: D102 (Qt override)

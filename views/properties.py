@@ -30,7 +30,7 @@ from compiler import ops
 from compiler.edit import format_attribute
 from compiler.frontends.source import long_text, source_of
 from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
-from compiler.quant.explain import real_value_formula, requant_channels, summary
+from compiler.qmath.explain import real_value_formula, requant_channels, summary
 from compiler.stats import TensorStats, tensor_stats
 from views.labels import input_name, type_text
 

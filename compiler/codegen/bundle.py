@@ -21,7 +21,7 @@ from compiler.codegen.sizes import ObjectSizes, object_sizes
 from compiler.codegen.targets import BOARDS, Board
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, weights_files
 from compiler.errors import KilnError
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.requant import REQUANT_KEY
 from compiler.stats import node_macs
 
 C_TYPES = {"float32": "float", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",

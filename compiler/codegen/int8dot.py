@@ -20,7 +20,7 @@ from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, first
 from compiler.codegen.qbinary import add_residual
 from compiler.codegen.targets import DotProduct
-from compiler.quant.requant import RANGES
+from compiler.qmath.requant import RANGES
 
 WEIGHTS = 3  # the weight slot: QLinearConv's and QGemm's weights both come fourth
 

@@ -23,8 +23,8 @@ from compiler.codegen.elementwise import _broadcast_strides
 from compiler.codegen.kernel import I32, Kernel, constant_input, strides
 from compiler.codegen.targets import DotProduct
 from compiler.ir.graph import Node
-from compiler.quant.requant import RANGES, quantize_multiplier
-from compiler.quant.tables import codes
+from compiler.qmath.requant import RANGES, quantize_multiplier
+from compiler.qmath.tables import codes
 
 F32 = ir.FloatType()
 I8 = ir.IntType(8)

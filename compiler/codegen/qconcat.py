@@ -14,7 +14,7 @@ import numpy as np
 from compiler.codegen.kernel import I32, Kernel, strides
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Node
-from compiler.quant.tables import onnx_table
+from compiler.qmath.tables import onnx_table
 
 
 def _first(value) -> np.ndarray:

@@ -20,7 +20,7 @@ from compiler.codegen.qbinary import add_residual
 from compiler.codegen.targets import DotProduct
 from compiler.codegen.window import window
 from compiler.ir.graph import Node
-from compiler.quant.requant import RANGES
+from compiler.qmath.requant import RANGES
 
 _WEIGHTS, _BIAS = 3, 8
 _MULTIPLIERS, _SHIFTS, _SCALES = requant.MULTIPLIERS, requant.SHIFTS, requant.SCALES

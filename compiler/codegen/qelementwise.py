@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel, constant_input
 from compiler.errors import KilnError
-from compiler.quant.requant import RANGES
+from compiler.qmath.requant import RANGES
 
 F32 = ir.FloatType()
 

@@ -25,7 +25,7 @@ from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input, first, splat
 from compiler.errors import KilnError
 from compiler.ir.graph import Node
-from compiler.quant.requant import RANGES
+from compiler.qmath.requant import RANGES
 
 # Extra weight slots after the node's inputs.
 _ZERO_POINTS = 9

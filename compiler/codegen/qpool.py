@@ -25,7 +25,7 @@ from compiler.codegen.window import window
 from compiler.errors import KilnError
 from compiler.ir.graph import Node
 from compiler.ops.geometry import spatial
-from compiler.quant.requant import RANGES, quantize_multiplier
+from compiler.qmath.requant import RANGES, quantize_multiplier
 
 F32 = ir.FloatType()
 

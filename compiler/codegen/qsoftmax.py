@@ -5,7 +5,7 @@ float exponentials of the onnx rule (onnxruntime's table) and TFLite Micro's fix
 exponentials and their Q12.19 terms are tables computed at compile time by the reference's own
 functions. At run time a row takes its maximum, sums its terms (in order, in float32, for the
 onnx rule), and divides: the onnx rule in float32 with ties to even, the tflite rule through
-gemmlowp's Newton reciprocal and a rounding shift, as compiler/quant/tflite_softmax.py does.
+gemmlowp's Newton reciprocal and a rounding shift, as compiler/qmath/tflite_softmax.py does.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from llvmlite import ir
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input
 from compiler.ops.qtables import _table as onnx_exp_table
-from compiler.quant import gemmlowp
-from compiler.quant.requant import INT32_MAX, INT32_MIN, RANGES, rounding_divide_by_pot
-from compiler.quant.requant import saturating_rounding_doubling_high_mul as srdhm
-from compiler.quant.tflite_softmax import softmax_params
+from compiler.qmath import gemmlowp
+from compiler.qmath.requant import INT32_MAX, INT32_MIN, RANGES, rounding_divide_by_pot
+from compiler.qmath.requant import saturating_rounding_doubling_high_mul as srdhm
+from compiler.qmath.tflite_softmax import softmax_params
 
 F32 = ir.FloatType()
 I8 = ir.IntType(8)

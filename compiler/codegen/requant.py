@@ -1,6 +1,6 @@
 """Requantization in generated code: an int32 accumulator to an 8-bit output, either rule.
 
-The same arithmetic as compiler/quant/requant.py, emitted as LLVM integer and float operations:
+The same arithmetic as compiler/qmath/requant.py, emitted as LLVM integer and float operations:
 `tflite` multiplies by a Q31 multiplier with TFLite Micro's double rounding (a 64-bit product,
 a nudge, a truncating division by 2**31, then a rounding right shift, ties away from zero);
 `onnx` multiplies the accumulator converted to float32 by a float32 scale, clamps and rounds
@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel
 from compiler.codegen.targets import DotProduct
-from compiler.quant.requant import onnx_scale, tflite_multiplier
+from compiler.qmath.requant import onnx_scale, tflite_multiplier
 
 # Weight slots of the per-channel requantization data, after a node's own inputs.
 MULTIPLIERS, SHIFTS, SCALES = 10, 11, 12

@@ -28,8 +28,8 @@ from compiler.ir.graph import Constant, Graph, Node
 from compiler.mcu import firmware
 from compiler.mcu.counting import count
 from compiler.ops.geometry import spatial
-from compiler.quant.requant import RANGES, quantize_multiplier, tflite_multiplier
-from compiler.quant.tflite_softmax import softmax_params
+from compiler.qmath.requant import RANGES, quantize_multiplier, tflite_multiplier
+from compiler.qmath.tflite_softmax import softmax_params
 
 AR = "arm-none-eabi-ar"
 SCRATCH_BYTES = 64 * 1024

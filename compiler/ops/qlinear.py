@@ -5,7 +5,7 @@ Accumulation is exact: inputs minus their zero points, multiplied and summed in 
 2**53 needs over 10**11 taps), then taken as int64. The sum plus the int32 bias is then wrapped
 to int32, as both runtimes' kernels accumulate (onnxruntime's MLAS adds the bias with
 _mm_add_epi32 before converting to float; TFLite Micro adds it to an int32), and requantized by
-the rule in the Kiln-only attribute `requant` (compiler/quant/requant.py): `onnx`, what
+the rule in the Kiln-only attribute `requant` (compiler/qmath/requant.py): `onnx`, what
 onnxruntime does, or `tflite`, TFLite Micro's fixed point.
 """
 
@@ -21,7 +21,7 @@ from compiler.ops.conv import CONV_ATTRS, conv_window, convolve
 from compiler.ops.kiln import step_node
 from compiler.ops.matmul import matmul_shape
 from compiler.ops.registry import Attr, OpDef, fail, register
-from compiler.quant.requant import (
+from compiler.qmath.requant import (
     MODES,
     RANGES,
     multiply_by_quantized_multiplier,
@@ -32,7 +32,7 @@ from compiler.quant.requant import (
     tflite_multiplier,
     wrap_int32,
 )
-from compiler.quant.scales import SCALE_RULE, bad_scales
+from compiler.qmath.scales import SCALE_RULE, bad_scales
 
 INTEGERS = tuple(RANGES)  # the 8-bit element types of quantized tensors
 
@@ -92,13 +92,22 @@ def check_unary_params(node, ins, values) -> None:
     check_zero_point(node, yz, x.dtype, "output zero point")
 
 
-def check_onnx_scale(node, values, slots: tuple[int, int, int]) -> None:
-    """Under the onnx rule, refuse constant scales (input, weight, output slots) that overflow.
+def check_requant_scales(node, values, slots: tuple[int, int, int]) -> None:
+    """Refuse constant scales (input, weight, output slots) no engine computes as defined.
 
-    Their float32 requantization scale is infinite: no engine computes the node as defined.
+    The onnx rule's float32 scale must be finite; the tflite rule's multiplier must need an
+    exponent of 31 at most (TFLite Micro shifts int32 values by it, undefined in C beyond).
     """
-    if requant_rule(node) == "onnx" and all(values[i] is not None for i in slots):
+    if not all(values[i] is not None for i in slots):
+        return
+    if requant_rule(node) == "onnx":
         onnx_scale(*(values[i] for i in slots))
+        return
+    exponent = int(np.max(tflite_multiplier(*(values[i] for i in slots))[1]))
+    if exponent > 31:
+        fail(f"{node.op}'s multiplier input scale x weight scale / output scale needs an "
+             f"exponent of {exponent}, above 31: TFLite Micro would shift int32 values by that "
+             "many bits, which C leaves undefined")
 
 
 def first(array, default=0):
@@ -214,7 +223,7 @@ def _infer_qlinear_conv(node, ins, values):
         require_integer(node, yz, "output zero point")
     if bias is not None and (bias.dtype != "int32" or bias.shape != (out_channels,)):
         fail(f"{node.op}'s bias must be int32[{out_channels}], got {bias}")
-    check_onnx_scale(node, values, (1, 4, 6))
+    check_requant_scales(node, values, (1, 4, 6))
     out = quantized_output_type(_conv_shape(node, x, w), yz, values, 6, 7)
     check_range(node, out.dtype)
     return [out]
@@ -285,7 +294,7 @@ def _infer_qlinear_matmul(node, ins, values):
     check_zero_point(node, az, a.dtype, "A zero point")
     check_zero_point(node, bz, b.dtype, "B zero point", columns)
     require_integer(node, yz, "output zero point")
-    check_onnx_scale(node, values, (1, 4, 6))
+    check_requant_scales(node, values, (1, 4, 6))
     shape, _ = matmul_shape(a.shape, b.shape)
     out = quantized_output_type(shape, yz, values, 6, 7)
     check_range(node, out.dtype)
@@ -361,7 +370,7 @@ def _infer_qgemm(node, ins, values):
     require_integer(node, yz, "output zero point")
     if bias is not None and (bias.dtype != "int32" or bias.shape not in ((n,), (1, n))):
         fail(f"QGemm's bias must be int32[{n}], got {bias}")
-    check_onnx_scale(node, values, (1, 4, 7))
+    check_requant_scales(node, values, (1, 4, 7))
     out = quantized_output_type((a.shape[0], n), yz, values, 7, 8)
     check_range(node, out.dtype)
     return [out]
@@ -402,9 +411,18 @@ def _infer_qlinear_add(node, ins, values):
         check_scale(node, t, value, what)
     check_zero_point(node, az, a.dtype, "A zero point")
     check_zero_point(node, bz, b.dtype, "B zero point")
-    if requant_rule(node) == "onnx" and all(values[i] is not None for i in (1, 4, 6)):
+    known = all(values[i] is not None for i in (1, 4, 6))
+    if requant_rule(node) == "onnx" and known:
         check_onnx_reach(node, *(first(values[i]) for i in (1, 2, 4, 5, 6)),
                          first(values[7] if len(values) > 7 else None))
+    elif node.op == "QLinearMul" and known:  # TFLite Micro's MUL: one multiplier and shift
+        real = float(np.float32(first(values[1]))) * float(np.float32(first(values[4]))) / \
+            float(np.float32(first(values[6])))
+        exponent = int(quantize_multiplier(real)[1])
+        if exponent > 31:
+            fail(f"QLinearMul's multiplier A*B/C = {real:g} needs an exponent of {exponent}, "
+                 "above 31: TFLite Micro would shift int32 values by that many bits, which C "
+                 "leaves undefined")
     shape = np.broadcast_shapes(a.shape, b.shape)
     out = quantized_output_type(shape, cz if cz is not None else TensorType((), a.dtype),
                                 values, 6, 7)

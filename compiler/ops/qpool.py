@@ -31,7 +31,7 @@ from compiler.ops.qlinear import (
     requant_rule,
 )
 from compiler.ops.registry import Attr, OpDef, fail, register
-from compiler.quant.requant import (
+from compiler.qmath.requant import (
     RANGES,
     multiply_by_quantized_multiplier,
     quantize_multiplier,

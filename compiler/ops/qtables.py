@@ -5,10 +5,10 @@ shift keeps a row's sum finite), looks every element up after moving the row's m
 top entry, sums the row in float32 in order, and writes round_half_even(entry * floor(1 /
 y_scale) / sum) + y_zero_point, saturated at the top; a row whose sum is 0 is left as it was.
 QLinearLeakyRelu, QLinearSigmoid and Kiln's IntLookupTable (Tanh, HardSwish): every input value
-dequantized, the float32 function (onnxruntime's own, compiler/quant/ort_float.py), quantized
-back (compiler/quant/tables.py). QLinearConcat requantizes an input whose parameters differ from
+dequantized, the float32 function (onnxruntime's own, compiler/qmath/ort_float.py), quantized
+back (compiler/qmath/tables.py). QLinearConcat requantizes an input whose parameters differ from
 the output's by the same kind of table. With the tflite rule QLinearSoftmax is TFLite Micro's
-fixed-point softmax (compiler/quant/tflite_softmax.py).
+fixed-point softmax (compiler/qmath/tflite_softmax.py).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from compiler.ops.qlinear import (
     require_integer,
 )
 from compiler.ops.registry import REQUIRED, Attr, OpDef, fail, register
-from compiler.quant import ort_float
-from compiler.quant.requant import RANGES
-from compiler.quant.tables import TABLE_SIZE, look_up, onnx_table
-from compiler.quant.tflite_softmax import softmax_int8
+from compiler.qmath import ort_float
+from compiler.qmath.requant import RANGES
+from compiler.qmath.tables import TABLE_SIZE, look_up, onnx_table
+from compiler.qmath.tflite_softmax import softmax_int8
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 

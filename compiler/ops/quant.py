@@ -11,8 +11,8 @@ from compiler.ir.types import DTYPE_OF_ONNX, ONNX_ELEM_TYPES, QuantParams, Tenso
 from compiler.ops._util import normalize_axis
 from compiler.ops.elementwise import FLOATS, require_dtype
 from compiler.ops.registry import Attr, OpDef, fail, register
-from compiler.quant.requant import wrap_int32
-from compiler.quant.scales import SCALE_RULE, bad_scales
+from compiler.qmath.requant import wrap_int32
+from compiler.qmath.scales import SCALE_RULE, bad_scales
 
 # Integer element types a quantized tensor may have, with their saturation range. Kiln's
 # integer operators and kernels are 8-bit: 16-bit (and 4-bit, float8) quantization is refused.

@@ -21,10 +21,10 @@ from compiler.passes.qdq_units import (
     zero_point_input,
 )
 from compiler.passes.rewrite import Rewriter, const
-from compiler.quant import ort_float
-from compiler.quant.accumulator import BiasDequantize, fold_bias, weight_rows
-from compiler.quant.requant import RANGES
-from compiler.quant.tables import onnx_table
+from compiler.qmath import ort_float
+from compiler.qmath.accumulator import BiasDequantize, fold_bias, weight_rows
+from compiler.qmath.requant import RANGES
+from compiler.qmath.tables import onnx_table
 
 
 def _finish(rw: Rewriter, node: Node, quant: Node, new: Node) -> None:

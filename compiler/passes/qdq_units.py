@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.ir.graph import Constant, Node, Value
 from compiler.passes.rewrite import Rewriter, const
-from compiler.quant.requant import RANGES
+from compiler.qmath.requant import RANGES
 
 INTEGER_SCALES = ("float32", "float16")  # the scale types integer operators take
 

@@ -19,7 +19,7 @@ from compiler.interpreter import run
 from compiler.ir.graph import Graph, Node
 from compiler.passes.base import PassContext, PassResult, get_pass
 from compiler.passes.pipeline import Pipeline, default_pipeline
-from compiler.quant.requant import MODES, REQUANT_KEY
+from compiler.qmath.requant import MODES, REQUANT_KEY
 from compiler.verify import verify as verify_graph
 
 # Tolerance of the per-pass numerical check against the loaded model (float outputs; integer

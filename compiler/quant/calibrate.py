@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.errors import KilnError
+from compiler.qmath.scales import SMALLEST_SCALE
 from compiler.quant.metrics import sqnr_from_powers
 from compiler.quant.profile import TensorRange
-from compiler.quant.scales import SMALLEST_SCALE
 
 METHODS = ("minmax", "percentile", "entropy", "mse")
 SCHEMAS = ("tflite", "symmetric", "uint8", "tflite-pow2", "symmetric-pow2")

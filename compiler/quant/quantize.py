@@ -21,11 +21,11 @@ from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Value
 from compiler.ir.types import TensorType
 from compiler.ops.registry import REQUIRED
+from compiler.qmath.requant import MODES, REQUANT_KEY
+from compiler.qmath.scales import SMALLEST_SCALE
 from compiler.quant.calibrate import QuantParams, choose_range, params_for
 from compiler.quant.profile import Profile
 from compiler.quant.profiler import calibration_graph
-from compiler.quant.requant import MODES, REQUANT_KEY
-from compiler.quant.scales import SMALLEST_SCALE
 
 _CLAMPS = ("Relu", "Clip")
 _QDQ_OPSET = 13

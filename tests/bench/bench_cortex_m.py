@@ -22,8 +22,8 @@ from compiler.codegen.bundle import report  # noqa: E402
 from compiler.codegen.targets import BOARDS  # noqa: E402
 from compiler.driver import Options, compilation  # noqa: E402
 from compiler.frontends.load import load_model  # noqa: E402
+from compiler.harness.cortex_m_bench import bench_target  # noqa: E402
 from compiler.mcu import cmsis_nn, firmware  # noqa: E402
-from compiler.mcu.bench import bench_target  # noqa: E402
 
 MODELS = ["ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8"]
 CORES = ["cortex-m7", "cortex-m55"]

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from app.cli import main
-from compiler.codegen.bench import bench_model
 from compiler.errors import KilnError
+from compiler.harness.host_bench import bench_model
 from tests.conftest import SAMPLE_MODEL, require_module, shared_models
 
 

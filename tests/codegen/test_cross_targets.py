@@ -12,7 +12,7 @@ from compiler.codegen.targets import get_target
 from compiler.driver import compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.requant import REQUANT_KEY
 from tests.codegen import usermode
 from tests.codegen.test_int8_dot_kernels import CASES, HOST_CASES
 from tests.codegen.test_int8_kernels import INT8_MODELS

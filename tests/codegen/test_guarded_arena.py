@@ -1,6 +1,6 @@
 """The guarded host build: kernels that write through windows stay inside them.
 
-Every buffer sits in a region of its own between two canary bands (`compiler.codegen.guarded`):
+Every buffer sits in a region of its own between two canary bands (`compiler.harness.guarded`):
 a store one row past a window, an output or a ring of rows changes a band and the run fails,
 here on the host, not by chance on a board. Each kernel family that writes row by row or
 through a window runs guarded on seeded inputs and must give the plain build's bytes with every
@@ -17,22 +17,22 @@ import pytest
 from onnx import helper
 
 from compiler.codegen import build
-from compiler.codegen.guarded import (
+from compiler.codegen.host import HostNet
+from compiler.codegen.targets import DotProduct, get_target
+from compiler.driver import Options, compilation, compile_graph
+from compiler.errors import KilnError
+from compiler.frontends.load import load_model
+from compiler.harness.guarded import (
     GuardedNet,
     GuardError,
     compile_guarded,
     guard_plan,
     guard_size,
 )
-from compiler.codegen.host import HostNet
-from compiler.codegen.targets import DotProduct, get_target
-from compiler.driver import Options, compilation, compile_graph
-from compiler.errors import KilnError
-from compiler.frontends.load import load_model
 from compiler.lowir.ir import PAIR_OP
 from compiler.memory.simulate import simulate
 from compiler.passes.pipeline import Pipeline
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.requant import REQUANT_KEY
 from tests.codegen.test_conv_pair import _block_model
 from tests.codegen.test_conv_tiles import CASES, _conv, _target
 from tests.codegen.test_host import _conv_model

@@ -21,14 +21,14 @@ from elftools.elf.elffile import ELFFile
 from onnx import helper
 
 from app import cli
-from compiler.codegen.guarded import compile_guarded
 from compiler.driver import compilation, compile_graph
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.frontends.onnx import load_onnx
+from compiler.harness.guarded import compile_guarded
 from compiler.interpreter import run
+from compiler.qmath.requant import REQUANT_KEY
 from compiler.quant.calibrate import params_for
-from compiler.quant.requant import REQUANT_KEY
 from tests.conftest import ROOT, shared_models
 from tests.helpers import assert_close, make_model, ort_run
 from tests.quant.int8_oracle import qdq_session

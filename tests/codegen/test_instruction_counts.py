@@ -13,8 +13,8 @@ import os
 import pytest
 
 from app.cli import main
+from compiler.harness.cortex_m_bench import bench_target
 from compiler.mcu import cmsis_nn, counting, firmware
-from compiler.mcu.bench import bench_target
 from tests.codegen import firmware as test_firmware
 from tests.codegen.test_int8_kernels import _conv_tflite
 from tests.conftest import shared_models

@@ -26,7 +26,7 @@ from compiler.codegen.targets import DotProduct, get_target
 from compiler.driver import compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.requant import REQUANT_KEY
 from tests.codegen import firmware
 from tests.codegen.objects import check_int8_object
 from tests.tflite.oracles import quantized

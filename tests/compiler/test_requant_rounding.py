@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.requant import REQUANT_KEY
 from tests.helpers import ort_run
 
 ELEM = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}

@@ -1,5 +1,7 @@
 """Helpers of the GUI tests: a window with a model open, and a graph fingerprint."""
 
+from __future__ import annotations
+
 import shutil
 from pathlib import Path
 
@@ -99,8 +101,12 @@ def run_and_kill(script: str, model: Path) -> int:
     return child.pid
 
 
-def drag(qtbot, widget, start_x: float, end_x: float, steps: int = 8) -> None:
-    """Press at `start_x` (mid-height of a histogram's plot), move in steps to `end_x`, release."""
+def drag(qtbot, widget, start_x: float, end_x: float, steps: int = 8, pause_ms: int = 0) -> None:
+    """Press at `start_x` (mid-height of a histogram's plot), move in steps to `end_x`, release.
+
+    With `pause_ms`, the event loop runs that long after each move, as between a real mouse's
+    reports.
+    """
     import numpy as np
     from PySide6.QtCore import QPoint, Qt
 
@@ -108,7 +114,63 @@ def drag(qtbot, widget, start_x: float, end_x: float, steps: int = 8) -> None:
     qtbot.mousePress(widget, Qt.MouseButton.LeftButton, pos=QPoint(int(round(start_x)), y))
     for x in np.linspace(start_x, end_x, steps)[1:]:
         qtbot.mouseMove(widget, pos=QPoint(int(round(x)), y))
+        if pause_ms:
+            qtbot.wait(pause_ms)
     qtbot.mouseRelease(widget, Qt.MouseButton.LeftButton, pos=QPoint(int(round(end_x)), y))
+
+
+class StallMeter:
+    """The longest the GUI thread went without running a 5 ms timer: its worst stall.
+
+    Used as a context manager around what a user does; a healthy event loop ticks every 5 ms.
+    `worst_ms` is the longest wall-clock gap between two ticks. On a machine shared with other
+    busy programs the kernel also keeps the GUI thread waiting for a CPU; `worst_own_ms` takes
+    that wait out (Linux's per-thread scheduler statistics measure it), leaving what the
+    process itself caused: work on the GUI thread and waits for the interpreter lock its own
+    workers held. `worst_busy_ms` is the GUI thread's CPU time alone.
+    """
+
+    def __init__(self, interval_ms: int = 5):
+        from PySide6.QtCore import Qt, QTimer
+
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self._tick)
+        self.worst_ms = self.worst_own_ms = self.worst_busy_ms = 0.0
+        self.ticks = 0
+        self._last = (0.0, 0.0, 0.0)
+
+    def __enter__(self) -> StallMeter:
+        self._last = self._now()
+        self.timer.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._tick()
+        self.timer.stop()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        """(wall clock, this thread's CPU time, its time waiting for a CPU), in seconds."""
+        import threading
+        import time
+
+        try:
+            with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as stats:
+                waited = int(stats.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):  # not Linux: count the wait as a stall
+            waited = 0.0
+        return time.perf_counter(), time.thread_time(), waited
+
+    def _tick(self) -> None:
+        now = self._now()
+        wall, cpu, waited = (1000 * (a - b) for a, b in zip(now, self._last))
+        self.worst_ms = max(self.worst_ms, wall)
+        self.worst_own_ms = max(self.worst_own_ms, wall - waited)
+        self.worst_busy_ms = max(self.worst_busy_ms, cpu)
+        self._last = now
+        self.ticks += 1
 
 
 # The start of a child Kiln process's script (`run_and_kill`): a window on the model named by

@@ -136,13 +136,18 @@ def test_keep_float_and_the_typed_range_are_undoable(qtbot):
     quant = _calibrate_with_the_dialog(qtbot, window)
     panel = quant.panel
     click_row(qtbot, panel, "relu1_out")
+    calibrated = _row(panel, "relu1_out")
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         qtbot.mouseClick(panel.keep_float, Qt.MouseButton.LeftButton)
     row = panel.model.rows[panel.model.row_of("relu1_out")]  # the row stays, marked float
     assert row.state == "float" and "relu1_out" in quant.session.profile.keep_float
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         window.actions_.undo.trigger()
-    assert panel.model.row_of("relu1_out") is not None
+    # Undone in the document: the tensor is quantized again, its row back to the calibration's
+    # figures (range, scale, zero point, errors), the box unticked.
+    assert window.document.quant.session.profile.keep_float == []
+    assert _row(panel, "relu1_out") == calibrated and calibrated.state == ""
+    assert not panel.keep_float.isChecked()
     click_row(qtbot, panel, "relu1_out")
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
         panel.high.setValue(2.0)  # typed: the spin box emits on Enter
@@ -161,7 +166,7 @@ def test_the_profile_is_saved_beside_the_model(qtbot, tmp_path):
     saved = profile_path(model)
     assert json.loads(saved.read_text())["overrides"]["relu1_out"] == {"max": 3.0, "min": 0.0}
     open_and_wait(qtbot, window, model)  # opened again: the session starts empty
-    assert quant.session is None
+    assert window.document.quant.session is None and quant.panel.model.rows == []
     with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
         quant.load_profile(saved)
     assert quant.session.profile.overrides["relu1_out"] == {"min": 0.0, "max": 3.0}

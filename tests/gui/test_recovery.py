@@ -77,11 +77,12 @@ def test_discard_and_later_and_a_normal_close(qtbot, tmp_path, message_boxes):
     node = next(n for n in window.document.graph.nodes if n.name == "conv1")
     window.document.apply(edit.rename_node, "Rename", node.id, "first")  # autosaves at once
     mine = window.recovery.path
+    qtbot.waitUntil(lambda: not window.recovery.is_busy(), timeout=5000)  # written by a worker
     assert mine.exists() and json.loads(mine.read_text())["edited"]
     assert window.save()  # nothing unsaved any more: the recovery file goes
     assert not mine.exists()
     window.document.apply(edit.rename_node, "Rename", node.id, "again")
-    assert mine.exists()
+    qtbot.waitUntil(mine.exists, timeout=5000)
     message_boxes.answer = QMessageBox.StandardButton.Discard
     window.close()  # a normal close (the question answered): nothing left to recover
     assert not mine.exists() and not list(folder.glob(f"{os.getpid()}.*"))

@@ -13,6 +13,7 @@ from compiler import edit
 from compiler.errors import KilnError
 from compiler.ir.dump import dump
 from compiler.passes import Pipeline
+from compiler.quant.calibrate import params_for
 from compiler.quant.calibration_data import Normalization
 from tests.gui.helpers import copy_sample, make_window, node_id
 
@@ -36,6 +37,8 @@ def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, t
     with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
         quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
     quant.set_range(0.0, 2.5, "relu1_out")
+    qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)  # the table shows the range
+    rows = list(quant.panel.model.rows)
     conv3 = node_id(window, "conv3")
     window.select_and_center(conv3)
     assert doc.selection == conv3  # the panel follows the canvas, not the reverse
@@ -61,7 +64,13 @@ def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, t
     conv3 = node_id(again, "conv3")  # ids are given at load: the session keeps the name
     assert again.document.selection == conv3 and again.canvas.selected_key() == conv3
     assert again.canvas.zoom_level() == pytest.approx(1.7)
-    assert again.quant.panel.model.row_of("relu1_out") is not None
+    # The restored quantization is evaluated again: the same table, relu1_out quantized over
+    # the hand-tuned [0, 2.5].
+    qtbot.waitUntil(lambda: not again.quant.is_busy(), timeout=TIMEOUT)
+    assert again.quant.panel.model.rows == rows
+    params = params_for(0.0, 2.5, again.document.quant.session.options.schema)
+    relu1 = rows[again.quant.panel.model.row_of("relu1_out")]
+    assert (relu1.scale, relu1.zero_point, relu1.state) == (params.scale, params.zero_point, "")
     assert not again.memory.dock.isVisible() and again.docks["minimap"].isFloating()
 
 

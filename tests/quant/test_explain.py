@@ -5,7 +5,7 @@ import numpy as np
 from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
 from compiler.ir.types import QuantParams
-from compiler.quant.explain import real_value_formula, requant_channels, summary
+from compiler.qmath.explain import real_value_formula, requant_channels, summary
 from tests.quant.int8_oracle import quantize_digits
 
 

@@ -25,8 +25,9 @@ from compiler.driver import compilation
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
-from compiler.quant.requant import requantize_onnx
-from compiler.quant.scales import largest_scale
+from compiler.passes import Pipeline, default_pipeline
+from compiler.qmath.requant import requantize_onnx
+from compiler.qmath.scales import largest_scale
 from tests.helpers import make_model, ort_run
 from tests.quant.test_hostile_quantized_engines import _compiled_equals_interpreter, _feeds
 from tests.test_invalid_quantized import _accepted, _refused, _save
@@ -269,3 +270,14 @@ def test_a_qdq_average_whose_integer_form_is_refused_stays_float():
     (record,) = [r for r in result.records if r.name == "to_integer"]
     assert any("stays float" in note and "beyond int32" in note for note in record.notes)
     _compiled_equals_interpreter(graph)
+
+
+def test_a_tflite_rule_multiplier_beyond_a_31_bit_shift_keeps_the_onnx_rule():
+    """Asked for the tflite rule, an ONNX QLinearConv whose TFLite Micro multiplier would need a
+    shift of 32 bits or more (undefined in C) keeps the onnx rule, and the pass says why."""
+    graph = load_onnx(_qlinear_conv(xs=1e6, ws=1e6, ys=1e-3))
+    result = compilation(graph, Pipeline(default_pipeline().passes, requant="tflite")).passes()
+    (conv,) = [n for n in result.graph.nodes if n.op == "QLinearConv"]
+    assert conv.attrs["requant"] == "onnx"
+    notes = [n for r in result.records for n in r.notes]
+    assert any("keeps the onnx rule" in n and "above 31" in n for n in notes), notes

@@ -32,8 +32,8 @@ from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
-from compiler.quant.accumulator import BiasDequantize, fold_bias
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.accumulator import BiasDequantize, fold_bias
+from compiler.qmath.requant import REQUANT_KEY
 from tests.codegen import firmware
 from tests.conftest import shared_models
 from tests.helpers import assert_close, make_model, ort_run

@@ -11,7 +11,7 @@ from math import floor
 import numpy as np
 import pytest
 
-from compiler.quant.requant import (
+from compiler.qmath.requant import (
     INT32_MAX,
     INT32_MIN,
     check_mode,

@@ -14,7 +14,7 @@ from app import cli
 from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
-from compiler.quant import ort_float
+from compiler.qmath import ort_float
 from tests.helpers import ort_run
 from tests.quant.int8_oracle import differing
 

@@ -35,7 +35,7 @@ from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.inputs import random_inputs
 from compiler.interpreter import run
-from compiler.quant.summary import summary
+from compiler.qmath.summary import summary
 from compiler.stats import compute_stats
 from tests.conftest import ROOT
 from tests.quant.int8_oracle import u8s8_inexact_reason

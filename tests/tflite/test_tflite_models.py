@@ -13,7 +13,7 @@ import pytest
 from compiler.driver import compilation
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.requant import REQUANT_KEY
 from tests.conftest import require_module, shared_models
 from tests.helpers import assert_close, ort_run
 from tests.samples import int8_sample

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from app import cli
-from compiler.codegen.guarded import compile_guarded
 from compiler.driver import compilation
 from compiler.errors import ModelError
 from compiler.frontends.load import load_model
+from compiler.harness.guarded import compile_guarded
 from compiler.interpreter import run
 from tests.tflite.oracles import quantized, tflm
 from tests.tflite.writer import Model, Op, T, write

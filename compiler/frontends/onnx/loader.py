@@ -27,8 +27,8 @@ from compiler.ir.graph import Graph, Value
 from compiler.ir.types import DTYPE_OF_ONNX, TensorType
 from compiler.limits import check_tensor_bytes
 from compiler.ops.infer import infer_node, known_constants
-from compiler.quant.check import check_quantization
-from compiler.quant.requant import MODES, REQUANT_KEY
+from compiler.qmath.check import check_quantization
+from compiler.qmath.requant import MODES, REQUANT_KEY
 
 # Opsets of the default domain Kiln reads. The upper end follows the operators' conformance
 # tests (onnx.backend.test), which all pass for the operators Kiln claims.

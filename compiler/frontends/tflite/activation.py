@@ -12,8 +12,8 @@ from compiler.errors import ModelError
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator, Tensor
 from compiler.ir.graph import Value
-from compiler.quant.requant import RANGES
-from compiler.quant.tflite_tables import round_away
+from compiler.qmath.requant import RANGES
+from compiler.qmath.tflite_tables import round_away
 
 _ACTIVATIONS = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
 _REAL_BOUNDS = {"RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}

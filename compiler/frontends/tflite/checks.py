@@ -16,7 +16,7 @@ import numpy as np
 from compiler.errors import ModelError
 from compiler.frontends.tflite.flatbuffer import Model, Operator, Tensor
 from compiler.frontends.tflite.rescales import check_rescales
-from compiler.quant.requant import quantize_multiplier
+from compiler.qmath.requant import quantize_multiplier
 
 # The newest version of each builtin Kiln reads, as LiteRT's builtin op resolver registers it
 # (ai-edge-litert 2.3.0; it refuses a newer one). TFLite Micro resolves builtins without looking

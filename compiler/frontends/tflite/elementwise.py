@@ -3,7 +3,7 @@
 8-bit ADD, SUB and MUL follow TFLite Micro's fixed point (QLinearAdd, QLinearSub, QLinearMul
 with the tflite rule); MINIMUM and MAXIMUM compare the stored integers as TFLite Micro does;
 8-bit RELU, RELU6, LEAKY_RELU, LOGISTIC, TANH, HARD_SWISH and 8-bit-to-8-bit QUANTIZE are
-256-entry tables computed with TFLite Micro's arithmetic (compiler/quant/tflite_tables.py).
+256-entry tables computed with TFLite Micro's arithmetic (compiler/qmath/tflite_tables.py).
 QUANTIZE from float rounds half away from zero as TFLite Micro's does.
 """
 
@@ -20,7 +20,7 @@ from compiler.frontends.tflite.activation import (
 )
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator, Tensor
-from compiler.quant import tflite_tables
+from compiler.qmath import tflite_tables
 
 _INTEGER_BINARY = {"ADD": "QLinearAdd", "SUB": "QLinearSub", "MUL": "QLinearMul"}
 _FLOAT_BINARY = {"ADD": "Add", "SUB": "Sub", "MUL": "Mul", "MINIMUM": "Min", "MAXIMUM": "Max"}

@@ -15,7 +15,7 @@ from tflite.utils import BUILTIN_OPCODE2NAME
 
 from compiler.errors import ModelError
 from compiler.limits import check_tensor_bytes
-from compiler.quant.scales import SCALE_RULE, bad_scales
+from compiler.qmath.scales import SCALE_RULE, bad_scales
 
 IDENTIFIER = b"TFL3"
 

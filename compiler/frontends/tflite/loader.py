@@ -20,8 +20,8 @@ from compiler.frontends.tflite.builtins import CONVERTERS
 from compiler.frontends.tflite.checks import check_operator, check_version
 from compiler.frontends.tflite.flatbuffer import read_model
 from compiler.ir.graph import Graph
-from compiler.quant.check import check_quantization
-from compiler.quant.requant import REQUANT_KEY
+from compiler.qmath.check import check_quantization
+from compiler.qmath.requant import REQUANT_KEY
 
 MAX_FILE_BYTES = 2**31  # flatbuffers address 2 GiB; larger models keep data outside
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from compiler.errors import ModelError
 from compiler.frontends.tflite.flatbuffer import Model, Operator, Tensor
-from compiler.quant.requant import quantize_multiplier
+from compiler.qmath.requant import quantize_multiplier
 
 _LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 _UNDEFINED = "TFLite Micro would shift integers by that many bits, which C leaves undefined"

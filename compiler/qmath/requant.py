@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.quant.scales import finite_ratio
+from compiler.qmath.scales import finite_ratio
 
 MODES = ("onnx", "tflite")
 REQUANT_KEY = "requant"  # graph.metadata key: the rule the graph's integer operators follow

@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler.ir.graph import Constant, Node
 from compiler.ir.types import QuantParams
-from compiler.quant.requant import onnx_scale, tflite_multiplier
+from compiler.qmath.requant import onnx_scale, tflite_multiplier
 
 # Where each integer operator keeps (input scale, weight scale, output scale, output zero point).
 _SCALE_INPUTS = {"QLinearConv": (1, 4, 6, 7), "QLinearMatMul": (1, 4, 6, 7),

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from compiler.quant.requant import RANGES
+from compiler.qmath.requant import RANGES
 
 TABLE_SIZE = 256
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.quant.requant import (
+from compiler.qmath.requant import (
     INT32_MAX,
     INT32_MIN,
     RANGES,

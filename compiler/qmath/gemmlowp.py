@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.quant.requant import INT32_MAX, INT32_MIN, rounding_divide_by_pot
-from compiler.quant.requant import saturating_rounding_doubling_high_mul as mul
+from compiler.qmath.requant import INT32_MAX, INT32_MIN, rounding_divide_by_pot
+from compiler.qmath.requant import saturating_rounding_doubling_high_mul as mul
 
 
 def shift_left_saturating(x, bits: int) -> np.ndarray:

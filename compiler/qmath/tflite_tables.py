@@ -5,7 +5,7 @@ below at the output's zero; RELU6 only clamps the stored integers between the in
 quantized 0 and 6; LEAKY_RELU requantizes by two multipliers, in_scale * alpha / out_scale
 and in_scale / out_scale, both formed in float first as TFLite Micro does; QUANTIZE from int8 to
 int8 requantizes by in_scale / out_scale; LOGISTIC and TANH rescale the input into Q4.27 and
-apply gemmlowp's fixed-point functions (compiler/quant/gemmlowp.py); HARD_SWISH is TFLite's
+apply gemmlowp's fixed-point functions (compiler/qmath/gemmlowp.py); HARD_SWISH is TFLite's
 16-bit fixed point. Every entry is exact
 integer arithmetic, so the table equals the kernel on every code.
 """
@@ -16,14 +16,14 @@ import math
 
 import numpy as np
 
-from compiler.quant import gemmlowp
-from compiler.quant.requant import (
+from compiler.qmath import gemmlowp
+from compiler.qmath.requant import (
     RANGES,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     rounding_divide_by_pot,
 )
-from compiler.quant.tables import codes
+from compiler.qmath.tables import codes
 
 
 def _f32(x) -> float:

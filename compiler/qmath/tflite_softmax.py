@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from compiler.quant.gemmlowp import exp_on_negative_values, one_over_one_plus_x
-from compiler.quant.requant import quantize_multiplier, rounding_divide_by_pot
-from compiler.quant.requant import saturating_rounding_doubling_high_mul as _mul
+from compiler.qmath.gemmlowp import exp_on_negative_values, one_over_one_plus_x
+from compiler.qmath.requant import quantize_multiplier, rounding_divide_by_pot
+from compiler.qmath.requant import saturating_rounding_doubling_high_mul as _mul
 
 _SCALED_DIFF_BITS = 5  # Q5.26 for the rescaled differences
 _ACCUMULATION_BITS = 12  # Q12.19 for the sum of exponentials
