@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from tests.quant_fuzz.qoperator import Builder, QTensor, start, window
+from tests.quant_fuzz.qoperator import Builder, QTensor, concat_operand_shape, start, window
 
 
 def dq(b: Builder, q: QTensor, axis: int | None = None, scale=None, zp=None) -> str:
@@ -159,12 +159,17 @@ def pool(b: Builder, x: QTensor) -> QTensor | None:
     same = op == "MaxPool" and b.chance(0.7)
     y = quantize(b, out, (n, c, *win["out"]), x.dtype, clamp=False)
     if same:  # the form whose integers pass through unchanged
-        b.inits[-2].CopyFrom(onnx.numpy_helper.from_array(np.float32(x.scale),
-                                                          b.inits[-2].name))
-        b.inits[-1].CopyFrom(onnx.numpy_helper.from_array(np.array(x.zp, x.dtype),
-                                                          b.inits[-1].name))
-        y.scale, y.zp = x.scale, x.zp
+        _same_params(b, x, y)
     return y
+
+
+def _same_params(b: Builder, x: QTensor, y: QTensor) -> None:
+    """Give the QuantizeLinear just added (`y`) `x`'s scale and zero point: the form whose
+    integers pass through unchanged."""
+    b.inits[-2].CopyFrom(onnx.numpy_helper.from_array(np.float32(x.scale), b.inits[-2].name))
+    b.inits[-1].CopyFrom(onnx.numpy_helper.from_array(np.array(x.zp, x.dtype),
+                                                      b.inits[-1].name))
+    y.scale, y.zp = x.scale, x.zp
 
 
 def activation(b: Builder, x: QTensor) -> QTensor | None:
@@ -192,9 +197,7 @@ def activation(b: Builder, x: QTensor) -> QTensor | None:
 
 
 def concat(b: Builder, a: QTensor) -> QTensor | None:
-    axis = int(b.rng.integers(-len(a.shape), len(a.shape)))
-    extra = list(a.shape)
-    extra[axis] = int(b.rng.integers(1, 4))
+    axis, extra = concat_operand_shape(b, a)
     other = b.fresh("c", extra, a.dtype)
     other.name = b.operand("c", b.integers(extra, a.dtype), b.chance(0.5))
     out = b.name("cat")
@@ -219,11 +222,7 @@ def move(b: Builder, x: QTensor) -> QTensor | None:
         b.notes.append("QDQ Reshape")
     y = quantize(b, out, shape, x.dtype, clamp=False)
     if b.chance(0.7):
-        b.inits[-2].CopyFrom(onnx.numpy_helper.from_array(np.float32(x.scale),
-                                                          b.inits[-2].name))
-        b.inits[-1].CopyFrom(onnx.numpy_helper.from_array(np.array(x.zp, x.dtype),
-                                                          b.inits[-1].name))
-        y.scale, y.zp = x.scale, x.zp
+        _same_params(b, x, y)
     return y
 
 

@@ -248,10 +248,16 @@ def qbinary(b: Builder, a: QTensor) -> QTensor | None:
     return y
 
 
-def qconcat(b: Builder, a: QTensor) -> QTensor | None:
+def concat_operand_shape(b: Builder, a: QTensor) -> tuple[int, list[int]]:
+    """A random concatenation axis of `a` and the shape of a second operand along it."""
     axis = int(b.rng.integers(-len(a.shape), len(a.shape)))
     extra = list(a.shape)
     extra[axis] = int(b.rng.integers(1, 4))
+    return axis, extra
+
+
+def qconcat(b: Builder, a: QTensor) -> QTensor | None:
+    axis, extra = concat_operand_shape(b, a)
     other = b.fresh("o", extra, a.dtype)
     runtime = b.chance(0.5)
     out = list(a.shape)
