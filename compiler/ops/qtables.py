@@ -66,7 +66,8 @@ def _check_products(x_scale, y_scale, length: int) -> None:
     onnxruntime then converts float32 infinity to an integer, which C leaves undefined (its
     builds answer 0 or the top).
     """
-    top = _table(float(np.float32(x_scale)), length, False)[255]
+    x_scale = float(np.float32(x_scale))
+    top = np.float32(np.exp((0.0 + _shift(x_scale, length)) * x_scale))  # entry 255, as _table
     with np.errstate(over="ignore"):
         product = top * np.float32(math.floor(np.float32(1.0) / np.float32(y_scale)))
     if not np.isfinite(product):
@@ -75,9 +76,14 @@ def _check_products(x_scale, y_scale, length: int) -> None:
              "undefined)")
 
 
+def _shift(x_scale: float, length: int) -> float:
+    """Onnxruntime's bit_shift: what keeps a row's sum of table entries finite."""
+    return max(0.0, math.log(_FLOAT_MAX / length) - 5.0) / x_scale
+
+
 def _table(x_scale: float, length: int, signed: bool) -> np.ndarray:
     """The lookup table onnxruntime builds, indexed by the uint8 pattern of the shifted input."""
-    shift = max(0.0, math.log(_FLOAT_MAX / length) - 5.0) / x_scale
+    shift = _shift(x_scale, length)
     i = np.arange(256, dtype=np.float64)
     values = np.exp((i - 255 + shift) * x_scale).astype(np.float32)
     table = np.empty(256, np.float32)
