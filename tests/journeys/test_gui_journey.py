@@ -96,7 +96,7 @@ def _export(qtbot, window, options: ExportOptions, count: bool):
 @pytest.mark.slow
 @pytest.mark.parametrize("model,tensors", [
     ("kws_ref_model_float32", 2), ("pretrainedResnet", 2)])
-def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_path):
+def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_path, monkeypatch):
     path = model_path(model, tmp_path)
     window = make_window(qtbot, path)
     window.resize(1400, 900)
@@ -173,6 +173,34 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
         qtbot.mouseClick(panel.reprofile_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
     assert not panel.stale_banner.isVisible()
+
+    # Another model opened mid-flow (its unsaved edit discarded): no panel shows the first.
+    _open_another(qtbot, window, monkeypatch, model, tmp_path)
+
+
+def _open_another(qtbot, window, monkeypatch, model: str, tmp_path) -> None:
+    """Open the other journey model over the calibrated, edited one and check every panel."""
+    from PySide6.QtWidgets import QMessageBox
+
+    other = "pretrainedResnet" if model != "pretrainedResnet" else "kws_ref_model_float32"
+    monkeypatch.setattr(QMessageBox, "question",
+                        lambda *a, **k: QMessageBox.StandardButton.Discard)
+    with qtbot.waitSignal(window.modelLoaded, timeout=TIMEOUT):
+        assert window.open_file(model_path(other, tmp_path)) is not None
+    graph, quant = window.document.graph, window.quant
+    qtbot.waitUntil(lambda: not any((quant.is_busy(), window.memory.is_busy(),
+                                     window.code.is_busy())), timeout=TIMEOUT)
+    assert window.document.path.stem == other and window.document.undo_stack.count() == 0
+    assert window.document.quant.session is None and quant.quantized() is None
+    assert quant.panel.model.rows == [] and not quant.panel.stale_banner.isVisible()
+    canvas = window.canvas
+    assert canvas.graph() is graph
+    assert all(canvas.box_rect(n.id) is not None for n in graph.nodes)
+    current = window.memory.current
+    assert current is None or current.graph is graph
+    dialog = window.export.open_dialog()
+    assert not dialog.precision.model().item(1).isEnabled(), "int8 without a calibration"
+    dialog.close()
 
 
 def _delete_a_relu(qtbot, window) -> None:
