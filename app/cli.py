@@ -23,11 +23,14 @@ from app.cli_args import (
     add_model_args,
     add_pipeline_arg,
     add_profile_arg,
+    add_target_args,
     compilation_of,
     load_graph,
     parse_input,
+    target_options,
 )
 from app.cli_bench import add_bench_parser, cmd_bench
+from app.cli_passes import add_passes_parser, cmd_passes
 from app.cli_profile import add_profile_parser, add_quantize_parser, cmd_profile, cmd_quantize
 from compiler.errors import KilnError, one_line
 
@@ -63,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "scale x (q - zero_point)")
     add_pipeline_arg(run)
     add_profile_arg(run)
-    _add_passes_parser(sub)
+    add_passes_parser(sub)
     _add_memory_parser(sub)
     _add_compile_parser(sub)
     add_bench_parser(sub)
@@ -204,93 +207,6 @@ def _run_compiled(compiled, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {v.name: outputs[v.name] for v in compiled.graph.outputs}
 
 
-def _add_passes_parser(sub) -> None:
-    passes = sub.add_parser("passes", help="run the pass pipeline and show what each pass did")
-    add_model_args(passes)
-    passes.add_argument("--json", action="store_true", help="print one JSON document")
-    passes.add_argument("--verify", action="store_true",
-                        help="after every pass, check the graph and compare its outputs with "
-                             "the loaded model's on a seeded random input")
-    passes.add_argument("--seed", type=int, default=0, help="seed of that input (default 0)")
-    add_pipeline_arg(passes)
-    passes.add_argument("--dump-after", metavar="PASS",
-                        help="print the graph after PASS (every run of it, or NAME#K for the "
-                             "K-th)")
-
-
-def _passes_document(result, verify: bool) -> dict:
-    """The `kiln passes --json` document: one entry per pass, then the final graph."""
-    entries = []
-    for record in result.records:
-        entry = {"name": record.name, "changed": record.changed,
-                 "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
-                 "added": len(record.added), "removed": len(record.removed),
-                 "modified": len(record.modified), "ms": round(record.ms, 3)}
-        if verify:
-            entry.update(max_abs_err=record.max_abs_err, max_rel_err=record.max_rel_err)
-        entries.append(entry)
-    return {"passes": entries, "final": {"nodes": len(result.graph.nodes),
-                                         "ops": result.op_counts()}}
-
-
-def _print_passes(result, verify: bool) -> None:
-    from rich.console import Console
-    from rich.table import Column, Table
-
-    table = Table("#", Column("pass", no_wrap=True,
-                              min_width=max((len(r.name) for r in result.records), default=4)),
-                  "nodes", "+add/-rm/~mod", "ms", *(["abs err", "rel err"] if verify else []))
-    for index, r in enumerate(result.records, 1):
-        diff = f"+{len(r.added)} -{len(r.removed)} ~{len(r.modified)}" if r.changed else "-"
-        row = [str(index), r.name, f"{r.nodes_before} -> {r.nodes_after}", diff, f"{r.ms:.1f}"]
-        if verify:
-            row += [f"{r.max_abs_err:.2g}", f"{r.max_rel_err:.2g}"]
-        table.add_row(*row)
-    console = Console()
-    console.print(table)
-    ops = ", ".join(f"{op} {count}" for op, count in result.op_counts().items())
-    for r in result.records:
-        for note in r.notes:
-            console.print(f"{r.name}: {note}", markup=False, highlight=False)
-    console.print(f"final: {len(result.graph.nodes)} nodes ({ops})", markup=False,
-                  highlight=False)
-
-
-def cmd_passes(args) -> int:
-    """`kiln passes`."""
-    from compiler.driver import prepare_stage
-    from compiler.ir.dump import dump
-    from compiler.passes import Pipeline, default_pipeline, load_pipeline
-
-    pipeline = load_pipeline(args.pipeline) if args.pipeline else default_pipeline()
-    if args.dump_after:
-        if args.json:
-            raise UsageError("--dump-after prints text, so it cannot be combined with --json")
-        # An unknown pass is an error before any work.
-        Pipeline(pipeline.enabled() + prepare_stage().passes).stage_index(args.dump_after)
-    compiled = compilation_of(args)
-    result = compiled.passes(verify=args.verify, seed=args.seed,
-                             snapshots=bool(args.dump_after))
-    if args.json:
-        print(json.dumps(_passes_document(result, args.verify)))
-    else:
-        _print_passes(result, args.verify)
-    if args.dump_after:
-        name, _, nth = args.dump_after.partition("#")
-        runs = [r for r in result.records if r.name == name]
-        for k, record in enumerate(runs, 1):
-            if not nth or int(nth) == k:
-                print(f"--- after {record.name} (run {k}) ---")
-                print(dump(record.snapshot), end="")
-    bad = [r for r in result.records if r.matches is False]
-    if bad:
-        print(f"kiln: error: after pass {bad[0].name} the outputs differ from the loaded model's "
-              f"(max abs error {bad[0].max_abs_err:.3g}, relative {bad[0].max_rel_err:.3g})",
-              file=sys.stderr)
-        return 1
-    return 0
-
-
 def _add_memory_parser(sub) -> None:
     memory = sub.add_parser("memory", help="schedule, lifetimes, arena plan per strategy, lower "
                                            "bound")
@@ -299,31 +215,16 @@ def _add_memory_parser(sub) -> None:
     memory.add_argument("--io-in-arena", action="store_true",
                         help="place inputs and outputs inside the activation arena so their "
                              "space is reused once dead")
-    _add_target_args(memory)
+    add_target_args(memory)
     add_pipeline_arg(memory)
     memory.add_argument("--dump", action="store_true", help="also print the low-level IR")
-
-
-def _add_target_args(parser: argparse.ArgumentParser) -> None:
-    """--target, --board and --alignment: what `compiler.driver.Options` needs of a target."""
-    parser.add_argument("--target", metavar="TARGET",
-                        help="a CPU target (host, x86-64, cortex-m0plus/m3/m4/m7/m33/m55, "
-                             "aarch64, riscv32) or a board name (default: the board's CPU "
-                             "with --board, else host)")
-    parser.add_argument("--board", metavar="BOARD",
-                        help="check flash and RAM use against this board's budget "
-                             "(stm32f746g-disco, nrf52840-dk, imxrt1060-evk, mps2-an500, "
-                             "mps2-an505); over budget is a warning, not an error")
-    parser.add_argument("--alignment", type=int, metavar="BYTES",
-                        help="alignment of regions and buffers (default: the target's, 64 on "
-                             "hosted CPUs and 16 on microcontrollers)")
 
 
 def cmd_memory(args) -> int:
     """`kiln memory`."""
     if args.dump and args.json:
         raise UsageError("--dump prints text, so it cannot be combined with --json")
-    options, _ = _options(args)
+    options, _ = target_options(args)
     plan = compilation_of(args).plan(options)
     doc = plan.to_json()
     if args.json:
@@ -362,7 +263,7 @@ def _add_compile_parser(sub) -> None:
     compile_ = sub.add_parser("compile", help="compile a model into a bundle (object, header, "
                                               "weights, report, example program)")
     add_model_args(compile_)
-    _add_target_args(compile_)
+    add_target_args(compile_)
     add_pipeline_arg(compile_)
     compile_.add_argument("-o", "--output", required=True, metavar="DIR",
                           help="folder for the bundle")
@@ -379,44 +280,6 @@ def _add_compile_parser(sub) -> None:
                                "files that are not a bundle (kept beside it)")
     compile_.add_argument("--json", action="store_true", help="print the report as JSON")
     add_profile_arg(compile_)
-
-
-def _target_and_board(target_name: str | None, board_name: str | None):
-    """The target to compile for and the board to check, from --target and --board.
-
-    A board name given as --target also selects that board's budget.
-    """
-    from compiler.codegen.targets import BOARDS, get_target
-
-    if board_name is None and target_name in BOARDS:
-        board_name = target_name
-    board = None
-    if board_name is not None:
-        if board_name not in BOARDS:
-            raise UsageError(f"--board {board_name!r} is not a known board (known: "
-                             f"{', '.join(BOARDS)})")
-        board = BOARDS[board_name]
-    if target_name is None:
-        return get_target(board.target if board else "host"), board
-    target = get_target(target_name)
-    if board is not None and target.name != board.target:
-        raise UsageError(f"--target {target_name} does not match --board {board.name}, whose "
-                         f"CPU is {board.target}")
-    return target, board
-
-
-def _options(args):
-    """(driver Options, board or None) from the target, board, name and layout arguments."""
-    from compiler.driver import Options
-
-    target, board = _target_and_board(args.target, args.board)
-    options = Options(target.name, getattr(args, "name", "net"), args.alignment,
-                      args.io_in_arena, getattr(args, "weights", "embedded"))
-    try:
-        return options.check(), board
-    except KilnError as exc:
-        raise UsageError(str(exc).replace("network name", "--name", 1)
-                         .replace("alignment", "--alignment", 1)) from None
 
 
 def _print_budget(usage: dict) -> None:
@@ -452,7 +315,7 @@ def cmd_compile(args) -> int:
     """
     from compiler.codegen.bundle_folder import FolderInUse, check_folder
 
-    options, board = _options(args)  # errors before any work
+    options, board = target_options(args)  # errors before any work
     try:
         check_folder(args.output, options.name, options.target, args.force,
                      example=not options.resolved_target().mcu)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from compiler.codegen.targets import BOARDS
 from compiler.errors import KilnError
+from compiler.lowir.passes import LOWERING_NAMES
 
 
 class UsageError(KilnError):
@@ -113,3 +115,62 @@ def add_pipeline_arg(parser: argparse.ArgumentParser) -> None:
                         help="how integer operators requantize: onnx (float scale, ties to "
                              "even, as onnxruntime) or tflite (fixed point, as TFLite Micro); "
                              "default: the model's format decides (onnx for ONNX)")
+
+
+def add_target_args(parser: argparse.ArgumentParser) -> None:
+    """--target, --board and --alignment: what `compiler.driver.Options` needs of a target."""
+    parser.add_argument("--target", metavar="TARGET",
+                        help="a CPU target (host, x86-64, cortex-m0plus/m3/m4/m7/m33/m55, "
+                             "aarch64, riscv32) or a board name (default: the board's CPU "
+                             "with --board, else host)")
+    parser.add_argument("--board", metavar="BOARD",
+                        help="check flash and RAM use against this board's budget ("
+                             + ", ".join(BOARDS) + "); over budget is a warning, not an error")
+    parser.add_argument("--alignment", type=int, metavar="BYTES",
+                        help="alignment of regions and buffers (default: the target's, 64 on "
+                             "hosted CPUs and 16 on microcontrollers)")
+    parser.add_argument("--disable-lowering", action="append", default=[], metavar="PASS",
+                        help="compile without this lowering pass (repeatable): "
+                             + ", ".join(LOWERING_NAMES) + "; `kiln passes --target` lists "
+                             "what each one does")
+
+
+def _target_and_board(target_name: str | None, board_name: str | None):
+    """The target to compile for and the board to check, from --target and --board.
+
+    A board name given as --target also selects that board's budget.
+    """
+    from compiler.codegen.targets import BOARDS, get_target
+
+    if board_name is None and target_name in BOARDS:
+        board_name = target_name
+    board = None
+    if board_name is not None:
+        if board_name not in BOARDS:
+            raise UsageError(f"--board {board_name!r} is not a known board (known: "
+                             f"{', '.join(BOARDS)})")
+        board = BOARDS[board_name]
+    if target_name is None:
+        return get_target(board.target if board else "host"), board
+    target = get_target(target_name)
+    if board is not None and target.name != board.target:
+        raise UsageError(f"--target {target_name} does not match --board {board.name}, whose "
+                         f"CPU is {board.target}")
+    return target, board
+
+
+def target_options(args):
+    """(driver Options, board or None) from the target, board, name and layout arguments."""
+    from compiler.driver import Options
+
+    target, board = _target_and_board(args.target, args.board)
+    options = Options(target.name, getattr(args, "name", "net"), args.alignment,
+                      getattr(args, "io_in_arena", False), getattr(args, "weights", "embedded"),
+                      disabled_lowering=frozenset(getattr(args, "disable_lowering", ())))
+    try:
+        return options.check(), board
+    except KilnError as exc:
+        raise UsageError(str(exc).replace("network name", "--name", 1)
+                         .replace("alignment", "--alignment", 1)
+                         .replace("unknown lowering pass", "--disable-lowering: unknown lowering "
+                                  "pass", 1)) from None

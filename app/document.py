@@ -72,7 +72,8 @@ class Document(QObject):
         dirtyChanged(bool): the graph now differs (True) or no longer differs from the file.
         modelOpened: another model replaced the document (every panel forgets the old one).
         pipelineChanged: the pass pipeline was replaced.
-        optionsChanged: the target, board or inputs/outputs-in-arena option changed.
+        optionsChanged: the target, board, inputs/outputs-in-arena option or a lowering
+            pass's switch changed.
         selectionChanged(key): the selected canvas box (node id, `in:`/`out:` key, or None).
         saved(path): the graph was written to `path` (panels save what belongs beside it).
     """
@@ -99,6 +100,7 @@ class Document(QObject):
         self.target = "host"
         self.board: str | None = None
         self.io_in_arena = False
+        self.disabled_lowering: frozenset[str] = frozenset()
         self.selection = None
         self.quant = QuantState(self)  # its commands share the undo history with graph edits
         self._compiled: Compilation | None = None
@@ -139,6 +141,13 @@ class Document(QObject):
             self.io_in_arena = on
             self.optionsChanged.emit()
 
+    def set_lowering_enabled(self, name: str, on: bool) -> None:
+        """Switch lowering pass `name` on or off (the plan, code and export follow)."""
+        disabled = self.disabled_lowering - {name} if on else self.disabled_lowering | {name}
+        if disabled != self.disabled_lowering:
+            self.disabled_lowering = disabled
+            self.optionsChanged.emit()
+
     def select(self, key) -> None:
         """Make `key` the selection (None: nothing selected)."""
         if key != self.selection:
@@ -147,7 +156,8 @@ class Document(QObject):
 
     def options(self, name: str = "net", weights: str = "embedded") -> Options:
         """The driver options of the document's target and arena choice."""
-        return Options(self.target, name, None, self.io_in_arena, weights)
+        return Options(self.target, name, None, self.io_in_arena, weights,
+                       disabled_lowering=self.disabled_lowering)
 
     def compilation(self) -> Compilation | None:
         """The compile driver's stages of the graph with the document's pipeline.

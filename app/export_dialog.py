@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from compiler.codegen.targets import BOARDS, target_names
-from compiler.mcu.firmware import BOARD_OF_TARGET
+from compiler.mcu.firmware import emulated_targets
 from views import style
 from views.size_report import ComparisonTable, SizeReport
 
@@ -215,14 +215,15 @@ class ExportDialog(QDialog):
         for the host would only fail the export.
         """
         target = self.target.currentText()
-        countable = target in BOARD_OF_TARGET
+        emulated = emulated_targets()
+        countable = target in emulated
         self.count.setEnabled(countable and not self._running)
         if not countable:
             self.count.setChecked(False)
         self.count.setToolTip(
             "What `kiln bench --target` measures, per layer; float and int8 when exporting int8"
             if countable else f"No QEMU board runs {target}: targets with one: "
-            f"{', '.join(sorted(BOARD_OF_TARGET))}")
+            f"{', '.join(emulated)}")
 
     def set_int8_available(self, available: bool) -> None:
         """Offer int8 only when the document has been calibrated (Quantize > Calibrate…).

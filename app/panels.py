@@ -7,12 +7,21 @@ panels for `kiln --screenshot`.
 
 from __future__ import annotations
 
-from app import code_panel, export, memory_panel, quant_screens, recovery, sessions, stepping
+from app import (
+    code_panel,
+    export,
+    lowering_stages,
+    memory_panel,
+    quant_screens,
+    recovery,
+    sessions,
+    stepping,
+)
 
 # (window attribute, module)
-FEATURES = (("stepping", stepping), ("memory", memory_panel), ("code", code_panel),
-            ("export", export), ("quant", quant_screens), ("sessions", sessions),
-            ("recovery", recovery))
+FEATURES = (("stepping", stepping), ("lowering", lowering_stages), ("memory", memory_panel),
+            ("code", code_panel), ("export", export), ("quant", quant_screens),
+            ("sessions", sessions), ("recovery", recovery))
 
 
 def install_all(window) -> None:

@@ -62,6 +62,7 @@ class SteppingController(QObject):
         self.document = window.document
         self.focus: set[int] = set()  # source-model ids of the node selected on a stage
         self.verify_override: bool | None = None  # the user's choice; None: by model size
+        self.lowering = None  # the LoweringController, which shows the rows after the stages
         self._job: Job | None = None
         self._run_timer = QTimer(self, singleShot=True, interval=RUN_DELAY_MS)
         self._run_timer.timeout.connect(self._auto_run)
@@ -371,10 +372,18 @@ class SteppingController(QObject):
 
     def show_stage(self, index: int) -> None:
         """Put stage `index` (0: the loaded graph) on the stage canvas with its diff."""
+        if self.lowering is not None and self.lowering.owns(index):
+            self.index = index  # a lowering pass: its own view, left like a stage
+            self.panel.set_current(index)
+            self.lowering.show(index)
+            self.stageChanged.emit(index)
+            return
         if not 0 <= index < len(self.stages):
             return
+        if self.lowering is not None:
+            self.lowering.hide()
         stage = self.stages[index]
-        entering = self.index is None
+        entering = self.index is None or self.index >= len(self.stages)
         if entering:
             self.window.canvas.select(None)  # no edit may act on a hidden selection
             self.window.canvas.hide()
@@ -436,6 +445,8 @@ class SteppingController(QObject):
             return
         self.index = None
         self.view.hide()
+        if self.lowering is not None:
+            self.lowering.hide()
         self.window.canvas.show()
         self.window.show_canvas(self.window.canvas)
         self.window.canvas.setFocus()

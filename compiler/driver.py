@@ -24,10 +24,15 @@ from compiler.codegen.explain import KernelMap
 from compiler.codegen.targets import Board, Target, get_target
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
+from compiler.lowir.passes import ALL_LOWERING, check_lowering_names, effective_lowering
 from compiler.memory.report import MemoryPlan, plan_memory
+from compiler.memory.stages import LoweringRecord, lowering_records
 from compiler.passes.pipeline import PassConfig, Pipeline, default_pipeline
 from compiler.passes.prepare import PREPARE_PASS
 from compiler.passes.runner import PassRecord, PipelineResult, run_pipeline
+
+# (alignment, inputs and outputs in the arena, lowering passes, int8 residual in the store).
+PlanKey = tuple[int, bool, frozenset[str], bool]
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class Options:
         fast_compile: Compile in a fraction of LLVM's usual time for code a few percent
             slower (compact kernels): for a network run once over a data set, as profiling
             does.
+        disabled_lowering: Lowering passes switched off (`compiler.lowir.passes`): the memory
+            plan, the code and the bundle are made without them.
     """
 
     target: str = "host"
@@ -55,6 +62,7 @@ class Options:
     weights: str = "embedded"
     separate_kernels: bool = False
     fast_compile: bool = False
+    disabled_lowering: frozenset[str] = frozenset()
 
     def resolved_target(self) -> Target:
         """The Target object (KilnError for an unknown name)."""
@@ -72,7 +80,13 @@ class Options:
         """Self, after refusing what cannot compile (before any work starts)."""
         self.resolved_alignment()
         check_net_name(self.name)
+        check_lowering_names(self.disabled_lowering)
         return self
+
+    def lowering(self) -> frozenset[str]:
+        """The lowering passes that can apply for this target and these switches."""
+        return effective_lowering(ALL_LOWERING - check_lowering_names(self.disabled_lowering),
+                                  self.resolved_target().int8_residual_in_store)
 
 
 def pipeline_key(pipeline: Pipeline) -> str:
@@ -100,8 +114,8 @@ class Compilation:
         self._seed = 0
         self._final: Graph | None = None
         self._prepared: Graph | None = None
-        self._plans: dict[tuple[int, bool, bool], MemoryPlan] = {}
-        self._kernels: dict[tuple[int, bool, bool], KernelMap] = {}
+        self._plans: dict[PlanKey, MemoryPlan] = {}
+        self._kernels: dict[PlanKey, KernelMap] = {}
         self._nets: dict[Options, CompiledNet] = {}
 
     # -- passes -------------------------------------------------------------------------------
@@ -190,20 +204,36 @@ class Compilation:
     # -- memory and code ----------------------------------------------------------------------
 
     @staticmethod
-    def _plan_key(options: Options) -> tuple[int, bool, bool]:
+    def _plan_key(options: Options) -> PlanKey:
         """What a memory plan depends on: the plan and its kernel map are cached by it alike."""
-        return (options.resolved_alignment(), options.io_in_arena,
+        return (options.resolved_alignment(), options.io_in_arena, options.lowering(),
                 options.resolved_target().int8_residual_in_store)
 
-    def plan(self, options: Options = Options()) -> MemoryPlan:
-        """The memory plan (schedule, low-level IR, regions, arena) for these options."""
-        key = self._plan_key(options)
+    def _plan_of(self, key: PlanKey) -> MemoryPlan:
         with self._lock:
             if key not in self._plans:
                 _refuse_empty_inputs(self.prepared)
-                self._plans[key] = plan_memory(self.prepared, key[0], key[1],
-                                               int8_residual=key[2])
+                alignment, io_in_arena, enabled, int8_residual = key
+                self._plans[key] = plan_memory(self.prepared, alignment, io_in_arena,
+                                               int8_residual=int8_residual, enabled=enabled)
             return self._plans[key]
+
+    def plan(self, options: Options = Options()) -> MemoryPlan:
+        """The memory plan (schedule, low-level IR, regions, arena) for these options."""
+        return self._plan_of(self._plan_key(options))
+
+    def lowering(self, options: Options = Options()) -> list[LoweringRecord]:
+        """One record per lowering pass for these options; the last one's plan is `plan`'s."""
+        alignment, io_in_arena, _, int8_residual = self._plan_key(options)
+        disabled = check_lowering_names(options.disabled_lowering)
+
+        def plan_of(enabled: frozenset[str]) -> MemoryPlan:
+            return self._plan_of((alignment, io_in_arena,
+                                  effective_lowering(enabled, int8_residual), int8_residual))
+
+        with self._lock:
+            return lowering_records(plan_of, disabled, int8_residual,
+                                    options.resolved_target().name)
 
     def kernels(self, options: Options = Options()) -> KernelMap:
         """The kernels of the plan for these options, and each kernel's code per target."""

@@ -31,7 +31,11 @@ OK, BAD = "#2e7d32", "#c62828"
 
 @dataclass
 class StageRow:
-    """One line of the panel: the loaded graph (index 0) or a pass run."""
+    """One line of the panel: the loaded graph (index 0), a pass run or a lowering pass.
+
+    A lowering row (`lowering` is its pass's name) has a check box that switches the pass on
+    or off; `tip` says what it did to the arena (`effect`) or why it did not run.
+    """
 
     name: str
     changed: bool = True
@@ -43,6 +47,10 @@ class StageRow:
     matches: bool | None = None
     max_abs_err: float | None = None
     nodes: int = 0
+    lowering: str = ""
+    enabled: bool = True
+    tip: str = ""
+    effect: str = ""
 
 
 def verify_text(row: StageRow) -> tuple[str, str]:
@@ -64,9 +72,11 @@ class PassPanel(QWidget):
         playToggled(on): the play button was pressed or released.
         verifyToggled(on): the user switched verification on or off.
         runRequested(): the user asked for the pipeline to run again.
+        loweringToggled(name, on): the user switched a lowering pass on or off.
     """
 
     stageSelected = Signal(int)
+    loweringToggled = Signal(str, bool)
     playToggled = Signal(bool)
     verifyToggled = Signal(bool)
     runRequested = Signal()
@@ -74,6 +84,7 @@ class PassPanel(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._rows: list[StageRow] = []
+        self._lowering: list[StageRow] = []
         self.status = QLabel("No pipeline run yet")
         self.status.setWordWrap(True)
         self.hide_unchanged = QCheckBox("Hide unchanged")
@@ -117,6 +128,7 @@ class PassPanel(QWidget):
                                                        "model")):
             self.table.headerItem().setToolTip(column, tip)
         self.table.currentItemChanged.connect(self._current_changed)
+        self.table.itemChanged.connect(self._item_changed)
         self.table.setMinimumHeight(48)
 
         self.doc = QTextBrowser()
@@ -155,12 +167,31 @@ class PassPanel(QWidget):
     # -- content ------------------------------------------------------------------------------
 
     def set_stages(self, rows: list[StageRow]) -> None:
-        """Show a new run's stages (nothing selected)."""
+        """Show a new run's stages (nothing selected); the lowering rows stay after them."""
         self._rows = list(rows)
+        self._fill()
+
+    def set_lowering(self, rows: list[StageRow]) -> None:
+        """Show the lowering passes after the stages (the selection stays on its index)."""
+        current = self.current()
+        self._lowering = list(rows)
+        self._fill()
+        if current is not None:
+            self.set_current(current)
+
+    def lowering_offset(self) -> int:
+        """Index of the first lowering row (the number of graph stages)."""
+        return len(self._rows)
+
+    def _fill(self) -> None:
+        rows = self._rows + self._lowering
         self.table.blockSignals(True)
         self.table.clear()
         colors = {2: DIFF_COLORS["added"], 3: DIFF_COLORS["removed"], 4: "#b07400"}
         for index, row in enumerate(rows):
+            if row.lowering:
+                self.table.addTopLevelItem(self._lowering_item(index, row))
+                continue
             check, tip = verify_text(row)
             cells = [str(index), row.name,
                      f"+{row.added}" if row.added else "", f"−{row.removed}" if row.removed
@@ -181,9 +212,45 @@ class PassPanel(QWidget):
         self.table.blockSignals(False)
         self._apply_filter()
 
+    def _lowering_item(self, index: int, row: StageRow) -> QTreeWidgetItem:
+        """A lowering pass's line: a check box by its number to switch it.
+
+        Its effect stays in the tooltip: a byte count in a column would squeeze the names.
+        """
+        item = QTreeWidgetItem([str(index), row.name, "", "", "", "", ""])
+        item.setData(0, Qt.ItemDataRole.UserRole, index)
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(0, Qt.CheckState.Checked if row.enabled
+                           else Qt.CheckState.Unchecked)
+        item.setToolTip(0, "Untick to compile without this lowering pass")
+        item.setToolTip(1, f"{row.tip} ({row.effect})" if row.effect else row.tip)
+        if not row.changed:
+            item.setForeground(1, QBrush(QColor("#8a939c")))
+        return item
+
     def rows(self) -> list[StageRow]:
-        """The stages shown."""
+        """The graph stages shown (the lowering passes follow them: `lowering_rows`)."""
         return list(self._rows)
+
+    def lowering_rows(self) -> list[StageRow]:
+        """The lowering passes shown after the stages."""
+        return list(self._lowering)
+
+    def lowering_check(self, name: str) -> QTreeWidgetItem | None:
+        """The table line of lowering pass `name` (its check box is in column 0)."""
+        for k, row in enumerate(self._lowering):
+            if row.lowering == name:
+                return self.table.topLevelItem(len(self._rows) + k)
+        return None
+
+    def _item_changed(self, item: QTreeWidgetItem, column: int) -> None:
+        index = item.data(0, Qt.ItemDataRole.UserRole)
+        k = index - len(self._rows) if index is not None else -1
+        if column == 0 and 0 <= k < len(self._lowering):
+            on = item.checkState(0) == Qt.CheckState.Checked
+            if on != self._lowering[k].enabled:
+                self._lowering[k].enabled = on
+                self.loweringToggled.emit(self._lowering[k].lowering, on)
 
     def set_status(self, text: str) -> None:
         """The line above the table (run summary, verify mode, errors)."""
@@ -238,8 +305,9 @@ class PassPanel(QWidget):
         return True
 
     def _hidden(self, index: int) -> bool:
-        return bool(self.hide_unchanged.isChecked() and index > 0
-                    and not self._rows[index].changed)
+        rows = self._rows + self._lowering
+        return bool(self.hide_unchanged.isChecked() and index > 0 and index < len(rows)
+                    and not rows[index].changed and not rows[index].lowering)
 
     def _apply_filter(self) -> None:
         for index in range(self.table.topLevelItemCount()):

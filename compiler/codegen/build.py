@@ -16,7 +16,7 @@ from compiler.codegen.targets import Target
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
-from compiler.lowir.ir import PAIR_OP, pair_window
+from compiler.lowir.ir import Fusion, Instr, pair_window
 from compiler.memory.report import MemoryPlan
 
 I8P = ir.PointerType(ir.IntType(8))
@@ -69,15 +69,17 @@ class KernelInfo:
 
     Attributes:
         symbol: LLVM function name (internal: after inlining it may not reach the object).
-        op: Operator, "+Add" appended when a residual Add is fused in.
+        op: Its instruction's label: the operator, or a fused one's operators joined by `+`.
         nodes: Names of the graph nodes the kernel covers.
         weight_bytes: Bytes of constant data it reads (shared weights count in every reader).
+        fusion: The fused operator it runs (`compiler.lowir.ir.Fusion`), None for one node.
     """
 
     symbol: str
     op: str
     nodes: tuple[str, ...]
     weight_bytes: int
+    fusion: Fusion | None = None
 
 
 @dataclass
@@ -137,19 +139,19 @@ class _Builder:
         self.blob: ir.GlobalVariable | None = None
         self.kernels: list[KernelInfo] = []
 
-    def _steps(self) -> list[tuple[Node, Node | None, tuple[str, ...], str]]:
-        """(node, fused Add or None, covered node names, op) per kernel, in schedule order."""
+    def _steps(self) -> list[tuple[Node, Node | None, Instr]]:
+        """(node, fused Add or None, instruction) per kernel, in schedule order."""
         steps = []
         for instr in (i for i in self.plan.lowir.instrs if i.kind == "op"):
-            if instr.op == PAIR_OP:
+            if instr.fusion is Fusion.CONV_PAIR:
                 second, add = (self.nodes[n] for n in instr.nodes[1:])
-                steps.append((second, add, tuple(instr.nodes), instr.op))
+                steps.append((second, add, instr))
                 continue
-            fused = instr.op.endswith("+Add") and len(instr.nodes) == 2
+            fused = instr.fusion is Fusion.RESIDUAL_ADD and len(instr.nodes) == 2
             if (len(instr.nodes) > 1 and not fused) or instr.name not in self.nodes:
                 raise KilnError(f"cannot generate {instr.op} ({instr.name})")
             add = self.nodes[instr.nodes[1]] if fused else None
-            steps.append((self.nodes[instr.name], add, tuple(instr.nodes), instr.op))
+            steps.append((self.nodes[instr.name], add, instr))
         return steps
 
     def _placeholder(self) -> None:
@@ -178,8 +180,8 @@ class _Builder:
             residual = next(v for v in add.inputs if v is not node.output
                             and v is not None and not isinstance(v, Constant))
             if residual.type.shape != node.output.type.shape or node.attrs.get("activation"):
-                raise KilnError(f"cannot generate {node.op}+Add {node.name}: the residual must "
-                                "have the output's shape and the producer no activation")
+                raise KilnError(f"cannot generate {node.op}+{add.op} {node.name}: the residual "
+                                "must have the output's shape and the producer no activation")
             runtime.append(residual)
             outputs = list(add.outputs)
         consts = [(offset, llvm_type(str(array.dtype)))
@@ -338,9 +340,9 @@ class _Builder:
         """The module with the exported `int name(const u8 *, u8 *, u8 *)` entry point."""
         steps = self._steps()
         prepared = []
-        for node, _, names, op in steps:
-            if op == PAIR_OP:
-                rows = self._pair_rows(names)
+        for node, _, instr in steps:
+            if instr.fusion is Fusion.CONV_PAIR:
+                rows = self._pair_rows(instr.nodes)
                 prepared.append((rows, {p: self._weights(n) for p, n in rows.parts.items()}))
             else:
                 prepared.append(self._weights(node))
@@ -351,8 +353,9 @@ class _Builder:
         base = entry.args[0] if self.blob is None else b.bitcast(self.blob, I8P)
         made: dict[tuple, ir.Function] = {}
         calls: list[Call] = []
-        for step, ((node, add, names, op), weights) in enumerate(zip(steps, prepared)):
-            if op == PAIR_OP:
+        for step, ((node, add, instr), weights) in enumerate(zip(steps, prepared)):
+            names = instr.nodes
+            if instr.fusion is Fusion.CONV_PAIR:
                 rows, parts = weights
                 fn, consts = self.pair(step, rows, parts)
                 residual = self.nodes[names[0]].inputs[0]
@@ -360,8 +363,8 @@ class _Builder:
                           _location(self.plan, pair_window(self.nodes[names[0]].output.name))]
                 places += [(BLOB, offset) for offset, _ in consts]
                 calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
-                self.kernels.append(KernelInfo(fn.name, op, names, sum(
-                    a.nbytes for own in parts.values() for a, _ in own.values())))
+                self.kernels.append(KernelInfo(fn.name, instr.op, names, sum(
+                    a.nbytes for own in parts.values() for a, _ in own.values()), instr.fusion))
                 continue
             key = self._shape_key(node, add, weights)
             if key in made:
@@ -377,8 +380,9 @@ class _Builder:
             places = [_location(self.plan, value) for value in params]
             places += [(BLOB, offset) for offset, _ in consts]
             calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
-            self.kernels.append(KernelInfo(fn.name, op, names,
-                                           sum(a.nbytes for a, _ in weights.values())))
+            self.kernels.append(KernelInfo(fn.name, instr.op, names,
+                                           sum(a.nbytes for a, _ in weights.values()),
+                                           instr.fusion))
         emit_calls(b, [*entry.args, base], calls)
         b.ret(I32(0))
         return self.module

@@ -30,7 +30,7 @@ class KernelStep:
     Attributes:
         index: Step number (the `k<index>` in its symbol).
         symbol: LLVM function name, as in the whole network's module.
-        op: Operator, "+Add" appended when a residual Add is fused in.
+        op: Its instruction's label: the operator, or a fused one's operators joined by `+`.
         nodes: Final-graph node names the kernel covers (the producer first).
     """
 
@@ -70,8 +70,8 @@ class KernelMap:
     def __init__(self, prepared: Graph, plan: MemoryPlan):
         self.graph, self.plan = prepared, plan
         builder = _Builder(prepared, plan, get_target("x86-64"), NET_NAME, "external")
-        self.steps = [KernelStep(i, f"{NET_NAME}.k{i}.{node.op}", op, names)
-                      for i, (node, _, names, op) in enumerate(builder._steps())]
+        self.steps = [KernelStep(i, f"{NET_NAME}.k{i}.{node.op}", instr.op, instr.nodes)
+                      for i, (node, _, instr) in enumerate(builder._steps())]
         self._nodes = {n.name for n in prepared.nodes}
         self._code: dict[tuple[str, str], KernelCode] = {}
         self._lock = threading.Lock()
@@ -106,7 +106,7 @@ class KernelMap:
     def _module_text(self, step: KernelStep, target: Target) -> str:
         """A module with only `step`'s kernel, exported so the optimizer keeps it."""
         builder = _Builder(self.graph, self.plan, target, NET_NAME, "external")
-        node, add, _, _ = builder._steps()[step.index]
+        node, add, _ = builder._steps()[step.index]
         arrays = lookup(node, target)[1](node)
         weights = {i: (a, builder.table.add(a)) for i, a in arrays.items()}
         fn, _, _ = builder.kernel(node, step.index, add, weights)

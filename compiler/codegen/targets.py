@@ -91,19 +91,38 @@ class Target:
 
 @dataclass(frozen=True)
 class Board:
-    """A development board: a target plus the memory budgets a bundle must fit.
+    """A development board: its CPU, the memory a bundle must fit, and how QEMU runs it.
+
+    One row holds all Kiln knows of a board, so the budget `--board` checks and the memory map
+    firmware is linked with cannot disagree (`compiler.mcu.firmware` writes the map from it).
 
     Attributes:
-        name: Board name.
+        name: Board name (the CLI's `--board`).
         target: Name of its CPU target.
-        flash: Flash bytes.
-        ram: RAM bytes usable for weights and the arena.
+        flash: Flash bytes (code, read-only data, weights).
+        ram: RAM bytes usable for data, the arena, heap and stack.
+        qemu_machine: QEMU's `-M` name when qemu-system-arm emulates the board, else None.
+        flash_origin: Address of flash in the emulated board's memory map.
+        ram_origin: Address of RAM in the emulated board's memory map.
+        cflags: arm-none-eabi-gcc flags the emulated board's firmware is built with.
     """
 
     name: str
     target: str
     flash: int
     ram: int
+    qemu_machine: str | None = None
+    flash_origin: int | None = None
+    ram_origin: int | None = None
+    cflags: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        """Refuse a half-filled row: an emulated board needs its memory map and flags."""
+        emulated = (self.flash_origin is not None, self.ram_origin is not None,
+                    bool(self.cflags))
+        if self.qemu_machine is not None and not all(emulated):
+            raise ValueError(f"board {self.name}: QEMU runs it, so it needs flash_origin, "
+                             "ram_origin and cflags")
 
 
 def _host() -> Target:
@@ -149,12 +168,25 @@ _TARGETS = (
     Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True),
 )
 
+_KIB, _MIB = 1024, 1024 * 1024
+# Kiln marks its Arm objects Tag_ABI_VFP_args "compatible" (they pass no floats across calls and
+# inline their math), so emulated firmware is built the way a user's would be: hard float.
+_HARD_FPV5 = ("-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16")
 BOARDS = {b.name: b for b in (
-    Board("stm32f746g-disco", "cortex-m7", 1024 * 1024, 320 * 1024),
-    Board("nrf52840-dk", "cortex-m4", 1024 * 1024, 256 * 1024),
-    Board("imxrt1060-evk", "cortex-m7", 8 * 1024 * 1024, 1024 * 1024),
-    Board("mps2-an500", "cortex-m7", 4 * 1024 * 1024, 4 * 1024 * 1024),
-    Board("mps2-an505", "cortex-m33", 4 * 1024 * 1024, 2 * 1024 * 1024),
+    Board("stm32f746g-disco", "cortex-m7", 1 * _MIB, 320 * _KIB),
+    Board("nrf52840-dk", "cortex-m4", 1 * _MIB, 256 * _KIB),
+    Board("imxrt1060-evk", "cortex-m7", 8 * _MIB, 1 * _MIB),
+    # QEMU's Arm FPGA images. AN385 and AN500: 4 MB ZBT SSRAM1 at 0 (code), 4 MB SSRAM2/3.
+    Board("mps2-an385", "cortex-m3", 4 * _MIB, 4 * _MIB, "mps2-an385", 0x0, 0x2000_0000,
+          ("-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft")),
+    Board("mps2-an500", "cortex-m7", 4 * _MIB, 4 * _MIB, "mps2-an500", 0x0, 0x2000_0000,
+          ("-mcpu=cortex-m7", *_HARD_FPV5)),
+    # AN505 and AN547 start the core in the secure aliases. AN505: 4 MB SSRAM0 (code), 2 MB
+    # SSRAM1; AN547: 512 KB ITCM (vectors, code, weights), DDR (data, arena, heap and stack).
+    Board("mps2-an505", "cortex-m33", 4 * _MIB, 2 * _MIB, "mps2-an505", 0x1000_0000,
+          0x3800_0000, ("-mcpu=cortex-m33", *_HARD_FPV5)),
+    Board("mps3-an547", "cortex-m55", 512 * _KIB, 4 * _MIB, "mps3-an547", 0x1000_0000,
+          0x7000_0000, ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard")),
 )}
 
 

@@ -1,4 +1,6 @@
-"""Running compiled networks: the host and Cortex-M benchmarks and the guarded host build.
+"""Running compiled networks: benchmarks, the guarded host build, qemu-user for AArch64/RV32.
 
-They drive whole compilations, so they sit above the driver.
+The benchmarks and the guarded build drive whole compilations, so the package sits above the
+driver; the user-mode runner (`usermode`) needs only a compiled net but belongs with the other
+runners.
 """

@@ -21,7 +21,7 @@ from compiler.mcu import cmsis_nn, firmware
 from compiler.mcu.cmsis_nn import PeerCount
 from compiler.mcu.counting import NetCount, count_net
 
-BENCH_TARGETS = tuple(sorted(t for t in firmware.BOARD_OF_TARGET if t != "cortex-m3"))
+BENCH_TARGETS = tuple(t for t in firmware.emulated_targets() if t != "cortex-m3")
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def bench_compilation(compiled: Compilation, target: str, seed: int = 0,
     shipped = compiled.net(Options(target))
     separate = compiled.net(Options(target, separate_kernels=True))
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as folder:
-        ours = count_net(shipped, separate, feeds, Path(folder) / board.machine)
+        ours = count_net(shipped, separate, feeds, Path(folder) / board.qemu_machine)
         if not peer:
             return TargetBench(ours, None, "not asked for")
         try:

@@ -8,10 +8,22 @@ of its output's storage, a fused residual Add writes its Conv's result over the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 IN, OUT, INOUT = "in", "out", "inout"
-# The op of a residual block's two convolutions and Add run row by row as one instruction.
-PAIR_OP = "QLinearConv+QLinearConv+Add"
+
+
+class Fusion(Enum):
+    """A registered fused operator: one instruction that runs several graph nodes.
+
+    Code generation dispatches on it; the instruction's `op` is only its printed label.
+    """
+
+    # A Conv / FullyConnected (or QLinearConv) and the Add of its result and a residual: the
+    # sum is made in the producer's store, over the residual when it dies there.
+    RESIDUAL_ADD = "residual_add"
+    # A residual block's two int8 convolutions and its Add, row by row through a window.
+    CONV_PAIR = "conv_pair"
 
 
 def pair_window(middle: str) -> str:
@@ -43,10 +55,12 @@ class Instr:
             schedule step), `view` (a Reshape or a Concat already done by placement: no code,
             no step).
         name: Node name for `op`/`view`, storage name for `alloc`/`dealloc`.
-        op: The operator (`Conv+Add` for a Conv fused with its residual Add).
+        op: The operator, or for a fused instruction its nodes' operators joined by `+`
+            (a label to read: code generation looks at `fusion`).
         operands: Buffer operands (constants are not buffers: they live in flash).
         step: Schedule step of an `op`, else -1.
         nodes: Names of the graph nodes the instruction implements.
+        fusion: The fused operator it runs, None for one node's own kernel.
     """
 
     kind: str
@@ -55,6 +69,7 @@ class Instr:
     operands: tuple[Operand, ...] = ()
     step: int = -1
     nodes: tuple[str, ...] = ()
+    fusion: Fusion | None = None
 
 
 @dataclass
@@ -124,6 +139,7 @@ class LowIR:
         pinned: Storages holding a graph output (live to the end, even an input's).
         streams: Output storage -> how its op reads and writes rows (`Stream`), for ops whose
             output may overlap the input that dies there.
+        sites: Lowering pass name -> one line per place it applied (`compiler.lowir.passes`).
     """
 
     instrs: list[Instr] = field(default_factory=list)
@@ -132,6 +148,7 @@ class LowIR:
     steps: int = 0
     pinned: set[str] = field(default_factory=set)
     streams: dict[str, Stream] = field(default_factory=dict)
+    sites: dict[str, list[str]] = field(default_factory=dict)
 
     def dump(self) -> str:
         """One line per instruction, e.g. `  3  Conv conv1: out t1[0:4096] <- in x[0:1024]`."""

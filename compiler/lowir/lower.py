@@ -17,6 +17,8 @@ Rules (each keeps every output element's reads before its own write):
 - An int8 convolution writes its output row by row, each row from a window of input rows
   (every emitter loops over output rows outermost): when its input dies there, the output
   may overlap it (`Stream`), the planner choosing how far apart and which way the rows run.
+Each rule but the views is a lowering pass (`compiler.lowir.passes`): the caller says which
+run, and every place one applied is recorded in `LowIR.sites`.
 Graph inputs are never written over by these rules: the caller owns them. Only when the
 planner puts inputs in the arena (as TFLite Micro does) may their bytes hold other values
 after their last read, a streaming output's included.
@@ -32,13 +34,21 @@ from compiler.lowir.ir import (
     IN,
     INOUT,
     OUT,
-    PAIR_OP,
+    Fusion,
     Instr,
     LowIR,
     Operand,
     Storage,
     Stream,
     pair_window,
+)
+from compiler.lowir.passes import (
+    ALL_LOWERING,
+    CONCAT_SLICES,
+    CONV_PAIR,
+    IN_PLACE,
+    RESIDUAL_IN_STORE,
+    STREAMING_ROWS,
 )
 from compiler.ops import lookup
 from compiler.ops.geometry import row_preserving, rows_read
@@ -80,22 +90,25 @@ def _concat_slices(graph: Graph, users: dict[int, list[Node]]) -> dict[int, tupl
     return slices
 
 
-def lower(graph: Graph, order: Sequence[Node] | None = None, int8_residual: bool = True
-          ) -> LowIR:
+def lower(graph: Graph, order: Sequence[Node] | None = None,
+          enabled: frozenset[str] = ALL_LOWERING, int8_residual: bool = True) -> LowIR:
     """The low-level IR of `graph` run in `order` (default: its node order).
 
-    `int8_residual`: fuse QLinearAdd residuals into their QLinearConv too (the target's
-    `int8_residual_in_store`).
+    `enabled`: the lowering passes to apply (`compiler.lowir.passes`); without any, every
+    value has a buffer of its own and every node an instruction. `int8_residual`: fuse
+    QLinearAdd residuals into their QLinearConv too (the target's `int8_residual_in_store`).
     """
     return _Lowering(graph, list(order if order is not None else graph.nodes),
-                     int8_residual).run()
+                     frozenset(enabled), int8_residual).run()
 
 
 class _Lowering:
     """State of one lowering: where each value lives and which storages hold which values."""
 
-    def __init__(self, graph: Graph, order: list[Node], int8_residual: bool = True):
+    def __init__(self, graph: Graph, order: list[Node], enabled: frozenset[str],
+                 int8_residual: bool = True):
         self.graph = graph
+        self.enabled = enabled
         self.order = order
         self.position = {id(n): k for k, n in enumerate(order)}
         self.users: dict[int, list[Node]] = {}
@@ -104,22 +117,26 @@ class _Lowering:
                 if v is not None:
                     self.users.setdefault(id(v), []).append(node)
         self.outputs = {id(v) for v in graph.outputs}
-        self.slices = _concat_slices(graph, self.users)
+        self.slices = (_concat_slices(graph, self.users) if CONCAT_SLICES in enabled else {})
         self.ir = LowIR()
         self.where: dict[int, tuple[str, int]] = {}  # id(value) -> (storage, offset)
         self.members: dict[str, list[Value]] = {}
         self.fused: dict[int, tuple[Node, Value]] = {}  # id(producer) -> (its Add, residual)
-        for add in order:
+        for add in order if RESIDUAL_IN_STORE in enabled else ():
             pair = _residual(add, self.users, self.outputs, self.position)
             if pair is not None and (int8_residual or add.op != "QLinearAdd"):
                 self.fused[id(pair[0])] = (add, pair[1])
         # id(second convolution) -> the first, for residual blocks run as a pair.
         self.pairs: dict[int, Node] = {}
-        for node in order:
-            first = self.pair_head(node) if int8_residual else None
+        for node in order if CONV_PAIR in enabled and int8_residual else ():
+            first = self.pair_head(node)
             if first is not None:
                 self.pairs[id(node)] = first
         self.step = 0
+
+    def site(self, lowering: str, text: str) -> None:
+        """Record where a lowering pass applied, in one line."""
+        self.ir.sites.setdefault(lowering, []).append(text)
 
     def pair_head(self, second: Node) -> Node | None:
         """The first convolution of a pair ending in `second`, or None.
@@ -234,6 +251,9 @@ class _Lowering:
         if id(node.output) not in self.where:  # a Concat's output is placed with its inputs
             self.place(node.output, *self.where[id(node.inputs[0])])
         data_in = _data_inputs(node)
+        if node.op == "Concat":
+            self.site(CONCAT_SLICES, f"{node.name}: {len(data_in)} inputs written into their "
+                                     f"slices of {node.output.name}")
         self.ir.instrs.append(Instr("view", node.name, node.op,
                                     tuple(self.operand(v, IN) for v in data_in)
                                     + (self.operand(node.output, OUT),), -1, (node.name,)))
@@ -251,11 +271,17 @@ class _Lowering:
             self.place(out, rs, roff)
             last = Operand(rs, residual.name, roff, residual.type.nbytes, INOUT, out.name)
             operands = [self.operand(v, IN) for v in data_in] + [last]
+            where = f"written over {residual.name}, which dies there"
         else:
             self.ensure(out, node.name)
             operands = [self.operand(v, IN) for v in [*data_in, residual]]
             operands.append(self.operand(out, OUT))
-        self.emit(node, f"{node.op}+Add", operands, (node.name, add.name))
+            where = f"written to a buffer of its own ({residual.name} is read later)"
+        self.site(RESIDUAL_IN_STORE, f"{node.name} + {add.name}: {node.output.name} "
+                                     f"({node.output.type.nbytes} B) is never stored; the sum "
+                                     f"is {where}")
+        self.emit(node, f"{node.op}+{add.op}", operands, (node.name, add.name),
+                  Fusion.RESIDUAL_ADD)
 
     def lower_pair(self, first: Node, second: Node, add: Node, residual: Value) -> None:
         """Both convolutions and the Add as one instruction, the sum over the residual.
@@ -283,19 +309,24 @@ class _Lowering:
         self.place(out, rs, roff)
         operands = (Operand(rs, residual.name, roff, residual.type.nbytes, INOUT, out.name),
                     self.operand(window, OUT))
-        self.ir.instrs.append(Instr("op", second.name, PAIR_OP,
-                                    operands, self.step, (first.name, second.name, add.name)))
-        self.step += 1
+        self.site(CONV_PAIR, f"{first.name} + {second.name} + {add.name}: {middle.name} "
+                             f"({middle.type.nbytes} B) passes through a window of {rows} rows "
+                             f"({rows * row} B); the sum is written over {residual.name}")
+        self.emit(second, "+".join((first.op, second.op, add.op)), list(operands),
+                  (first.name, second.name, add.name), Fusion.CONV_PAIR)
 
     def lower_op(self, node: Node) -> None:
         """An ordinary kernel; element-wise ones write over an input that dies here."""
         data_in = _data_inputs(node)
         out = node.output
-        if id(out) not in self.slices and id(out) not in self.outputs:
+        if (IN_PLACE in self.enabled and id(out) not in self.slices
+                and id(out) not in self.outputs):
             for v in data_in:
                 storage = self.where[id(v)][0]
                 if _in_place_ok(node, v) and self.dies_at(storage, self.position[id(node)]):
                     self.place(out, *self.where[id(v)])
+                    self.site(IN_PLACE, f"{node.name} ({node.op}) writes {out.name} over "
+                                        f"{v.name} ({v.type.nbytes} B)")
                     break
         for o in node.outputs:
             self.ensure(o, node.name)
@@ -312,7 +343,8 @@ class _Lowering:
 
     def stream(self, node: Node, data_in: list[Value]) -> None:
         """Record how `node` runs its rows when its new output may overlap its dying input."""
-        if node.op not in STREAMED or len(data_in) != 1 or len(node.outputs) != 1:
+        if (STREAMING_ROWS not in self.enabled or node.op not in STREAMED or len(data_in) != 1
+                or len(node.outputs) != 1):
             return
         x, out = data_in[0], node.output
         source, in_offset = self.where[id(x)]
@@ -327,10 +359,14 @@ class _Lowering:
         self.ir.streams[storage] = Stream(
             source, in_offset, x.type.nbytes // x.type.shape[1], x.type.shape[1], out_offset,
             out.type.nbytes // out.type.shape[1], tuple(needed))
+        self.site(STREAMING_ROWS, f"{node.name}: {out.name} may overlap {x.name}, which dies "
+                                  "there")
 
-    def emit(self, node: Node, op: str, operands: list[Operand], names: tuple[str, ...]) -> None:
+    def emit(self, node: Node, op: str, operands: list[Operand], names: tuple[str, ...],
+             fusion: Fusion | None = None) -> None:
         """Append an instruction that takes the next schedule step."""
-        self.ir.instrs.append(Instr("op", node.name, op, tuple(operands), self.step, names))
+        self.ir.instrs.append(Instr("op", node.name, op, tuple(operands), self.step, names,
+                                    fusion))
         self.step += 1
 
 

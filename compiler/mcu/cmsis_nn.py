@@ -23,6 +23,7 @@ import numpy as np
 
 from compiler.cache import cache_dir
 from compiler.codegen.qfully_connected import weight_rows
+from compiler.codegen.targets import Board
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.mcu import firmware
@@ -74,12 +75,12 @@ def _sources(root: Path) -> list[Path]:
     return sorted(p for p in (root / "Source").rglob("*.c") if not p.name.endswith(skip))
 
 
-def _flags(root: Path, board: firmware.QemuBoard) -> list[str]:
+def _flags(root: Path, board: Board) -> list[str]:
     return [*board.cflags, "-O3", "-ffunction-sections", "-fdata-sections",
             f"-I{root / 'Include'}"]
 
 
-def library(root: Path, board: firmware.QemuBoard) -> Path:
+def library(root: Path, board: Board) -> Path:
     """CMSIS-NN's int8 kernels built for `board`'s core at -O3, as a static library (cached)."""
     sources = _sources(root)
     digest = hashlib.sha256()
@@ -350,10 +351,10 @@ def count_peer(graph: Graph, target: str, folder: Path, root: str | Path | None 
     folder.mkdir(parents=True, exist_ok=True)
     main = folder / "cmsis_main.c"
     main.write_text(text)
-    elf = firmware.link([main, archive], board.machine, folder,
+    elf = firmware.link([main, archive], board.qemu_machine, folder,
                         extra=(f"-I{source_root / 'Include'}", "-O3",
                                "-Wl,--gc-sections", "-ffunction-sections"))
-    counts, _ = count(elf, board.machine)
+    counts, _ = count(elf, board.qemu_machine)
     if len(counts.segments) != len(layers):
         raise KilnError(f"CMSIS-NN firmware counted {len(counts.segments)} calls, expected "
                         f"{len(layers)}")

@@ -148,12 +148,12 @@ def count_net(shipped: CompiledNet, separate: CompiledNet, feeds: dict[str, np.n
     results = []
     for build, net in (("shipped", shipped), ("separate", separate)):
         where = folder / build
-        elf = firmware.build(net, firmware.main_c(net, feeds), board.machine, where)
+        elf = firmware.build(net, firmware.main_c(net, feeds), board.qemu_machine, where)
         symbols = functions(elf)
         kernels = [k for k in net.kernels if k.symbol in symbols]
         regions = [(symbols[k.symbol][0], symbols[k.symbol][0] + symbols[k.symbol][1])
                    for k in kernels]
-        counts, stdout = count(elf, board.machine, regions, where)
+        counts, stdout = count(elf, board.qemu_machine, regions, where)
         results.append((counts, kernels, firmware.parse_outputs(net, stdout)))
     (shipped_counts, _, shipped_out), (split_counts, kernels, split_out) = results
     for name, value in shipped_out.items():
@@ -165,5 +165,5 @@ def count_net(shipped: CompiledNet, separate: CompiledNet, feeds: dict[str, np.n
         if kernel.symbol not in seen:  # a shared kernel: its count covers every call
             seen[kernel.symbol] = instructions
             layers.append(LayerCount(kernel.symbol, kernel.op, kernel.nodes, instructions))
-    return NetCount(board.machine, shipped.target.name, shipped_counts.total, layers,
+    return NetCount(board.qemu_machine, shipped.target.name, shipped_counts.total, layers,
                     split_counts.total, code_bytes(shipped.object))

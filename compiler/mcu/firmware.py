@@ -2,8 +2,10 @@
 
 The image is the network's object, a generated `main.c` that embeds the inputs, calls the entry
 point between two marker functions (where instruction counting starts and stops) and prints
-every output element over semihosting, and the start-up code and linker scripts of this
-folder. The printed outputs are parsed back, so they can be compared with the interpreter.
+every output element over semihosting, and the start-up code and shared linker sections of
+this folder; the board's memory map comes from its row of the board table
+(`compiler.codegen.targets.BOARDS`). The printed outputs are parsed back, so they can be
+compared with the interpreter.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from elftools.elf.elffile import ELFFile
 
 from compiler.codegen.build import CompiledNet
+from compiler.codegen.targets import BOARDS, Board
 from compiler.errors import KilnError
 
 HERE = Path(__file__).resolve().parent
@@ -28,34 +30,9 @@ PACKAGES = "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
 TIMEOUT = 300.0  # seconds of emulation before a run counts as hung
 FAULT_STATUS = 99  # the start-up code's exit status on a CPU fault
 MARKERS = ("kiln_count_begin", "kiln_count_end")
-
-
-@dataclass(frozen=True)
-class QemuBoard:
-    """One QEMU machine: the Kiln target whose objects it runs and how to build for it."""
-
-    machine: str
-    target: str
-    cflags: tuple[str, ...]
-    script: str
-
-
-# Kiln marks its Arm objects Tag_ABI_VFP_args "compatible" (they pass no floats across calls and
-# inline their math), so the firmware is built the way a user's would be: hard float.
-FLOAT_ABI = "hard"
-BOARDS = {b.machine: b for b in (
-    QemuBoard("mps2-an385", "cortex-m3", ("-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft"),
-              "mps2-an500.ld"),
-    QemuBoard("mps2-an500", "cortex-m7", ("-mcpu=cortex-m7", "-mthumb",
-                                          f"-mfloat-abi={FLOAT_ABI}", "-mfpu=fpv5-sp-d16"),
-              "mps2-an500.ld"),
-    QemuBoard("mps2-an505", "cortex-m33", ("-mcpu=cortex-m33", "-mthumb",
-                                           f"-mfloat-abi={FLOAT_ABI}", "-mfpu=fpv5-sp-d16"),
-              "mps2-an505.ld"),
-    QemuBoard("mps3-an547", "cortex-m55", ("-mcpu=cortex-m55", "-mthumb",
-                                           f"-mfloat-abi={FLOAT_ABI}"), "mps3-an547.ld"),
-)}
-BOARD_OF_TARGET = {b.target: b.machine for b in BOARDS.values()}
+# The emulated rows of the one board table, by QEMU machine name (what `link`, `build` and
+# `run` are given).
+MACHINES = {b.qemu_machine: b for b in BOARDS.values() if b.qemu_machine}
 
 _C_TYPES = {"float32": ("float", "%.9g", "(double)"), "int8": ("int8_t", "%d", "(int)"),
             "uint8": ("uint8_t", "%d", "(int)"), "int32": ("int32_t", "%ld", "(long)"),
@@ -67,12 +44,42 @@ def missing_tools() -> list[str]:
     return [tool for tool in (GCC, QEMU) if shutil.which(tool) is None]
 
 
-def board_for(target: str) -> QemuBoard:
-    """The QEMU board that runs `target`'s objects, or a KilnError listing those that exist."""
-    if target not in BOARD_OF_TARGET:
+def emulated_targets() -> list[str]:
+    """The targets some emulated board runs, sorted (what `board_for` accepts)."""
+    return sorted({b.target for b in MACHINES.values()})
+
+
+def board_for(target: str) -> Board:
+    """The first emulated board that runs `target`'s objects.
+
+    A target no board runs is a KilnError naming the targets that have one.
+    """
+    board = next((b for b in MACHINES.values() if b.target == target), None)
+    if board is None:
         raise KilnError(f"no QEMU board runs {target}; targets with one: "
-                        f"{', '.join(sorted(BOARD_OF_TARGET))}")
-    return BOARDS[BOARD_OF_TARGET[target]]
+                        f"{', '.join(emulated_targets())}")
+    return board
+
+
+def _machine(machine: str) -> Board:
+    if machine not in MACHINES:
+        raise KilnError(f"{machine!r} is not a QEMU machine of the board table (known: "
+                        f"{', '.join(MACHINES)})")
+    return MACHINES[machine]
+
+
+def linker_script(board: Board) -> str:
+    """The board's MEMORY block, from its row, then the sections every board shares.
+
+    Written from the table rather than kept as a file per board, so the memory a firmware is
+    linked into is the budget `--board` checks.
+    """
+    return "\n".join([
+        f"/* {board.name}: memory from Kiln's board table, then the shared sections. */",
+        "MEMORY", "{",
+        f"    FLASH (rx)  : ORIGIN = {board.flash_origin:#010x}, LENGTH = {board.flash}",
+        f"    RAM   (rwx) : ORIGIN = {board.ram_origin:#010x}, LENGTH = {board.ram}",
+        "}", "INCLUDE sections.ld", ""])
 
 
 def _c_literal(value, dtype: str) -> str:
@@ -130,10 +137,13 @@ def main_c(net: CompiledNet, feeds: dict[str, np.ndarray]) -> str:
 
 def link(sources: list[Path], machine: str, folder: Path, extra: tuple[str, ...] = ()) -> Path:
     """Compile and link C sources and objects with the start-up code into `folder/fw.elf`."""
-    board = BOARDS[machine]
+    board = _machine(machine)
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "board.ld"
+    script.write_text(linker_script(board))
     elf = folder / "fw.elf"
     command = [GCC, *board.cflags, "-O2", "-nostartfiles", "--specs=rdimon.specs",
-               f"-L{HERE}", "-T", board.script, *extra, str(HERE / "startup.c"),
+               f"-L{HERE}", "-T", str(script), *extra, str(HERE / "startup.c"),
                *map(str, sources), "-lm", "-o", str(elf)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
@@ -144,7 +154,7 @@ def link(sources: list[Path], machine: str, folder: Path, extra: tuple[str, ...]
 
 def build(net: CompiledNet, main: str, machine: str, folder: Path) -> Path:
     """Link `net` with the C source `main` and the start-up code into `folder/fw.elf`."""
-    board = BOARDS[machine]
+    board = _machine(machine)
     if net.target.name != board.target:
         raise KilnError(f"{machine} runs {board.target} objects, not {net.target.name}")
     folder.mkdir(parents=True, exist_ok=True)

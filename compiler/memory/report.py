@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from compiler.ir.graph import Graph
 from compiler.lowir import LowIR, lower, verify_lowir
+from compiler.lowir.passes import ALL_LOWERING
 from compiler.memory.buffers import align_up, lower_bound
 from compiler.memory.lifetimes import lifetimes
 from compiler.memory.plan import HOST_ALIGNMENT, ArenaPlan, PlanError, check_plan, plan_arena
@@ -89,7 +90,8 @@ class MemoryPlan:
         }
 
 
-def _best_order(graph: Graph, alignment: int, io_in_arena: bool, int8_residual: bool):
+def _best_order(graph: Graph, alignment: int, io_in_arena: bool, enabled: frozenset[str],
+                int8_residual: bool):
     """The scheduler candidate with the lowest arena bound once in-place ops are known.
 
     The schedulers count every output as a new buffer; lowering shows which ones reuse their
@@ -106,7 +108,7 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool, int8_residual: 
         if order in seen:
             continue  # another scheduler found the same order: same lowering, same bound
         seen.add(order)
-        ir = lower(graph, nodes, int8_residual)
+        ir = lower(graph, nodes, enabled, int8_residual)
         buffers = lifetimes(ir, io_in_arena)
         key = (lower_bound(buffers, alignment), result.candidates[name], name != result.method)
         if best is None or key < best[0]:
@@ -115,12 +117,15 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool, int8_residual: 
 
 
 def plan_memory(graph: Graph, alignment: int = HOST_ALIGNMENT, io_in_arena: bool = False,
-                climb_iterations: int = 300, int8_residual: bool = True) -> MemoryPlan:
+                climb_iterations: int = 300, int8_residual: bool = True,
+                enabled: frozenset[str] = ALL_LOWERING) -> MemoryPlan:
     """Schedule `graph` (a final graph), lower it, and plan its three regions.
 
-    `int8_residual`: the target fuses int8 residual Adds into their convolutions (`lower`).
+    `enabled`: the lowering passes to apply; `int8_residual`: the target fuses int8 residual
+    Adds into their convolutions (both `compiler.lowir.lower`).
     """
-    order, ir, buffers = _best_order(graph, alignment, io_in_arena, int8_residual)
+    order, ir, buffers = _best_order(graph, alignment, io_in_arena, frozenset(enabled),
+                                     int8_residual)
     verify_lowir(ir)
     arena = plan_arena(buffers, alignment, climb_iterations)
     constant = sum(align_up(c.type.nbytes, alignment) for c in graph.used_constants())

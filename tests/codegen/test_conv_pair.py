@@ -15,7 +15,7 @@ import pytest
 from compiler.driver import Options, compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from compiler.lowir.ir import PAIR_OP
+from compiler.lowir.ir import Fusion
 from compiler.memory.buffers import align_up
 from tests.memory.test_streams import _conv
 from tests.tflite.oracles import check_int8, quantized
@@ -53,7 +53,7 @@ def _feeds(graph, seed: int) -> dict:
 
 def test_the_block_is_one_instruction_and_holds_one_tensor_and_a_window(block):
     plan = compilation(block).plan(Options("host"))
-    pairs = [i for i in plan.lowir.instrs if i.kind == "op" and i.op == PAIR_OP]
+    pairs = [i for i in plan.lowir.instrs if i.kind == "op" and i.fusion is Fusion.CONV_PAIR]
     assert len(pairs) == 1 and len(pairs[0].nodes) == 3
     tensor = H * W * C
     window = next(s for s in plan.lowir.storages.values() if s.name.endswith(".rows"))
@@ -62,7 +62,7 @@ def test_the_block_is_one_instruction_and_holds_one_tensor_and_a_window(block):
     a = plan.alignment
     assert plan.arena.size == align_up(tensor, a) + align_up(window.size, a)
     separate = compilation(block).plan(Options("cortex-m55"))  # Helium keeps the Add apart
-    assert not any(i.op == PAIR_OP for i in separate.lowir.instrs)
+    assert not any(i.fusion is Fusion.CONV_PAIR for i in separate.lowir.instrs)
 
 
 def _host_equals_interpreter(graph, seeds: int) -> None:
@@ -71,7 +71,7 @@ def _host_equals_interpreter(graph, seeds: int) -> None:
 
     prepared = compilation(graph).prepared
     net = compile_graph(prepared, "host")
-    assert any(k.op == PAIR_OP for k in net.kernels)
+    assert any(k.fusion is Fusion.CONV_PAIR for k in net.kernels)
     runner = HostNet(net)
     for seed in range(seeds):
         feeds = _feeds(prepared, seed)
@@ -97,7 +97,7 @@ def test_blocks_of_other_shapes_give_the_interpreters_bytes(h, w, c, middle):
 def test_a_one_row_image_keeps_its_block_apart():
     model, _ = _block_model(1, 4, 8, 8)
     plan = compilation(load_model(write(model))).plan(Options("host"))
-    assert not any(i.op == PAIR_OP for i in plan.lowir.instrs)
+    assert not any(i.fusion is Fusion.CONV_PAIR for i in plan.lowir.instrs)
 
 
 @pytest.mark.slow
@@ -107,7 +107,7 @@ def test_the_block_runs_exactly_on_cortex_m7(block, tmp_path):
     firmware.require_tools()
     prepared = compilation(block).prepared
     net = compile_graph(prepared, "cortex-m7")
-    assert any(k.op == PAIR_OP for k in net.kernels)
+    assert any(k.fusion is Fusion.CONV_PAIR for k in net.kernels)
     for seed in range(3):
         feeds = _feeds(prepared, seed)
         folder = tmp_path / str(seed)

@@ -1,5 +1,6 @@
 """AArch64 and RISC-V 32 objects run, not only compile: int8 networks under qemu-user give the
-interpreter's bytes (`usermode` links each with a small LLVM IR program and `ld.lld`)."""
+interpreter's bytes (`compiler.harness.usermode` links each with a small LLVM IR program and
+`ld.lld`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 from compiler.codegen.targets import get_target
 from compiler.driver import compilation, compile_graph
 from compiler.frontends.load import load_model
+from compiler.harness import usermode
 from compiler.interpreter import run
 from compiler.qmath.requant import REQUANT_KEY
-from tests.codegen import usermode
 from tests.codegen.test_int8_dot_kernels import CASES, HOST_CASES
 from tests.codegen.test_int8_kernels import INT8_MODELS
 from tests.conftest import shared_models
@@ -23,10 +24,10 @@ TARGETS = ["aarch64", "riscv32"]
 
 
 def _require(target: str) -> None:
-    linker, emulator = usermode.tools(target)
-    if linker and emulator:
+    missing = usermode.missing_tools(target)
+    if not missing:
         return
-    message = (f"ld.lld and {usermode.MACHINES[target][0]} are needed (Debian packages: "
+    message = (f"{' and '.join(missing)} not found (Debian packages: "
                f"{usermode.PACKAGES}; `make test` installs them when run as root)")
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message + "; CI must have them")

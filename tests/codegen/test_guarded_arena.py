@@ -29,7 +29,7 @@ from compiler.harness.guarded import (
     guard_plan,
     guard_size,
 )
-from compiler.lowir.ir import PAIR_OP
+from compiler.lowir.ir import Fusion
 from compiler.memory.simulate import simulate
 from compiler.passes.pipeline import Pipeline
 from compiler.qmath.requant import REQUANT_KEY
@@ -158,7 +158,7 @@ def test_a_pair_writing_one_row_past_its_window_is_caught(block, monkeypatch):
     monkeypatch.setattr(build, "pair_rows", lambda a, b, add, rows: real(a, b, add, rows + 1))
     net = compile_guarded(block)
     with pytest.raises(GuardError, match=r"guard after \S+\.rows changed: .* written by "
-                                         + re.escape(PAIR_OP)):
+                                         + re.escape("QLinearConv+QLinearConv+QLinearAdd")):
         net.run(_feeds(block, 0))
     net.close()
 
@@ -171,7 +171,7 @@ def test_a_pair_writing_one_row_past_its_window_is_caught(block, monkeypatch):
                                           (12, 1, 4, 12), (9, 6, 16, 24)])
 def test_conv_pairs(h, w, c, middle):
     net = _guarded_equals_plain(load_model(write(_block_model(h, w, c, middle)[0])))
-    assert any(k.op == PAIR_OP for k in net.net.kernels)
+    assert any(k.fusion is Fusion.CONV_PAIR for k in net.net.kernels)
 
 
 def test_streamed_int8_convolutions_with_io_in_the_arena():

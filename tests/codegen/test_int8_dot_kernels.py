@@ -33,7 +33,7 @@ from tests.tflite.oracles import quantized
 from tests.tflite.writer import Model, Op, T, write
 
 SAME, VALID = 0, 1
-MACHINES = {"cortex-m7": "mps2-an500", "cortex-m55": "mps3-an547"}
+MACHINES = {t: firmware.board_for(t).qemu_machine for t in ("cortex-m7", "cortex-m55")}
 
 
 def _conv(cin: int, cout: int, kernel: int | tuple[int, int], stride: int, padding: int,

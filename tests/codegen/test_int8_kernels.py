@@ -155,7 +155,7 @@ def test_int8_models_run_exactly_on_cortex_m(machine, source, name, tmp_path):
     firmware.require_tools()
     folder = shared_models()
     prepared = compilation(load_model(folder / source / f"{name}.{source}")).prepared
-    net = compile_graph(prepared, get_target(firmware.BOARDS[machine].target), name="net")
+    net = compile_graph(prepared, get_target(firmware.MACHINES[machine].target), name="net")
     x = prepared.inputs[0]
 
     def quantization():  # the .tflite twin's input parameters (an ONNX int8 input has none)
@@ -412,7 +412,8 @@ def test_int8_residual_add_fused_into_its_convolution(rule, channels, activation
     for target in ("host", "cortex-m7", "cortex-m55"):
         ops = [k.op for k in compiled.net(Options(target)).kernels]
         # Helium's Add is faster in a kernel of its own.
-        last = ["QLinearConv", "QLinearAdd"] if target == "cortex-m55" else ["QLinearConv+Add"]
+        last = (["QLinearConv", "QLinearAdd"] if target == "cortex-m55"
+                else ["QLinearConv+QLinearAdd"])
         assert ops == ["QLinearConv", "QLinearConv", *last], target
     # Two tensors live at once, not three: the sum is written over the residual.
     tensor = graph.inputs[0].type.nbytes

@@ -31,7 +31,7 @@ def _graph(model: str):
 def test_model_on_board(model, machine, tmp_path):
     firmware.require_tools()
     graph = _graph(model)
-    net = compile_graph(graph, get_target(firmware.BOARDS[machine].target), name="net")
+    net = compile_graph(graph, get_target(firmware.MACHINES[machine].target), name="net")
     rng = np.random.default_rng(7)
     feeds = {v.name: rng.standard_normal(v.type.shape).astype(np.float32)
              for v in graph.inputs}

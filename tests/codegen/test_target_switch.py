@@ -20,6 +20,7 @@ from compiler.codegen.targets import get_target
 from compiler.driver import Options, compilation
 from compiler.frontends.load import load_model
 from compiler.frontends.onnx.export import save_onnx
+from compiler.lowir.ir import Fusion
 from compiler.quant.calibration_data import load_calibration
 from compiler.quant.profiler import profile_model
 from compiler.quant.quantize import quantize
@@ -75,7 +76,7 @@ def _switch_and_compare(path, capsys, tmp_path) -> dict[str, int]:
         net = comp.net(options)
         built = [(k.op, k.nodes) for k in net.kernels]
         assert shown == built, f"{target} (step {step}): the Code panel shows another plan"
-        fused = any(op.endswith("+Add") for op, _ in shown)
+        fused = any(k.fusion in (Fusion.RESIDUAL_ADD, Fusion.CONV_PAIR) for k in net.kernels)
         assert fused == get_target(target).int8_residual_in_store, (target, shown)
         plan = comp.plan(options).to_json()
         assert _placements(plan) == _placements(net.plan.to_json())

@@ -48,6 +48,30 @@ def test_boards_resolve_to_targets():
         assert board.flash > 0 and board.ram > 0
 
 
+def test_firmware_reads_its_boards_from_the_one_table():
+    """QEMU's machines are rows of the board table, linked into the memory `--board` checks."""
+    from compiler.mcu import firmware
+
+    assert set(firmware.MACHINES) == {"mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547"}
+    for machine, board in firmware.MACHINES.items():
+        assert BOARDS[board.name] is board and board.qemu_machine == machine
+        script = firmware.linker_script(board)
+        assert f"ORIGIN = {board.flash_origin:#010x}, LENGTH = {board.flash}" in script
+        assert f"ORIGIN = {board.ram_origin:#010x}, LENGTH = {board.ram}" in script
+    assert firmware.board_for("cortex-m55").name == "mps3-an547"
+    assert firmware.emulated_targets() == ["cortex-m3", "cortex-m33", "cortex-m55", "cortex-m7"]
+    with pytest.raises(KilnError, match="no QEMU board runs cortex-m4; targets with one: "
+                                        "cortex-m3, cortex-m33"):
+        firmware.board_for("cortex-m4")
+
+
+def test_an_emulated_board_needs_its_memory_map():
+    from compiler.codegen.targets import Board
+
+    with pytest.raises(ValueError, match="needs flash_origin, ram_origin and cflags"):
+        Board("half", "cortex-m7", 1024, 1024, qemu_machine="mps2-an500", flash_origin=0)
+
+
 def test_unknown_target_is_a_clear_error():
     with pytest.raises(KilnError, match="unknown target 'z80'"):
         get_target("z80")

@@ -24,6 +24,7 @@ from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
 from compiler.ir.graph import Constant, Graph
 from compiler.ir.types import TensorType
+from compiler.lowir.ir import Fusion
 from compiler.passes.runner import run_pipeline
 from tests.conftest import ROOT, SAMPLE_MODEL, shared_models
 from tests.helpers import assert_close, ort_run
@@ -83,7 +84,7 @@ def test_pretrained_resnet_external():
     model = onnx.load(shared_models() / "onnx" / "pretrainedResnet.onnx")
     graph = _graph(model)
     embedded, external = _check_both_modes(model, graph, _feeds(graph, 1))
-    fused = [k for k in external.kernels if k.op.endswith("+Add")]
+    fused = [k for k in external.kernels if k.fusion is Fusion.RESIDUAL_ADD]
     assert fused and all(len(k.nodes) == 2 for k in fused)
 
 

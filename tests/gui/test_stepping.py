@@ -13,7 +13,9 @@ def _window_with_result(qtbot, name="pretrainedResnet"):
     """A window with `name` open and its pipeline run (the run starts on its own)."""
     window = make_window(qtbot, None)
     controller = window.stepping
-    with qtbot.waitSignal(controller.resultReady, timeout=120000):
+    # The lowering passes follow the graph stages in the panel once planned.
+    with qtbot.waitSignals([controller.resultReady, window.lowering.recordsReady],
+                           timeout=120000):
         open_and_wait(qtbot, window, shared_models() / "onnx" / f"{name}.onnx")
     return window, controller
 
@@ -56,7 +58,7 @@ def test_stepping_through_every_stage_shows_each_pass_diff(qtbot, resnet):
     assert "read-only" in controller.banner.text() and "Esc" in controller.banner.text()
     assert controller.canvas.diff_state() == {}
     seen = [0]
-    while controller.step(1):
+    while controller.index < len(records) and controller.step(1):
         index = controller.index
         seen.append(index)
         record = records[index - 1]
@@ -66,6 +68,12 @@ def test_stepping_through_every_stage_shows_each_pass_diff(qtbot, resnet):
         assert record.name in controller.panel.doc.toPlainText()
         assert controller.canvas.faded() == controller.stages[index].placed.dead
     assert seen == list(range(len(records) + 1))
+    # After the last graph stage come the lowering passes, in their own view.
+    assert controller.step(1) and controller.index == len(records) + 1
+    assert window.lowering.view.isVisible() and not controller.view.isVisible()
+    assert "Lowering pass 1/" in window.lowering.view.banner.text()
+    controller.prev_action.trigger()
+    assert controller.view.isVisible() and not window.lowering.view.isVisible()
     # The passes that matter were really checked: a fusion adds, the final dce removes.
     fuse = next(r for r in records if r.name == "fuse_activations")
     dce = max(i for i, r in enumerate(records) if r.name == "dce")
@@ -107,16 +115,18 @@ def test_hide_unchanged_steps_over_passes_that_did_nothing(resnet):
     assert len(changed) < len(records)
     panel = controller.panel
     panel.hide_unchanged.setChecked(True)
-    assert panel.visible() == [0] + changed
+    lowering = list(range(len(records) + 1, len(records) + 1 + len(panel.lowering_rows())))
+    assert lowering, "the lowering passes are listed after the stages"
+    assert panel.visible() == [0] + changed + lowering  # (a lowering row keeps its switch)
     assert all(panel.table.topLevelItem(i).isHidden() for i in range(1, len(records) + 1)
                if i not in changed)
     controller.show_stage(0)
     visited = []
-    while controller.step(1):
+    while controller.step(1) and controller.index <= len(records):
         visited.append(controller.index)
     assert visited == changed
     panel.hide_unchanged.setChecked(False)
-    assert panel.visible() == list(range(len(records) + 1))
+    assert panel.visible() == list(range(len(records) + 1)) + lowering
 
 
 def test_provenance_highlights_sources_and_results(qtbot, resnet):
@@ -144,12 +154,13 @@ def test_provenance_highlights_sources_and_results(qtbot, resnet):
 
 
 def test_play_steps_to_the_end_and_stops(qtbot, resnet):
-    _, controller = resnet
+    window, controller = resnet
     controller._play_timer.setInterval(5)
     controller.panel.play_button.click()
-    last = len(controller.stages) - 1
+    # The graph stages, then the lowering passes: the last lowering pass ends the play.
+    last = len(controller.stages) - 1 + len(controller.panel.lowering_rows())
     qtbot.waitUntil(lambda: not controller.panel.play_button.isChecked(), timeout=20000)
-    assert controller.index == last
+    assert controller.index == last and window.lowering.view.isVisible()
 
 
 def test_disabling_a_pass_and_rerunning_changes_the_record(qtbot, resnet):

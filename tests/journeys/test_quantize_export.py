@@ -30,7 +30,7 @@ from tests.journeys.data import (
     profile_of,
 )
 
-MACHINES = {"cortex-m7": "mps2-an500", "cortex-m55": "mps3-an547"}
+MACHINES = {t: firmware.board_for(t).qemu_machine for t in ("cortex-m7", "cortex-m55")}
 # Float operators that must not survive quantization (a kept-float layer is the exception).
 _FLOAT_COMPUTE = ("Conv", "Gemm", "MatMul", "FullyConnected")
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.errors import VerifyError
+from compiler.driver import Options
+from compiler.errors import KilnError, VerifyError
 from compiler.lowir import INOUT, Instr, lower, verify_lowir
+from compiler.lowir.ir import Fusion
+from compiler.lowir.passes import ALL_LOWERING, RESIDUAL_IN_STORE
 from compiler.memory.report import plan_memory
 from compiler.memory.simulate import simulate
 from tests.memory.graphs import residual_block, view_chain
@@ -72,3 +75,41 @@ def test_verifier_rejects_use_after_free_and_double_alloc():
     ir.instrs = [broken[0], *broken]
     with pytest.raises(VerifyError, match="twice"):
         verify_lowir(ir)
+
+
+# -- each lowering pass switched off on its own ------------------------------------------------
+
+def test_without_lowering_passes_every_value_has_a_buffer_and_every_node_a_step():
+    graph = view_chain()
+    ir = lower(graph, enabled=frozenset())
+    verify_lowir(ir)
+    assert not ir.sites and not ir.streams
+    assert not any(o.mode == INOUT for i in ir.instrs for o in i.operands)
+    concat = next(i for i in ir.instrs if i.op == "Concat")
+    assert concat.kind == "op", "a Concat not done by placement copies its inputs"
+    _checked(graph, enabled=frozenset(), io_in_arena=True)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOWERING))
+def test_a_lowering_pass_switched_off_applies_nowhere_and_the_plan_still_holds(name):
+    for graph in (view_chain(), residual_block()):
+        without = lower(graph, enabled=ALL_LOWERING - {name})
+        verify_lowir(without)
+        assert name not in without.sites
+        _checked(graph, enabled=ALL_LOWERING - {name}, io_in_arena=True)
+
+
+def test_the_residual_fusion_is_a_typed_instruction_and_its_site_says_why():
+    ir = lower(residual_block())
+    fused = [i for i in ir.instrs if i.fusion is Fusion.RESIDUAL_ADD]
+    assert len(fused) == 1 and fused[0].op == "Conv+Add" and len(fused[0].nodes) == 2
+    (site,) = ir.sites[RESIDUAL_IN_STORE]
+    assert "is never stored" in site and "dies there" in site
+    plain = lower(residual_block(), enabled=ALL_LOWERING - {RESIDUAL_IN_STORE})
+    assert not any(i.fusion for i in plain.instrs)
+    assert [i.op for i in plain.instrs if i.kind == "op"].count("Add") == 1
+
+
+def test_unknown_lowering_pass_is_refused_by_name():
+    with pytest.raises(KilnError, match="unknown lowering pass 'conv_pairs'.*conv_pair"):
+        Options("cortex-m7", disabled_lowering=frozenset({"conv_pairs"})).check()

@@ -168,7 +168,7 @@ def test_the_chain_runs_exactly_on_cortex_m(chain, machine, tmp_path):
 
     firmware.require_tools()
     prepared = compilation(chain).prepared
-    net = compile_graph(prepared, firmware.BOARDS[machine].target)
+    net = compile_graph(prepared, firmware.MACHINES[machine].target)
     streams = net.plan.lowir.streams
     assert any(net.plan.descending(s) for s in streams)
     assert any(net.plan.overlapping(s, f.source) and not net.plan.descending(s)

@@ -481,7 +481,7 @@ def test_mlperf_onnx_models_with_biases_at_int32_limits(name):
 
 # -- the Cortex-M and VNNI kernels wrap alike ---------------------------------------------------
 
-MACHINES = {"cortex-m7": "mps2-an500", "cortex-m55": "mps3-an547"}
+MACHINES = {t: firmware.board_for(t).qemu_machine for t in ("cortex-m7", "cortex-m55")}
 
 
 @pytest.mark.parametrize("target", sorted(MACHINES))

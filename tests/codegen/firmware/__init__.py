@@ -13,7 +13,12 @@ import pytest
 
 from compiler.errors import KilnError
 from compiler.mcu import firmware as _firmware
-from compiler.mcu.firmware import BOARDS, main_c, placement  # noqa: F401  (re-exported)
+from compiler.mcu.firmware import (  # noqa: F401  (re-exported)
+    MACHINES,
+    board_for,
+    main_c,
+    placement,
+)
 
 
 def require_tools() -> None:

@@ -20,11 +20,12 @@ from llvmlite import ir
 
 from compiler.codegen.build import CompiledNet
 from compiler.codegen.llvm import emit_object, new_module
+from compiler.errors import KilnError
 
 LINKERS = ("ld.lld", "ld.lld-14")
 # Per target: the emulator, and syscall(number, a, b, c) as machine code: move the number to
 # the system call register and the arguments down, trap, return.
-MACHINES = {
+EMULATORS = {
     "aarch64": ("qemu-aarch64", [0xAA0003E8, 0xAA0103E0, 0xAA0203E1, 0xAA0303E2,  # mov x8..x2
                                  0xD4000001, 0xD65F03C0]),  # svc #0; ret
     "riscv32": ("qemu-riscv32", [0x00050893, 0x00058513, 0x00060593, 0x00068613,  # mv a7..a2
@@ -32,18 +33,33 @@ MACHINES = {
 }
 WRITE, EXIT = 64, 93  # the generic Linux system call numbers both use
 PACKAGES = "lld-14 qemu-user"
+TIMEOUT = 120.0  # seconds of emulation before a run counts as hung
 I8, I32 = ir.IntType(8), ir.IntType(32)
 
 
 def tools(target: str) -> tuple[str | None, str | None]:
     """The linker and the emulator for `target`, each None when missing."""
     linker = next((shutil.which(n) for n in LINKERS if shutil.which(n)), None)
-    return linker, shutil.which(MACHINES[target][0])
+    return linker, shutil.which(_emulator(target)[0])
 
 
-def _syscall_stub(module: ir.Module, target: str, word: ir.Type) -> ir.Value:
-    """The machine-code system call as a callable pointer: word f(number, a, b, c)."""
-    code = MACHINES[target][1]
+def missing_tools(target: str) -> list[str]:
+    """The programs running `target`'s objects needs that are not on PATH."""
+    linker, emulator = tools(target)
+    return [name for name, path in (("ld.lld", linker), (_emulator(target)[0], emulator))
+            if path is None]
+
+
+def _emulator(target: str) -> tuple[str, list[int]]:
+    if target not in EMULATORS:
+        raise KilnError(f"no user-mode emulator runs {target}; targets with one: "
+                        f"{', '.join(EMULATORS)}")
+    return EMULATORS[target]
+
+
+def _syscall_stub(module: ir.Module, target: str) -> ir.Value:
+    """The machine-code system call as a global in .text: word f(number, a, b, c)."""
+    code = _emulator(target)[1]
     stub = ir.GlobalVariable(module, ir.ArrayType(I32, len(code)), "kiln_syscall")
     stub.initializer = ir.Constant(stub.type.pointee, code)
     stub.global_constant = True
@@ -101,7 +117,7 @@ def driver_object(net: CompiledNet, feeds: dict[str, np.ndarray]) -> bytes:
         var.align = plan.alignment
         regions[region] = var
     entry_point = ir.Function(module, ir.FunctionType(I32, [p8, p8, p8]), net.name)
-    stub = _syscall_stub(module, target.name, word)
+    stub = _syscall_stub(module, target.name)
     start = ir.Function(module, ir.FunctionType(ir.VoidType(), []), "_start")
     b = ir.IRBuilder(start.append_basic_block("entry"))
 
@@ -125,23 +141,44 @@ def driver_object(net: CompiledNet, feeds: dict[str, np.ndarray]) -> bytes:
     return emit_object(str(module), target, level=0)
 
 
-def run(net: CompiledNet, feeds: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray]:
-    """Link `net` with its driver, run it under qemu-user, and parse the outputs it wrote."""
+def run(net: CompiledNet, feeds: dict[str, np.ndarray], folder: Path,
+        timeout: float = TIMEOUT) -> dict[str, np.ndarray]:
+    """Link `net` with its driver, run it under qemu-user, and parse the outputs it wrote.
+
+    Missing tools, a failed link, a non-zero exit, a run past `timeout` and output of the
+    wrong length are each a KilnError that says which.
+    """
+    missing = missing_tools(net.target.name)
+    if missing:
+        raise KilnError(f"running {net.target.name} objects needs {' and '.join(missing)} "
+                        f"(Debian packages: {PACKAGES})")
     linker, emulator = tools(net.target.name)
+    where = f"{net.name} under {_emulator(net.target.name)[0]}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "net.o").write_bytes(net.object)
     (folder / "driver.o").write_bytes(driver_object(net, feeds))
     program = folder / "program"
-    subprocess.run([linker, "-static", "-e", "_start", "-o", str(program),
-                    str(folder / "driver.o"), str(folder / "net.o")], check=True,
-                   capture_output=True, text=True)
-    done = subprocess.run([emulator, str(program)], capture_output=True, timeout=120)
-    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-500:]!r}"
+    done = subprocess.run([linker, "-static", "-e", "_start", "-o", str(program),
+                           str(folder / "driver.o"), str(folder / "net.o")],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise KilnError(f"linking the {net.target.name} program failed (exit "
+                        f"{done.returncode}): {done.stderr.strip()[-2000:]}")
+    try:
+        done = subprocess.run([emulator, str(program)], capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise KilnError(f"{where} did not finish within {timeout:.0f} s") from None
+    if done.returncode:
+        raise KilnError(f"{where} exited with {done.returncode}; stderr: "
+                        f"{done.stderr[-500:]!r}")
     out, results = done.stdout, {}
     for tensor in net.outputs:
-        count = int(np.prod(tensor.shape, dtype=np.int64))
-        size = count * np.dtype(tensor.dtype).itemsize
+        size = int(np.prod(tensor.shape, dtype=np.int64)) * np.dtype(tensor.dtype).itemsize
+        if len(out) < size:
+            raise KilnError(f"output {tensor.name}: the program wrote {len(out)} of {size} "
+                            "bytes")
         results[tensor.name] = np.frombuffer(out[:size], tensor.dtype).reshape(tensor.shape)
         out = out[size:]
-    assert not out, f"{len(out)} bytes more than the outputs"
+    if out:
+        raise KilnError(f"the program wrote {len(out)} bytes more than the outputs")
     return results

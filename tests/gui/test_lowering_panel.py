@@ -1,0 +1,110 @@
+"""The lowering passes in the Passes panel: listed after the stages, stepped, switched off.
+
+An int8 residual block (built here) compiled for Cortex-M7 gets the convolution pair. The user
+selects its row with the mouse (the view shows the timeline before and after), unticks its box
+(the document, the Memory Timeline and the export's plan follow), and Esc leaves the view.
+"""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
+
+from compiler.lowir.passes import CONV_PAIR, LOWERING_NAMES
+from tests.codegen.test_conv_pair import _block_model
+from tests.gui.helpers import make_window, open_and_wait
+from tests.tflite.writer import write
+
+TIMEOUT = 120000
+
+
+@pytest.fixture
+def block_window(qtbot, tmp_path):
+    path = tmp_path / "block.tflite"
+    path.write_bytes(write(_block_model()[0]))
+    window = make_window(qtbot, None)
+    window.document.set_target("cortex-m7")
+    with qtbot.waitSignals([window.stepping.resultReady, window.lowering.recordsReady],
+                           timeout=TIMEOUT):
+        open_and_wait(qtbot, window, path)
+    return window
+
+
+def _row_rect(panel, name):
+    item = panel.lowering_check(name)
+    panel.table.scrollToItem(item)
+    return panel.table.visualItemRect(item), item
+
+
+def _check_box_point(panel, item) -> QPoint:
+    """The centre of the check box drawn in column 0 of `item`'s line."""
+    table = panel.table
+    rect = table.visualRect(table.indexFromItem(item, 0))
+    option = QStyleOptionViewItem()
+    option.rect = rect
+    option.features |= QStyleOptionViewItem.ViewItemFeature.HasCheckIndicator
+    box = table.style().subElementRect(QStyle.SubElement.SE_ItemViewItemCheckIndicator, option,
+                                       table)
+    return box.center()
+
+
+def test_the_pair_is_listed_stepped_and_switched_off_with_the_mouse(qtbot, block_window):
+    window = block_window
+    stepping, lowering, panel = window.stepping, window.lowering, window.stepping.panel
+    rows = panel.lowering_rows()
+    assert [r.lowering for r in rows] == list(LOWERING_NAMES)
+    pair = next(r for r in lowering.records if r.name == CONV_PAIR)
+    assert pair.applied and pair.changed
+    fused_arena = pair.after.arena.size
+
+    # Select the pair's line: its view replaces the canvas, before and after.
+    rect, item = _row_rect(panel, CONV_PAIR)
+    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
+                     pos=QPoint(rect.right() - 40, rect.center().y()))
+    assert lowering.view.isVisible() and not window.canvas.isVisible()
+    view = lowering.view
+    assert f"{CONV_PAIR}" in view.banner.text() and "cortex-m7" in view.banner.text()
+    assert f"{pair.before.arena.size:,} B" in view.before_title.text()
+    assert f"{fused_arena:,} B" in view.after_title.text()
+    assert view.after.arena == fused_arena and view.before.arena == pair.before.arena.size
+    assert "int8_residual_in_store" in view.story.toPlainText()
+    assert "window of 10 rows" in view.story.toPlainText()
+
+    # Untick it: the document switches it off and every panel plans without it.
+    with qtbot.waitSignal(lowering.recordsReady, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
+                         pos=_check_box_point(panel, item))
+    assert window.document.disabled_lowering == {CONV_PAIR}
+    off = next(r for r in lowering.records if r.name == CONV_PAIR)
+    assert not off.applied and off.reason == "switched off"
+    unfused = lowering.records[-1].after.arena.size
+    assert unfused > fused_arena
+    compiled = window.document.compilation()
+    assert compiled.plan(window.document.options()).arena.size == unfused
+    memory = window.memory
+    memory.dock.show()
+    qtbot.waitUntil(lambda: not memory.is_busy() and memory.current is not None
+                    and memory.current.doc["activations"] == unfused, timeout=TIMEOUT)
+    assert view.isVisible() and "not run: switched off" in view.banner.text()
+
+    # Tick it again: back to the fused plan. Esc returns to the editable model.
+    item = panel.lowering_check(CONV_PAIR)
+    with qtbot.waitSignal(lowering.recordsReady, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
+                         pos=_check_box_point(panel, item))
+    assert window.document.disabled_lowering == frozenset()
+    assert lowering.records[-1].after.arena.size == fused_arena
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+    view.story.setFocus()
+    qtbot.keyClick(view.story, Qt.Key.Key_Escape)
+    assert stepping.index is None and window.canvas.isVisible() and not view.isVisible()
+
+
+def test_helium_lists_the_pair_as_forbidden_by_its_target(qtbot, block_window):
+    window = block_window
+    with qtbot.waitSignal(window.lowering.recordsReady, timeout=TIMEOUT):
+        window.document.set_target("cortex-m55")
+    row = next(r for r in window.stepping.panel.lowering_rows() if r.lowering == CONV_PAIR)
+    assert row.effect == "off" and "int8_residual_in_store is false" in row.tip
