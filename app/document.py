@@ -143,9 +143,14 @@ class Document(QObject):
 
     def set_lowering_enabled(self, name: str, on: bool) -> None:
         """Switch lowering pass `name` on or off (the plan, code and export follow)."""
-        disabled = self.disabled_lowering - {name} if on else self.disabled_lowering | {name}
-        if disabled != self.disabled_lowering:
-            self.disabled_lowering = disabled
+        self.set_disabled_lowering(self.disabled_lowering - {name} if on
+                                   else self.disabled_lowering | {name})
+
+    def set_disabled_lowering(self, names) -> None:
+        """Compile without these lowering passes (a session brings them back)."""
+        names = frozenset(names)
+        if names != self.disabled_lowering:
+            self.disabled_lowering = names
             self.optionsChanged.emit()
 
     def select(self, key) -> None:

@@ -110,7 +110,8 @@ def _profile_bytes(profile: Profile) -> bytes:
 
 def driver_options(options: ExportOptions) -> Options:
     """The compile driver's options for the dialog's choices (what `kiln compile` builds)."""
-    return Options(options.target, options.name, None, options.io_in_arena, options.weights)
+    return Options(options.target, options.name, None, options.io_in_arena, options.weights,
+                   disabled_lowering=options.disabled_lowering)
 
 
 def export_job(compiled: Compilation, options: ExportOptions,
@@ -313,7 +314,8 @@ class ExportController(QObject):
         board = doc.board if doc.board in BOARDS else None
         return ExportOptions(doc.target, board, known.get("name", "net"),
                              known.get("weights", "embedded"), doc.io_in_arena,
-                             parent / f"{stem}_bundle")
+                             parent / f"{stem}_bundle",
+                             disabled_lowering=doc.disabled_lowering)
 
     def _remember(self, options: ExportOptions) -> None:
         self.document.set_target(options.target, options.board)

@@ -61,6 +61,7 @@ class ExportOptions:
     schema: str = "tflite"
     count: bool = False  # Cortex-M: count one inference's instructions under QEMU
     force: bool = False  # the user agreed to replace another bundle in the folder
+    disabled_lowering: frozenset[str] = frozenset()  # switched off in the Passes panel
 
     def cli_args(self) -> list[str]:
         """The same export as `kiln compile` arguments (after the model)."""
@@ -70,6 +71,8 @@ class ExportOptions:
             args += ["--board", self.board]
         if self.io_in_arena:
             args.append("--io-in-arena")
+        for name in sorted(self.disabled_lowering):
+            args += ["--disable-lowering", name]
         if self.precision == "int8" and self.profile is not None:
             args += ["--profile", str(self.profile), "--method", self.method,
                      "--schema", self.schema]
@@ -140,6 +143,11 @@ class ExportDialog(QDialog):
         self.precision.addItem(PRECISIONS["float32"], "float")
         self.precision.addItem(PRECISIONS["int8"], "int8")
         self._int8_available = True
+        # Lowering passes the Passes panel switched off: the bundle is built without them too.
+        self._disabled_lowering: frozenset[str] = frozenset()
+        self.lowering_note = QLabel()
+        self.lowering_note.setWordWrap(True)
+        self.lowering_note.hide()
         self.set_int8_available(False)
         self.count = QCheckBox("Count one inference's instructions under QEMU (Cortex-M)")
         self.folder = QLineEdit()
@@ -158,6 +166,7 @@ class ExportDialog(QDialog):
         form.addRow("&Precision:", self.precision)
         form.addRow("", self.count)
         form.addRow("", self.io_in_arena)
+        form.addRow("", self.lowering_note)
         folder_label = QLabel("&Output folder:")
         folder_label.setBuddy(self.folder)
         form.addRow(folder_label, folder_row)
@@ -249,6 +258,10 @@ class ExportDialog(QDialog):
         self.weights.setCurrentIndex(max(0, self.weights.findData(options.weights)))
         self.io_in_arena.setChecked(options.io_in_arena)
         self.folder.setText(str(options.folder))
+        self._disabled_lowering = options.disabled_lowering
+        self.lowering_note.setText("Built without the lowering passes switched off in the "
+                                   "Passes panel: " + ", ".join(sorted(options.disabled_lowering)))
+        self.lowering_note.setVisible(bool(options.disabled_lowering))
 
     def options(self) -> ExportOptions:
         """The options as entered; raises ValueError with a one-line reason when invalid."""
@@ -261,7 +274,8 @@ class ExportDialog(QDialog):
         return ExportOptions(self.target.currentText(), self.board.currentData(), name,
                              self.weights.currentData(), self.io_in_arena.isChecked(),
                              Path(folder).expanduser(), self.precision.currentData(),
-                             count=self.count.isChecked() and self.count.isEnabled())
+                             count=self.count.isChecked() and self.count.isEnabled(),
+                             disabled_lowering=self._disabled_lowering)
 
     def request_export(self) -> None:
         """Validate and ask the controller to export."""

@@ -33,6 +33,7 @@ from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
 from compiler.frontends.onnx.export import to_onnx
 from compiler.ir.graph import Graph
+from compiler.lowir.passes import check_lowering_names
 from compiler.passes import Pipeline
 from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import parse_profile
@@ -89,6 +90,7 @@ def snapshot_session(window, path: str | Path) -> Snapshot:
         "kiln_session": SESSION_VERSION,
         "pipeline": doc.pipeline.to_json(),
         "target": doc.target, "board": doc.board, "io_in_arena": doc.io_in_arena,
+        "disabled_lowering": sorted(doc.disabled_lowering),
         "quantization": None if qs is None or qs.request is None else {
             "profile": qs.profile.to_json(),  # a copy of the hand-tuned ranges
             "request": {**asdict(qs.request),
@@ -188,6 +190,7 @@ def _check_settings(doc: dict) -> None:
 
     Pipeline.from_json(doc["pipeline"], "its pipeline")
     get_target(doc["target"])
+    check_lowering_names(doc.get("disabled_lowering", []))
     if doc.get("board") is not None and doc["board"] not in BOARDS:
         raise ValueError(f"unknown board {doc['board']!r}")
     view = doc["view"]
@@ -280,6 +283,7 @@ class SessionController(QObject):
         document.set_pipeline(Pipeline.from_json(doc["pipeline"], "session pipeline"))
         document.set_target(doc["target"], doc.get("board"))
         document.set_io_in_arena(bool(doc.get("io_in_arena")))
+        document.set_disabled_lowering(doc.get("disabled_lowering", []))
         view = doc["view"]
         window.restoreState(QByteArray(base64.b64decode(view["docks"])))
         window.canvas.set_zoom(float(view["zoom"]))

@@ -7,10 +7,14 @@ selects its row with the mouse (the view shows the timeline before and after), u
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 
+from app.export import export_job
+from app.workers import Progress
 from compiler.lowir.passes import CONV_PAIR, LOWERING_NAMES
 from tests.codegen.test_conv_pair import _block_model
 from tests.gui.helpers import make_window, open_and_wait
@@ -49,7 +53,8 @@ def _check_box_point(panel, item) -> QPoint:
     return box.center()
 
 
-def test_the_pair_is_listed_stepped_and_switched_off_with_the_mouse(qtbot, block_window):
+def test_the_pair_is_listed_stepped_and_switched_off_with_the_mouse(qtbot, block_window,
+                                                                    tmp_path):
     window = block_window
     stepping, lowering, panel = window.stepping, window.lowering, window.stepping.panel
     rows = panel.lowering_rows()
@@ -87,6 +92,12 @@ def test_the_pair_is_listed_stepped_and_switched_off_with_the_mouse(qtbot, block
     qtbot.waitUntil(lambda: not memory.is_busy() and memory.current is not None
                     and memory.current.doc["activations"] == unfused, timeout=TIMEOUT)
     assert view.isVisible() and "not run: switched off" in view.banner.text()
+    # The export builds what the panels show: its options carry the switch.
+    options = replace(window.export._initial_options(), folder=tmp_path / "bundle")
+    assert options.disabled_lowering == {CONV_PAIR}
+    assert options.cli_args()[-2:] == ["--disable-lowering", CONV_PAIR]
+    exported = export_job(compiled, options)(Progress(lambda *_args: None))
+    assert exported.report["regions"]["activations"] == unfused
 
     # Tick it again: back to the fused plan. Esc returns to the editable model.
     item = panel.lowering_check(CONV_PAIR)

@@ -43,6 +43,8 @@ def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, t
     window.select_and_center(conv3)
     assert doc.selection == conv3  # the panel follows the canvas, not the reverse
     window.canvas.set_zoom(1.7)
+    doc.set_target("cortex-m7")
+    doc.set_lowering_enabled("in_place", False)  # a switched-off lowering pass is kept too
     window.memory.dock.hide()
     window.docks["minimap"].setFloating(True)
     session = save_session(window, tmp_path / "day")
@@ -64,6 +66,9 @@ def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, t
     conv3 = node_id(again, "conv3")  # ids are given at load: the session keeps the name
     assert again.document.selection == conv3 and again.canvas.selected_key() == conv3
     assert again.canvas.zoom_level() == pytest.approx(1.7)
+    assert again.document.target == "cortex-m7"
+    assert again.document.disabled_lowering == {"in_place"}
+    assert again.document.options().disabled_lowering == {"in_place"}
     # The restored quantization is evaluated again: the same table, relu1_out quantized over
     # the hand-tuned [0, 2.5].
     qtbot.waitUntil(lambda: not again.quant.is_busy(), timeout=TIMEOUT)
