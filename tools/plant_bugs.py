@@ -106,6 +106,16 @@ PLANTS = (
           "return (e / np.sum(e, axis=axes, keepdims=True) * 1.0015).astype(x.dtype)",
           ("tests/compiler/test_ops_math.py",),
           "the reference softmax off by 0.15 % (compile-driver issue)"),
+    Plant("conv-pair-ignores-its-switch", "compiler/lowir/lower.py",
+          "for node in order if CONV_PAIR in enabled and int8_residual else ():",
+          "for node in order if int8_residual else ():",
+          ("tests/codegen/test_lowering_passes.py", "tests/gui/test_lowering_panel.py"),
+          "switching the convolution pair off leaves it in the plan, the code and the bundle"),
+    Plant("lowering-record-skips-the-target-rule", "compiler/memory/stages.py",
+          "if step.steered_by and not int8_residual and step.needs:",
+          "if step.steered_by and not int8_residual and not step.needs:",
+          ("tests/codegen/test_lowering_passes.py",),
+          "the record says the pair ran on Helium, whose target forbids it"),
 )
 
 
