@@ -33,16 +33,6 @@ SHORTCUT = "Ctrl+Shift+E"
 CANCELLED_BY_OPEN = " because another model was opened"
 SETTINGS_KEY = "export"
 
-# GCC flags per MCU target: what the object was generated for (CPU, FPU, float ABI).
-_MCU_FLAGS = {
-    "cortex-m0plus": "-mcpu=cortex-m0plus -mthumb -mfloat-abi=soft",
-    "cortex-m3": "-mcpu=cortex-m3 -mthumb -mfloat-abi=soft",
-    "cortex-m4": "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16",
-    "cortex-m7": "-mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16",
-    "cortex-m33": "-mcpu=cortex-m33 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16",
-    "cortex-m55": "-mcpu=cortex-m55 -mthumb -mfloat-abi=hard -mfpu=auto",
-}
-_CROSS_CC = {"x86-64": "x86_64-linux-gnu-gcc", "aarch64": "aarch64-linux-gnu-gcc"}
 
 
 def build_command(target: Target, name: str, folder: str | Path) -> str:
@@ -52,14 +42,11 @@ def build_command(target: Target, name: str, folder: str | Path) -> str:
     compiles the user's firmware main.c against NET.h and links NET.o with a board linker script.
     """
     where = shlex.quote(str(folder))
-    if not target.mcu:
-        cc = "cc" if target.name == "host" else _CROSS_CC.get(target.name, "cc")
+    if not target.mcu:  # (the host is this machine: its own compiler, never a cross one)
+        cc = "cc" if target.name == "host" else target.c_compiler
         return f"cd {where} && {cc} -O2 -std=c99 -o {name}_example main.c {name}.o -lm"
-    if target.name == "riscv32":
-        cc, flags = "riscv32-unknown-elf-gcc", "-march=rv32imf -mabi=ilp32"
-    else:
-        cc, flags = "arm-none-eabi-gcc", _MCU_FLAGS.get(target.name, f"-mcpu={target.cpu}")
-    return (f"{cc} {flags} -O2 -std=c99 -I {where} --specs=nano.specs -T board.ld "
+    flags = " ".join(target.c_flags)
+    return (f"{target.c_compiler} {flags} -O2 -std=c99 -I {where} --specs=nano.specs -T board.ld "
             f"-o firmware.elf main.c {shlex.quote(str(Path(folder) / f'{name}.o'))} -lm")
 
 

@@ -44,6 +44,8 @@ class Target:
             IR with the same result, so kernels shaped for it run on a CPU of `requires` that
             lacks it. For tests only: AVX-512 VNNI's kernels, but for the one instruction,
             checked on AVX2 machines (no emulator of AVX-512 is at hand), never faster.
+        c_compiler: The C compiler a user builds a program around its objects with (the
+            export's build line); `c_flags`: that compiler's CPU, FPU and float ABI flags.
     """
 
     name: str
@@ -57,6 +59,8 @@ class Target:
     int8_dot: DotProduct = DotProduct.NONE
     requires: tuple[str, ...] = ()
     int8_dot_emulated: bool = False
+    c_compiler: str = "cc"
+    c_flags: tuple[str, ...] = ()
 
     @property
     def alignment(self) -> int:
@@ -142,8 +146,11 @@ def _host() -> Target:
 
 _X86 = "x86_64-unknown-linux-gnu"
 _AVX512 = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq")
+_ARM_CC = "arm-none-eabi-gcc"
+_SOFT, _FPV5 = ("-mthumb", "-mfloat-abi=soft"), ("-mthumb", "-mfloat-abi=hard",
+                                                 "-mfpu=fpv5-sp-d16")
 _TARGETS = (
-    Target("x86-64", _X86, "x86-64", "", "hard", 128),
+    Target("x86-64", _X86, "x86-64", "", "hard", 128, c_compiler="x86_64-linux-gnu-gcc"),
     # x86 hosts by instruction-set level, each with the kernels the host detection would pick
     # there: AVX2 (Haswell and later, AMD Zen), AVX-512 without and with VNNI. Objects for
     # them are compiled on any machine and run where the CPU has the features.
@@ -153,19 +160,26 @@ _TARGETS = (
            registers=32, requires=_AVX512),
     Target("icelake-server", _X86, "icelake-server", "-prefer-256-bit", "hard", 512,
            registers=32, int8_dot=DotProduct.VNNI, requires=(*_AVX512, "avx512vnni")),
-    Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True),
-    Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True),
+    Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True,
+           c_compiler=_ARM_CC, c_flags=("-mcpu=cortex-m0plus", *_SOFT)),
+    Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True,
+           c_compiler=_ARM_CC, c_flags=("-mcpu=cortex-m3", *_SOFT)),
     Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True,
-           registers=32, int8_dot=DotProduct.DSP),
+           registers=32, int8_dot=DotProduct.DSP, c_compiler=_ARM_CC,
+           c_flags=("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")),
     Target("cortex-m7", "thumbv7em-none-eabihf", "cortex-m7", "+fp-armv8d16sp,-fp64", "hard", 0,
-           True, registers=32, int8_dot=DotProduct.DSP),
+           True, registers=32, int8_dot=DotProduct.DSP, c_compiler=_ARM_CC,
+           c_flags=("-mcpu=cortex-m7", *_FPV5)),
     Target("cortex-m33", "thumbv8m.main-none-eabihf", "cortex-m33", "+fp-armv8d16sp,-fp64",
-           "hard", 0, True, registers=32, int8_dot=DotProduct.DSP),
+           "hard", 0, True, registers=32, int8_dot=DotProduct.DSP, c_compiler=_ARM_CC,
+           c_flags=("-mcpu=cortex-m33", *_FPV5)),
     Target("cortex-m55", "thumbv8.1m.main-none-eabihf", "cortex-m55", "+mve.fp", "hard", 128,
-           True, registers=8, int8_dot=DotProduct.MVE),
+           True, registers=8, int8_dot=DotProduct.MVE, c_compiler=_ARM_CC,
+           c_flags=("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-mfpu=auto")),
     Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128,
-           registers=32),
-    Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True),
+           registers=32, c_compiler="aarch64-linux-gnu-gcc"),
+    Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True,
+           c_compiler="riscv32-unknown-elf-gcc", c_flags=("-march=rv32imf", "-mabi=ilp32")),
 )
 
 _KIB, _MIB = 1024, 1024 * 1024

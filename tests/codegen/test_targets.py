@@ -107,3 +107,18 @@ def test_x86_levels_run_only_where_the_cpu_has_their_features(monkeypatch, tmp_p
     x = prepared.inputs[0]
     out = runner.run({x.name: np.zeros(x.type.shape, np.float32)})
     assert all(np.isfinite(v).all() for v in out.values())
+
+
+def test_every_microcontroller_says_how_a_c_program_is_built_around_its_objects():
+    """The export's build line comes from the target's row, not from a table of its own."""
+    from app.export import build_command
+
+    for name in target_names():
+        target = get_target(name)
+        if not target.mcu:
+            continue
+        command = build_command(target, "net", "bundle")
+        assert command.startswith(f"{target.c_compiler} {' '.join(target.c_flags)} "), name
+        if target.triple.startswith("thumb"):
+            assert target.c_flags[0] == f"-mcpu={target.cpu}", name
+            assert ("-mfloat-abi=soft" in target.c_flags) == (target.float_abi == "soft"), name
