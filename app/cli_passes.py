@@ -134,14 +134,15 @@ def cmd_passes(args) -> int:
 def _print_lowering(records) -> None:
     """The lowering passes as a table (arena and steps before and after), then where each ran."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
     counted = any(r.instructions_after is not None for r in records)
-    table = Table("#", "lowering pass", "arena B", "saved B", "steps",
-                  *(["instructions"] if counted else []), "")
+    table = Table("#", Column("lowering pass", no_wrap=True), Column("arena B", no_wrap=True),
+                  Column("saved B", no_wrap=True), Column("steps", no_wrap=True),
+                  *([Column("instructions", no_wrap=True)] if counted else []), "")
     for index, r in enumerate(records, 1):
-        row = [str(index), r.name, f"{r.before.arena.size} -> {r.after.arena.size}",
-               f"{r.saved:+d}" if r.applied else "-",
+        row = [str(index), r.name, f"{r.before.arena.size:,} -> {r.after.arena.size:,}",
+               f"{r.saved:,}" if r.applied else "-",
                f"{r.before.lowir.steps} -> {r.after.lowir.steps}"]
         if counted:
             row.append(f"{r.instructions_before:,} -> {r.instructions_after:,}"
