@@ -91,8 +91,14 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
+# Two workers; each takes the queued tests of the other when it runs out (worksteal), so the
+# long tests, which tests/conftest.py starts first, never leave one core idle at the end.
+# Bytecode is kept (in the venv, not beside the sources) even where the environment says not
+# to: otherwise both workers compile every module and rewrite every test's asserts again, and
+# so does every Python process the tests start.
 test: setup lint
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --durations=10
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache \
+	  QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist worksteal --durations=10
 
 bench: setup
 	@status=0; \

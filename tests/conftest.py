@@ -60,6 +60,18 @@ def models_dir() -> Path:
     return shared_models()
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """Run the modules that hold long tests (marked `slow`) first, each module kept whole.
+
+    pytest-xdist hands tests out in this order: a long test that starts last keeps one worker
+    busy while the other has nothing left, and `make test` (`--dist worksteal`) lets the idle
+    worker take the short tests queued behind the long ones. Modules stay contiguous so their
+    module-scoped fixtures (the standalone package build, the fuzz oracle) are made once.
+    """
+    first = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in first)  # stable: the rest keeps its order
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Say which levels' kernels ran here, and name the tests only compiled for want of features.
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ctypes
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from llvmlite import ir
 
-from compiler.codegen.llvm import optimize, target_machine
+from compiler.codegen.inprocess import LoadedObject
+from compiler.codegen.llvm import emit_object
 from compiler.codegen.mathfn import math_call
 from compiler.codegen.targets import get_target
 
@@ -47,16 +47,20 @@ def _kernel(module: ir.Module, name: str, lanes: int) -> None:
 
 @pytest.fixture(scope="module")
 def engine():
+    """The kernels compiled for this host and linked into this process as Kiln links a network.
+
+    Not with MCJIT: its loader places sections apart, which aborts the process once its memory
+    is spread out (compiler/codegen/inprocess.py), as in a test worker that ran big networks.
+    """
     target = get_target("host")
     module = ir.Module("mathfn")
     module.triple = target.triple
+    kernels = []
     for name in ARITY:
         for lanes in (1, LANES):
             _kernel(module, name, lanes)
-    ref = optimize(str(module), target)
-    jit = llvm.create_mcjit_compiler(ref, target_machine(target))
-    jit.finalize_object()
-    return jit
+            kernels.append(f"{name}_{lanes}")
+    return LoadedObject(emit_object(str(module), target), "mathfn.o", kernels)
 
 
 def _run(engine, name: str, lanes: int, *arrays: np.ndarray) -> np.ndarray:
@@ -64,7 +68,7 @@ def _run(engine, name: str, lanes: int, *arrays: np.ndarray) -> np.ndarray:
     out = np.empty_like(arrays[0])
     assert len(out) % LANES == 0
     ctype = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(arrays) + 1), ctypes.c_int)
-    fn = ctype(engine.get_function_address(f"{name}_{lanes}"))
+    fn = ctype(engine.address(f"{name}_{lanes}"))
     fn(*[a.ctypes.data for a in arrays], out.ctypes.data, len(out) // lanes)
     return out
 

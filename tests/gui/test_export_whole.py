@@ -247,6 +247,7 @@ def test_opening_another_model_cancels_the_export_and_says_so(qtbot, tmp_path, m
 
 # -- `make run` ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_offscreen_main_flow_runs_twice_over_its_built_bundle(tmp_path):
     """`make run` on a machine without a display, twice, with the bundle built in between."""
     env = {k: v for k, v in os.environ.items()

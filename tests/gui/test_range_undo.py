@@ -124,6 +124,7 @@ def _type(qtbot, quant, tensor: str, box: str, text: str) -> None:
     _edit(qtbot, quant, typing)
 
 
+@pytest.mark.slow
 def test_seven_edits_undo_and_redo_one_at_a_time(qtbot):
     window, quant = _calibrated(qtbot)
     panel, stack = quant.panel, window.document.undo_stack

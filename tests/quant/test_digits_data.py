@@ -6,8 +6,6 @@ import subprocess
 import sys
 
 import numpy as np
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from compiler.quant.calibration_data import (
     DIGITS_FILE,
@@ -18,6 +16,11 @@ from tests.conftest import SAMPLE_MODEL
 
 
 def test_stored_digits_are_scikit_learns():
+    # Imported here, not at collection: scikit-learn takes seconds to import, and every test
+    # worker collects this module while only one runs the test.
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
     digits = load_digits()
     x_train, x_test, y_train, y_test = train_test_split(
         digits.images / 16.0, digits.target, test_size=DIGITS_TEST_SIZE,

@@ -142,6 +142,7 @@ def test_kiln_quantize_refuses_what_it_cannot_do(digits, tmp_path, capsys):
     assert "measured on another graph" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_report_measures_the_loss_per_tensor_and_at_the_output(digits, tmp_path, capsys):
     graph, profile, _ = digits
     profile.save(tmp_path / "p.json")

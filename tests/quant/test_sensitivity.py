@@ -40,6 +40,7 @@ def test_each_layer_left_float_gives_the_output_error_of_that_model(digits):
     assert ranking[0].gain > 0
 
 
+@pytest.mark.slow
 def test_the_report_names_the_layer_that_hurts_most(digits, tmp_path, capsys):
     graph, profile, test = digits
     path = tmp_path / "p.json"
