@@ -79,6 +79,11 @@ class MemoryTimeline(QWidget):
         self.colors: dict[str, QColor] = {}
         self.message = "No model."
         self._selected: str | None = None
+        # Both scales are read for every rectangle and curve point: kept per plan, since
+        # computing them per call made a paint of DenseNet-121's plan quadratic.
+        self._step_count = 0
+        self._top = 1
+        self._by_name: dict[str, Bar] = {}
 
     def sizeHint(self) -> QSize:  # noqa: D102 (Qt override)
         return QSize(900, 300)
@@ -95,6 +100,7 @@ class MemoryTimeline(QWidget):
         self.message = "" if bars else "The arena is empty: no activation buffers."
         if self._selected not in {b.name for b in self.bars}:
             self._selected = None
+        self._rescale()
         self.update()
 
     def clear(self, message: str) -> None:
@@ -103,11 +109,19 @@ class MemoryTimeline(QWidget):
         self.lower_bound = self.arena = 0
         self.message = message
         self._selected = None
+        self._rescale()
         self.update()
+
+    def _rescale(self) -> None:
+        self._by_name = {b.name: b for b in self.bars}
+        self._step_count = max(len(self.live), max((b.last + 1 for b in self.bars), default=0))
+        highest = max([self.arena, max(self.live, default=0)]
+                      + [b.offset + b.height for b in self.bars])
+        self._top = max(int(highest * 1.08), 1)
 
     def steps(self) -> int:
         """Schedule steps shown."""
-        return max(len(self.live), max((b.last + 1 for b in self.bars), default=0))
+        return self._step_count
 
     def peak_step(self) -> int | None:
         """The first step with the most live bytes."""
@@ -115,7 +129,7 @@ class MemoryTimeline(QWidget):
 
     def bar(self, name: str) -> Bar | None:
         """The shown buffer named `name`."""
-        return next((b for b in self.bars if b.name == name), None)
+        return self._by_name.get(name)
 
     # -- selection ----------------------------------------------------------------------------
 
@@ -136,9 +150,7 @@ class MemoryTimeline(QWidget):
                       max(self.height() - TOP - BOTTOM, 10))
 
     def _top_bytes(self) -> int:
-        highest = max([self.arena, max(self.live, default=0)]
-                      + [b.offset + b.height for b in self.bars])
-        return max(int(highest * 1.08), 1)
+        return self._top
 
     def _x(self, step: float) -> float:
         r = self.plot_rect()

@@ -16,21 +16,17 @@ tensors always stay runtime inputs.
 from __future__ import annotations
 
 import re
-import warnings
 
 import onnx
 import pytest
 from onnx import numpy_helper
 from onnx.backend.test.runner import Runner, _normalize_tensor
 
+from tests.conformance.cases import node_cases
 from tests.conformance.exclusions import EXCLUDED
 from tests.conformance.kiln_backend import KilnBackend, claims
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # the case generators warn about their own overflows
-    from onnx.backend.test.loader import load_model_tests
-
-    CASES = {c.name: c for c in load_model_tests(kind="node") if c.model is not None}
+CASES = {c.name: c for c in node_cases()}
 
 
 def excluded_reason(name: str) -> str | None:
