@@ -56,23 +56,29 @@ class Histogram:
         self.counts += np.bincount(index, minlength=bins)
 
     def grow(self, low: float, high: float) -> None:
-        """Widen the range to [low, high], moving each old bin's count as Glow does."""
+        """Widen the range to [low, high], moving each old bin's count as Glow does.
+
+        All bins at once, in float64 as Glow's loop computes each one (a profile's thousands
+        of bins made a Python loop most of a calibration's time).
+        """
         bins = len(self.counts)
         old_width = (self.high - self.low) / bins
         new_width = (high - low) / bins
+        counts = self.counts.astype(np.int64)
+        start = self.low + np.arange(bins, dtype=np.float64) * old_width
+        if new_width:
+            dest = np.minimum(np.trunc((start - low) / new_width), bins - 1).astype(np.int64)
+        else:
+            dest = np.zeros(bins, np.int64)
+        dest_end = low + (dest + 1) * new_width
+        if old_width:
+            kept = np.rint(counts * (dest_end - start) / old_width).astype(np.int64)
+        else:
+            kept = counts.copy()
+        kept = np.clip(kept, 0, counts)
         grown = np.zeros(bins, np.int64)
-        for i, count in enumerate(self.counts):
-            if not count:
-                continue
-            start = self.low + i * old_width
-            dest = min(int((start - low) / new_width), bins - 1) if new_width else 0
-            dest_end = low + (dest + 1) * new_width
-            kept = (int(round(count * (dest_end - start) / old_width)) if old_width
-                    else int(count))
-            kept = max(0, min(int(count), kept))
-            grown[dest] += kept
-            if count - kept:
-                grown[min(dest + 1, bins - 1)] += count - kept
+        np.add.at(grown, dest, kept)
+        np.add.at(grown, np.minimum(dest + 1, bins - 1), counts - kept)
         self.low, self.high, self.counts = low, high, grown
 
     def to_json(self) -> dict:

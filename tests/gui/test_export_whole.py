@@ -27,6 +27,7 @@ from compiler.frontends.onnx import load_onnx
 from compiler.quant.calibration_data import Normalization
 from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
 from tests.gui.helpers import make_window, open_and_wait
+from tests.gui.test_screenshot import _check as check_pictures
 
 TIMEOUT = 120000
 M7_FILES = ["net.h", "net.o", "net.report.json"]
@@ -249,17 +250,28 @@ def test_opening_another_model_cancels_the_export_and_says_so(qtbot, tmp_path, m
 
 @pytest.mark.slow
 def test_the_offscreen_main_flow_runs_twice_over_its_built_bundle(tmp_path):
-    """`make run` on a machine without a display, twice, with the bundle built in between."""
+    """`make run` on a machine without a display, twice, with the bundle built in between:
+    first with no platform named, then with the offscreen one named. Each run says that it
+    runs offscreen and where it wrote its pictures, only what it wrote, and ends with a host
+    bundle the user can build and run."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     code = "import sys; from app.gui import run_gui; sys.exit(run_gui([]))"
     bundle = tmp_path / "out" / "bundle"
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+    for platform in (None, "offscreen"):
+        run_env = env if platform is None else {**env, "QT_QPA_PLATFORM": platform}
+        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=run_env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
+        assert "This plugin does not support" not in done.stderr
+        assert "No display found" in done.stdout and "out/screenshots" in done.stdout
+        check_pictures(tmp_path / "out" / "screenshots", ["main_window"])
         assert "host bundle written to out/bundle" in done.stdout
+        assert {p.name for p in bundle.iterdir()} >= {"net.o", "net.h", "net.report.json",
+                                                      "main.c", "Makefile"}
+        report = json.loads((bundle / "net.report.json").read_text())
+        assert report["target"] == "host" and report["outputs"][0]["shape"] == [1, 10]
         assert not (bundle / "net_example").exists()  # a stale build never outlives its bundle
         require_tools("cc", "make")
         built = subprocess.run(["make", "-s", "-C", str(bundle), "run"], capture_output=True,

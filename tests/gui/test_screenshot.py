@@ -1,6 +1,6 @@
-"""`kiln --screenshot DIR` and the no-display fallback write real pictures, then exit."""
+"""`kiln --screenshot DIR` writes real pictures, then exits (the no-display fallback of `make
+run`: tests/gui/test_export_whole.py)."""
 
-import json
 import os
 import subprocess
 import sys
@@ -60,23 +60,6 @@ def test_screenshot_of_a_big_model(tmp_path):
                   {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
     assert result.returncode == 0, result.stderr
     _check(folder, PANELS)
-
-
-@pytest.mark.parametrize("platform", [None, "offscreen"])
-def test_without_a_display_it_runs_offscreen_and_says_where(tmp_path, platform):
-    result = _run([], tmp_path, {"QT_QPA_PLATFORM": platform} if platform else {},
-                  tmp_path / "config")
-    assert result.returncode == 0, result.stderr
-    assert "This plugin does not support" not in result.stderr  # only what it wrote is said
-    assert "No display found" in result.stdout and "out/screenshots" in result.stdout
-    _check(tmp_path / "out" / "screenshots", ["main_window"])
-    # The main flow ends with an export: a host bundle that the user can build and run.
-    assert "host bundle written to out/bundle" in result.stdout
-    bundle = tmp_path / "out" / "bundle"
-    assert {p.name for p in bundle.iterdir()} >= {"net.o", "net.h", "net.report.json", "main.c",
-                                                  "Makefile"}
-    report = json.loads((bundle / "net.report.json").read_text())
-    assert report["target"] == "host" and report["outputs"][0]["shape"] == [1, 10]
 
 
 def test_bad_model_exits_2_with_one_line(tmp_path):

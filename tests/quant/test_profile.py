@@ -248,3 +248,39 @@ def test_rows_of_buffers_bin_as_one_buffer_at_a_time(bins):
     buffers[4][3] = np.nan
     with pytest.raises(KilnError, match="'t4' holds NaN or infinity"):
         rows.add()
+
+
+def _grown_bin_by_bin(hist: Histogram, low: float, high: float) -> list[int]:
+    """Glow's `generateTensorHistogram` rebinning, one old bin at a time, as a reference."""
+    bins = len(hist.counts)
+    old_width, new_width = (hist.high - hist.low) / bins, (high - low) / bins
+    grown = [0] * bins
+    for i, count in enumerate(int(c) for c in hist.counts):
+        if not count:
+            continue
+        start = hist.low + i * old_width
+        dest = min(int((start - low) / new_width), bins - 1) if new_width else 0
+        dest_end = low + (dest + 1) * new_width
+        kept = int(round(count * (dest_end - start) / old_width)) if old_width else count
+        kept = max(0, min(count, kept))
+        grown[dest] += kept
+        grown[min(dest + 1, bins - 1)] += count - kept
+    return grown
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_growing_all_bins_at_once_equals_glow_bin_by_bin(seed):
+    """The vectorized rebinning moves every count where Glow's loop moves it: ranges grown on
+    one side, both sides, by a hair or a thousandfold, zero-width old ranges, many bins."""
+    rng = np.random.default_rng(seed)
+    bins = int(rng.choice([1, 2, 7, 10, 256, 2048]))
+    low = float(rng.normal() * 10.0 ** rng.integers(-3, 4))
+    high = low if seed % 9 == 0 else low + float(rng.exponential() * 10.0 ** rng.integers(-3, 4))
+    counts = rng.integers(0, 1000, bins) * (rng.random(bins) < 0.7)
+    hist = Histogram(low, high, counts.astype(np.int64))
+    grow_low = low - float(rng.exponential() * 10.0 ** rng.integers(-6, 4)) * (seed % 3 != 1)
+    grow_high = high + float(rng.exponential() * 10.0 ** rng.integers(-6, 4)) * (seed % 3 != 2)
+    want = _grown_bin_by_bin(hist, grow_low, grow_high)
+    hist.grow(grow_low, grow_high)
+    assert hist.counts.tolist() == want and hist.counts.sum() == counts.sum()
+    assert (hist.low, hist.high) == (grow_low, grow_high)
