@@ -98,9 +98,9 @@ class MemoryTimeline(QWidget):
         self.arena = arena
         self.colors = op_colors([b.op for b in bars])
         self.message = "" if bars else "The arena is empty: no activation buffers."
-        if self._selected not in {b.name for b in self.bars}:
-            self._selected = None
         self._rescale()
+        if self._selected not in self._by_name:
+            self._selected = None
         self.update()
 
     def clear(self, message: str) -> None:

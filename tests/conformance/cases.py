@@ -8,16 +8,15 @@ under that version and read back (a twentieth of a second) until onnx changes.
 
 from __future__ import annotations
 
-import os
 import pickle
 import sys
-import tempfile
 import warnings
 
 import numpy as np
 import onnx
 
 from compiler.cache import cache_dir
+from compiler.fileio import atomic_write_bytes
 
 
 def _computed() -> list:
@@ -40,10 +39,7 @@ def node_cases() -> list:
     cases = _computed()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-        with os.fdopen(fd, "wb") as out:
-            pickle.dump(cases, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temp, path)
+        atomic_write_bytes(path, pickle.dumps(cases, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         pass  # a read-only cache only costs the next collection its time
     return cases
