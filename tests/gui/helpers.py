@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import onnx
+from PySide6.QtGui import QImage
 
 from app.mainwindow import MainWindow
 from compiler.ir.dump import dump
@@ -190,3 +191,20 @@ window.show()
 loop = QEventLoop(); window.modelLoaded.connect(loop.quit)
 window.open_file(sys.argv[1]); loop.exec()
 """
+
+
+def _distinct_colours(path) -> int:
+    image = QImage(str(path))
+    step_x, step_y = max(1, image.width() // 40), max(1, image.height() // 40)
+    return len({image.pixel(x, y) for x in range(0, image.width(), step_x)
+                for y in range(0, image.height(), step_y)})
+
+
+def check_pictures(folder, names) -> None:
+    """Each named PNG in `folder` is there, of a real size, and not one flat colour."""
+    for name in names:
+        path = folder / f"{name}.png"
+        assert path.is_file(), name
+        image = QImage(str(path))
+        assert image.width() >= 100 and image.height() >= 20, name
+        assert _distinct_colours(path) >= 3, f"{name} is blank"

@@ -26,8 +26,7 @@ from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.quant.calibration_data import Normalization
 from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
-from tests.gui.helpers import make_window, open_and_wait
-from tests.gui.test_screenshot import _check as check_pictures
+from tests.gui.helpers import check_pictures, make_window, open_and_wait
 
 TIMEOUT = 120000
 M7_FILES = ["net.h", "net.o", "net.report.json"]

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from tests.conftest import ROOT
-from tests.gui.helpers import DENSENET
+from tests.gui.helpers import DENSENET, check_pictures
 
 PANELS = ["main_window", "canvas_fit", "canvas_zoomed", "properties", "properties_full",
           "minimap", "palette", "problems", "search"]
@@ -26,28 +26,12 @@ def _run(args, cwd, env_changes, config):
                           text=True, timeout=300)
 
 
-def _distinct_colours(path) -> int:
-    image = QImage(str(path))
-    step_x, step_y = max(1, image.width() // 40), max(1, image.height() // 40)
-    return len({image.pixel(x, y) for x in range(0, image.width(), step_x)
-                for y in range(0, image.height(), step_y)})
-
-
-def _check(folder, names):
-    for name in names:
-        path = folder / f"{name}.png"
-        assert path.is_file(), name
-        image = QImage(str(path))
-        assert image.width() >= 100 and image.height() >= 20, name
-        assert _distinct_colours(path) >= 3, f"{name} is blank"
-
-
 def test_screenshot_option_writes_each_panel(tmp_path):
     folder = tmp_path / "shots"
     config = tmp_path / "config"
     result = _run(["--screenshot", str(folder)], ROOT, {"QT_QPA_PLATFORM": "offscreen"}, config)
     assert result.returncode == 0, result.stderr
-    _check(folder, PANELS)
+    check_pictures(folder, PANELS)
     assert f"written to {folder}" in result.stdout
     assert QImage(str(folder / "main_window.png")).width() >= 1000
     assert not (config / "Kiln").exists()  # a scripted run leaves the user's settings alone
@@ -59,7 +43,7 @@ def test_screenshot_of_a_big_model(tmp_path):
     result = _run([str(DENSENET), "--screenshot", str(folder)], ROOT,
                   {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
     assert result.returncode == 0, result.stderr
-    _check(folder, PANELS)
+    check_pictures(folder, PANELS)
 
 
 def test_bad_model_exits_2_with_one_line(tmp_path):
