@@ -8,7 +8,11 @@ from compiler.ops import (  # noqa: F401
     convert,
     elementwise,
     gather,
+    index,
     kiln,
+    layernorm,
+    logic,
+    math,
     matmul,
     norm,
     pool,
@@ -19,6 +23,7 @@ from compiler.ops import (  # noqa: F401
     reduce,
     resize,
     shape,
+    tensor,
 )
 from compiler.ops.registry import REQUIRED, Attr, OpDef, all_ops, get, lookup, register
 

@@ -242,3 +242,19 @@ register(OpDef("Softmax", "activation", _infer_softmax, _softmax, attrs=_SOFTMAX
 register(OpDef("LogSoftmax", "activation", _infer_softmax, _log_softmax, attrs=_SOFTMAX_ATTRS,
                from_onnx=_softmax_from_onnx, to_onnx=_softmax_to_onnx("LogSoftmax"),
                doc="x - log(sum(e^x)) over an axis"))
+
+
+@quiet
+def _hardmax(node, x):
+    # 1 at the first maximum along the axes (flattened together when coerced), 0 elsewhere.
+    axes = _softmax_axes(node, x.shape)
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    hot = np.zeros_like(flat)
+    np.put_along_axis(hot, np.argmax(flat, axis=-1)[..., None], 1, axis=-1)
+    return np.moveaxis(hot.reshape(moved.shape), range(x.ndim - len(axes), x.ndim), axes)
+
+
+register(OpDef("Hardmax", "activation", _infer_softmax, _hardmax, attrs=_SOFTMAX_ATTRS,
+               from_onnx=_softmax_from_onnx, to_onnx=_softmax_to_onnx("Hardmax"),
+               doc="1 at the first maximum over an axis, 0 elsewhere"))

@@ -1,4 +1,4 @@
-"""Element type conversion: Cast."""
+"""Element type conversion: Cast, and CastLike (to the type of another tensor)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,22 @@ register(OpDef(
         "round_mode": Attr("string", "up", "float8e8m0 targets only: must keep its default"),
     },
     doc="convert to another element type (C semantics: truncation toward zero, wrapping)"))
+
+
+def _infer_cast_like(node, ins, values):
+    if node.attrs["saturate"] != 1:
+        fail(f"CastLike saturate={node.attrs['saturate']} only applies to float8 targets, which "
+             "Kiln does not support")
+    return [TensorType(ins[0].shape, ins[1].dtype)]
+
+
+def _cast_like(node, x, like):
+    with np.errstate(all="ignore"):
+        return np.asarray(x).astype(like.dtype)
+
+
+register(OpDef(
+    "CastLike", "misc", _infer_cast_like, _cast_like, inputs=(2, 2), since=15,
+    attrs={"saturate": Attr("int", 1, "float8 targets only: must keep its default"),
+           "round_mode": Attr("string", "up", "float8e8m0 targets only: must keep its default")},
+    doc="convert to the element type of the second input"))

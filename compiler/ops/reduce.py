@@ -1,4 +1,6 @@
-"""Reduce operators: ReduceMean, ReduceMax and ReduceSum over compile-time axes."""
+"""Reduce operators (ReduceMean, ReduceMax, ReduceSum, ReduceMin, ReduceProd, the norms and the
+log-sums) over compile-time axes.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _infer(node, ins, values):
     t = ins[0]
     axes = _axes(node, t.rank, optional_ints(values, ins, 1, f"{node.op}'s axes"))
     shape = _out_shape(node, t.shape, axes)
-    if node.op == "ReduceMax":
+    if node.op in ("ReduceMax", "ReduceMin"):
         return [t.with_shape(shape)]
     return [TensorType(shape, t.dtype)]
 
@@ -70,6 +72,49 @@ def _max(x, axes, keepdims):
     return np.max(x, axis=axes, keepdims=keepdims, initial=_lowest(x.dtype))
 
 
+def _highest(dtype: np.dtype):
+    if dtype.kind == "f":
+        return np.inf
+    if dtype.kind == "b":
+        return True
+    return np.iinfo(dtype).max
+
+
+def _min(x, axes, keepdims):
+    # An empty reduction gives the highest value of the type (inf for floats).
+    return np.min(x, axis=axes, keepdims=keepdims, initial=_highest(x.dtype))
+
+
+def _wide(fn):
+    """`fn` computed in the accumulator type, returned in the input's."""
+    def reduce(x, axes, keepdims):
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(x.astype(_accumulator(x.dtype)), axes, keepdims)).astype(x.dtype)
+    return reduce
+
+
+def _log_sum_exp(x, axes, keepdims):
+    top = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
+    top = np.where(np.isfinite(top), top, 0)
+    total = np.log(np.sum(np.exp(x - top), axis=axes, keepdims=True)) + top
+    return total if keepdims else np.squeeze(total, axis=axes)
+
+
+_MORE = (
+    ("ReduceMin", _min, "Minimum over axes"),
+    ("ReduceProd", _wide(lambda x, a, k: np.prod(x, axis=a, keepdims=k)), "Product over axes"),
+    ("ReduceL1", _wide(lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k)),
+     "Sum of absolute values over axes"),
+    ("ReduceL2", _wide(lambda x, a, k: np.sqrt(np.sum(x * x, axis=a, keepdims=k))),
+     "Euclidean norm over axes"),
+    ("ReduceSumSquare", _wide(lambda x, a, k: np.sum(x * x, axis=a, keepdims=k)),
+     "Sum of squares over axes"),
+    ("ReduceLogSum", _wide(lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k))),
+     "Logarithm of the sum over axes"),
+    ("ReduceLogSumExp", _wide(_log_sum_exp), "Logarithm of the sum of exponentials over axes"),
+)
+
+
 def _reference(fn):
     def reference(node, x, axes=None):
         axes = _axes(node, x.ndim, None if axes is None else [int(a) for a in axes.reshape(-1)])
@@ -96,7 +141,8 @@ def _hooks(op: str, since: int):
 for _op, _fn, _since, _doc in (
         ("ReduceMean", _mean, 18, "Mean over axes"),
         ("ReduceMax", _max, 18, "Maximum over axes"),
-        ("ReduceSum", _sum, 13, "Sum over axes")):
+        ("ReduceSum", _sum, 13, "Sum over axes"),
+        *((_op, _fn, 18, _doc) for _op, _fn, _doc in _MORE)):
     _from, _to = _hooks(_op, _since)
     register(OpDef(_op, "reduce", _infer, _reference(_fn), attrs=dict(_ATTRS), inputs=(1, 2),
                    from_onnx=_from, to_onnx=_to, doc=f"{_doc} (all axes when omitted)"))

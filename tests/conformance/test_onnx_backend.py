@@ -48,6 +48,8 @@ def bind_parameters(model: onnx.ModelProto, inputs: list) -> tuple[onnx.ModelPro
     """Move small (parameter-like) graph inputs into initializers with the case's values."""
     bound = onnx.ModelProto()
     bound.CopyFrom(model)
+    # Before IR version 4 an initializer had to be a graph input too: bound, it is not one.
+    bound.ir_version = max(bound.ir_version, 4)
     del bound.graph.input[:]
     remaining = []
     for info, array in zip(model.graph.input, inputs):
