@@ -1,6 +1,4 @@
-"""Operators about positions: ArgMax/ArgMin, TopK, cumulative sums and products, Trilu,
-GatherElements/GatherND, the Scatter family and OneHot.
-"""
+"""Operators about positions: arg-extremes, TopK, running sums, gathers, scatters, OneHot."""
 
 from __future__ import annotations
 

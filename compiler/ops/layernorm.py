@@ -1,5 +1,4 @@
-"""Normalizations by statistics of the input itself: LayerNormalization, RMSNormalization,
-GroupNormalization, InstanceNormalization, MeanVarianceNormalization and LpNormalization.
+"""Normalizations by statistics of the input itself (layer, RMS, group, instance, Lp, MVN).
 
 Statistics are computed in float64 and the result cast back, so float32 results sit within a
 few ulps of onnxruntime's (which stashes float32 statistics).

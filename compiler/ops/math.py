@@ -1,6 +1,4 @@
-"""Unary maths beyond the basics: trigonometry, rounding, tests for NaN and infinity, and the
-smooth activations (Elu, Selu, Celu, Softplus, Gelu, Mish, ...).
-"""
+"""Unary maths: trigonometry, rounding, NaN and infinity tests, and the smooth activations."""
 
 from __future__ import annotations
 

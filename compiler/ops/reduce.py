@@ -1,6 +1,4 @@
-"""Reduce operators (ReduceMean, ReduceMax, ReduceSum, ReduceMin, ReduceProd, the norms and the
-log-sums) over compile-time axes.
-"""
+"""Reduce operators (sums, means, extremes, products, norms, log-sums) over compile-time axes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Operators that build or rearrange whole tensors: Expand, Tile, DepthToSpace, SpaceToDepth,
-ReverseSequence, EyeLike, Size and Range. Shapes they take as inputs must be known when the
+"""Operators that build or rearrange whole tensors: Expand, Tile, blocks, Range and friends.
+
+Shapes they take as inputs must be known when the
 model loads, since Kiln compiles static shapes.
 """
 
