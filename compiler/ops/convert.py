@@ -67,3 +67,17 @@ register(OpDef(
     attrs={"saturate": Attr("int", 1, "float8 targets only: must keep its default"),
            "round_mode": Attr("string", "up", "float8e8m0 targets only: must keep its default")},
     doc="convert to the element type of the second input"))
+
+
+def _infer_bit_cast(node, ins, values):
+    target = _target(node)
+    if np.dtype(target).itemsize != np.dtype(ins[0].dtype).itemsize:
+        fail(f"BitCast from {ins[0].dtype} to {target} changes the width of an element")
+    return [TensorType(ins[0].shape, target)]
+
+
+register(OpDef(
+    "BitCast", "misc", _infer_bit_cast,
+    lambda node, x: np.array(x).view(_target(node)), since=26,
+    attrs={"to": Attr("int", doc="ONNX element type (TensorProto enum) of the output")},
+    doc="the same bits read as another element type of the same width"))

@@ -311,3 +311,40 @@ def _one_hot(node, indices, depth, pair):
 register(OpDef("OneHot", "shape", _infer_one_hot, _one_hot, inputs=(3, 3), since=9,
                attrs={"axis": Attr("int", -1, "where the new axis goes")},
                doc="on where the position equals the index, off elsewhere"))
+
+
+# -- TensorScatter -------------------------------------------------------------------------------
+
+def _infer_tensor_scatter(node, ins, values):
+    cache, update = ins[:2]
+    axis = normalize_axis(node.attrs["axis"], cache.rank)
+    if node.attrs["mode"] not in ("linear", "circular"):
+        fail(f"TensorScatter's mode must be linear or circular, not {node.attrs['mode']!r}")
+    if axis == 0 or update.rank != cache.rank or any(
+            a != b for i, (a, b) in enumerate(zip(cache.shape, update.shape)) if i != axis) \
+            or update.shape[axis] > cache.shape[axis]:
+        fail(f"TensorScatter cannot write an update {list(update.shape)} into a cache "
+             f"{list(cache.shape)} along axis {node.attrs['axis']}")
+    return [TensorType(cache.shape, cache.dtype)]
+
+
+def _tensor_scatter(node, cache, update, write=None):
+    axis = normalize_axis(node.attrs["axis"], cache.ndim)
+    size, steps = cache.shape[axis], update.shape[axis]
+    write = np.zeros(cache.shape[0], np.int64) if write is None else write.astype(np.int64)
+    out = cache.copy()
+    for b in range(cache.shape[0]):
+        where = write[b] + np.arange(steps)
+        if node.attrs["mode"] == "circular":
+            where = where % size
+        elif where.size and (where[0] < 0 or where[-1] >= size):
+            raise ModelError(f"TensorScatter writes past the cache's {size} positions")
+        target = np.moveaxis(out[b], axis - 1, 0)
+        target[where] = np.moveaxis(update[b], axis - 1, 0)
+    return out
+
+
+register(OpDef("TensorScatter", "shape", _infer_tensor_scatter, _tensor_scatter, inputs=(2, 3),
+               since=24, attrs={"axis": Attr("int", -2, "the sequence axis (not the batch)"),
+                                "mode": Attr("string", "linear", "linear or circular writes")},
+               doc="a cache with each batch item's update written at its index"))

@@ -123,3 +123,16 @@ def _matmul_macs(node) -> int:
 
 register(OpDef("MatMul", "matmul", _infer_matmul, _matmul, inputs=(2, 2), macs=_matmul_macs,
                doc="matrix product with numpy.matmul semantics (1-D promotion, batch broadcast)"))
+
+
+def _infer_det(node, ins, values):
+    t = ins[0]
+    require_dtype(node, t, FLOATS)
+    if t.rank < 2 or t.shape[-1] != t.shape[-2]:
+        fail(f"Det needs square matrices in the last two axes, got {list(t.shape)}")
+    return [TensorType(t.shape[:-2], t.dtype)]
+
+
+register(OpDef("Det", "matmul", _infer_det,
+               lambda node, x: np.asarray(np.linalg.det(x.astype(np.float64))).astype(x.dtype),
+               since=11, doc="determinant of each square matrix in the last two axes"))

@@ -1,4 +1,4 @@
-"""Pooling: MaxPool (with its optional Indices), AveragePool, GlobalAveragePool, GlobalMaxPool."""
+"""Pooling: MaxPool (with its optional Indices), AveragePool, LpPool and their global forms."""
 
 from __future__ import annotations
 
@@ -157,6 +157,45 @@ register(OpDef("AveragePool", "pool", _avg_infer, _average_pool,
                attrs={**POOL_ATTRS,
                       "count_include_pad": Attr("int", 0, "1: pads count in the divisor")},
                spatial=True, doc="mean over sliding windows"))
+
+
+# -- LpPool -------------------------------------------------------------------------------------
+
+def _lp_infer(node, ins, values):
+    if not is_float(ins[0].dtype):
+        fail(f"{node.op} takes float inputs, got {ins[0].dtype}")
+    if node.attrs["p"] < 1:
+        fail(f"{node.op}'s p must be 1 or more, got {node.attrs['p']}")
+    if node.op == "GlobalLpPool":
+        return _global_infer(node, ins, values)
+    return [_pool_infer(node, ins, values)]
+
+
+def _lp_pool(node, x):
+    layout = layout_of(node)
+    x = to_nchw(x, layout)
+    win = pool_window(node, x.shape)
+    p = node.attrs["p"]
+    powers = np.abs(x.astype(np.float64)) ** p
+    total = np.zeros((*x.shape[:2], *win.out))
+    for _, view in taps(padded_input(powers, win, 0), win):  # pads hold 0: they add nothing
+        total += view
+    return from_nchw((total ** (1 / p)).astype(x.dtype), layout)
+
+
+def _global_lp(node, x):
+    layout = layout_of(node)
+    x = to_nchw(x, layout)
+    p = node.attrs["p"]
+    total = np.sum(np.abs(x.astype(np.float64)) ** p, axis=tuple(range(2, x.ndim)), keepdims=True)
+    return from_nchw((total ** (1 / p)).astype(x.dtype), layout)
+
+
+_P = {"p": Attr("int", 2, "the norm's exponent")}
+register(OpDef("LpPool", "pool", _lp_infer, _lp_pool, attrs={**POOL_ATTRS, **_P}, spatial=True,
+               since=11, doc="p-norm over sliding windows"))
+register(OpDef("GlobalLpPool", "pool", _lp_infer, _global_lp, attrs=dict(_P), spatial=True,
+               since=2, doc="p-norm over all spatial positions"))
 
 
 # -- global pooling -----------------------------------------------------------------------------

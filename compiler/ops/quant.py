@@ -209,3 +209,29 @@ register(OpDef(
         "output_dtype": Attr("int", 0, "ONNX float type of the output (0: the scale's)"),
     },
     doc="(x - zero_point) * scale, from an 8-bit or int32 integer to float"))
+
+
+# -- DynamicQuantizeLinear ----------------------------------------------------------------------
+
+def _infer_dynamic_quantize(node, ins, values):
+    require_dtype(node, ins[0], ("float32",))
+    return [TensorType(ins[0].shape, "uint8"), TensorType((), "float32"),
+            TensorType((), "uint8")]
+
+
+def _dynamic_quantize(node, x):
+    # The range always holds 0 so that 0 is exact; scale and zero point come from it.
+    low = min(float(np.min(x, initial=0.0)), 0.0)
+    high = max(float(np.max(x, initial=0.0)), 0.0)
+    scale = np.float32((high - low) / 255)
+    if scale == 0:
+        return np.zeros(x.shape, np.uint8), scale, np.uint8(0)
+    zero_point = np.uint8(np.clip(np.rint(-low / scale), 0, 255))
+    with np.errstate(all="ignore"):
+        q = np.rint(x / scale) + zero_point
+    return np.clip(q, 0, 255).astype(np.uint8), np.asarray(scale), np.asarray(zero_point)
+
+
+register(OpDef("DynamicQuantizeLinear", "quant", _infer_dynamic_quantize, _dynamic_quantize,
+               outputs=(3, 3), since=11,
+               doc="uint8 quantization with a scale and zero point taken from the data's range"))
