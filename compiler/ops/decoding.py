@@ -1,5 +1,4 @@
-"""Operators of autoregressive sequence models: RotaryEmbedding, CausalConvWithState and
-LinearAttention (ONNX opsets 23 and 27).
+"""Operators of autoregressive sequence models: rotary embedding, causal conv, linear attention.
 
 The stateful ones take the state of the previous step as an input and give the next one as an
 output, so a compiled model keeps it wherever its caller wants (in a streaming bundle, the

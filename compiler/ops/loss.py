@@ -1,8 +1,7 @@
-"""Loss functions models export for evaluation: NegativeLogLikelihoodLoss and
-SoftmaxCrossEntropyLoss (class axis 1, optional class weights and an ignored label).
+"""Loss functions models export for evaluation: negative log-likelihood and softmax cross-entropy.
 
-The mean divides by the summed weights of the counted targets (their number without weights),
-as ONNX defines it.
+The class axis is 1; class weights and an ignored label are optional. The mean divides by the
+summed weights of the counted targets (their number without weights), as ONNX defines it.
 """
 
 from __future__ import annotations
