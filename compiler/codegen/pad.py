@@ -62,7 +62,7 @@ def emit_pad(k: Kernel) -> None:
                 (lo + b) * s for (lo, _), (b, _), s in zip(kept, widths, y_strides)))
             k.store(k.load(k.args[0], src), k.outs[0], dst)
         return
-    if mode not in ("edge", "reflect", "wrap"):
+    if mode not in ("edge", "reflect", "wrap", "symmetric"):
         raise KilnError(f"cannot generate Pad {node.name}: mode {mode!r}")
     tables = []
     for axis, ((b, e), d) in enumerate(zip(widths, shape)):

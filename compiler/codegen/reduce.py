@@ -1,4 +1,4 @@
-"""ReduceSum, ReduceMean, ReduceMax and ReduceMin over constant axes."""
+"""ReduceSum, ReduceMean, ReduceMax and ReduceMin over constant axes (extremes of 8-bit too)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,22 @@ _REDUCERS = {
     "ReduceMax": (float("-inf"), max_of),
     "ReduceMin": (float("inf"), min_of),
 }
+
+
+# 8-bit extremes compare stored integers (the input's quantization is the output's).
+_INTEGER_EXTREMES = {"ReduceMax": (">", lambda info: info.min),
+                     "ReduceMin": ("<", lambda info: info.max)}
+
+
+def _integer_reducer(node) -> tuple[int, object]:
+    """(start value, combine) of an integer ReduceMax or ReduceMin."""
+    dtype = np.dtype(node.output.type.dtype)
+    if node.op not in _INTEGER_EXTREMES or dtype.kind not in "iu":
+        raise KilnError(f"cannot generate {node.op} {node.name} for {dtype.name}")
+    sign, start = _INTEGER_EXTREMES[node.op]
+    compare = (lambda k, a, b: k.b.icmp_signed(sign, a, b)) if dtype.kind == "i" else (
+        lambda k, a, b: k.b.icmp_unsigned(sign, a, b))
+    return start(np.iinfo(dtype)), lambda k, a, x: k.b.select(compare(k, x, a), x, a)
 
 
 def reduced_axes(k: Kernel) -> tuple[int, ...]:
@@ -46,7 +62,10 @@ def emit_reduce(k: Kernel) -> None:
     shape = node.inputs[0].type.shape
     axes = reduced_axes(k)
     ty = llvm_type(node.output.type.dtype)
-    start, combine = _REDUCERS[node.op]
+    if node.output.type.dtype == "float32":
+        start, combine = _REDUCERS[node.op]
+    else:
+        start, combine = _integer_reducer(node)
     kept = [1 if a in axes else d for a, d in enumerate(shape)]
     total = int(np.prod(kept, dtype=np.int64))
     if total == 0:

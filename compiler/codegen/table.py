@@ -119,6 +119,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{(op, "float32"): (emit_copy, _data_only) for op in (*VIEW_OPS, "Identity")},
     **{(op, "float32"): (emit_reduce, _data_only)
        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")},
+    **{(op, dtype): (emit_reduce, _data_only)
+       for op in ("ReduceMax", "ReduceMin") for dtype in ("int8", "uint8")},
     **{(op, "float32"): (emit_elementwise, _constants) for op in SCALAR_OPS},
     **{(op, dtype): (emit_qgemm, qgemm_weights)
        for op in ("QGemm", "QLinearMatMul") for dtype in ("int8", "uint8")},

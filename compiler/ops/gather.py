@@ -167,7 +167,9 @@ register(OpDef("Slice", "shape", _slice_infer, _slice, inputs=(3, 5),
 
 # -- Pad (pads and value: attributes before opset 11; axes input since 18) ------------------------
 
-_PAD_MODES = ("constant", "reflect", "edge", "wrap")  # numpy's np.pad names them alike
+# numpy's np.pad names them alike; symmetric (the edge mirrored too) is TFLite's MIRROR_PAD
+# SYMMETRIC, which ONNX cannot express.
+_PAD_MODES = ("constant", "reflect", "edge", "wrap", "symmetric")
 
 
 def _pad_from_onnx(ctx, attrs, names, opset):
@@ -179,6 +181,8 @@ def _pad_from_onnx(ctx, attrs, names, opset):
 
 
 def _pad_to_onnx(ctx, attrs, names, opset):
+    if attrs["mode"] == "symmetric":
+        raise ModelError("Pad mode 'symmetric' (TFLite's MIRROR_PAD SYMMETRIC) has no ONNX form")
     if opset < 19 and attrs["mode"] == "wrap":
         raise ModelError(f"Pad cannot be saved at opset {opset} because mode 'wrap' needs 19")
     if opset < 18 and len(names) > 3 and names[3]:
@@ -212,6 +216,8 @@ def _pad_shape(node, shape: tuple[int, ...], full: list[tuple[int, int]]) -> tup
     for d, (b, e) in zip(shape, full):
         if mode == "reflect" and max(b, e) > d - 1 and max(b, e) > 0:
             fail(f"reflect padding of {max(b, e)} needs an axis longer than {d}")
+        if mode == "symmetric" and max(b, e) > d:
+            fail(f"symmetric padding of {max(b, e)} needs an axis of at least {max(b, e)}")
         if mode in ("edge", "wrap") and max(b, e) > 0 and d == 0:
             fail(f"{mode} padding cannot extend an empty axis")
     return out
@@ -241,7 +247,8 @@ def _pad(node, x, pads, constant_value=None, axes=None):
 
 
 register(OpDef("Pad", "shape", _pad_infer, _pad, inputs=(2, 4),
-               attrs={"mode": Attr("string", "constant", "constant, reflect, edge or wrap")},
+               attrs={"mode": Attr("string", "constant", "constant, reflect, edge or wrap (Kiln also: "
+                                                     "symmetric)")},
                from_onnx=_pad_from_onnx, to_onnx=_pad_to_onnx,
                doc="Pad (or crop, with negative pads) the borders of a tensor"))
 

@@ -12,7 +12,7 @@ import flatbuffers
 import numpy as np
 import tflite
 
-TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "int8": 9, "int16": 7}
+TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int8": 9, "int16": 7}
 
 
 @dataclass

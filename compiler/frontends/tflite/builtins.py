@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from compiler.frontends.tflite.arrange import ARRANGE
 from compiler.frontends.tflite.elementwise import ELEMENTWISE
 from compiler.frontends.tflite.layers import LAYERS
 from compiler.frontends.tflite.movement import MOVEMENT
 
-CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT}
+CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE}

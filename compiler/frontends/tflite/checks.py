@@ -28,9 +28,15 @@ VERSIONS = {
     "PAD": 6, "PADV2": 6, "QUANTIZE": 6, "RELU": 3, "RELU6": 3, "RELU_N1_TO_1": 1, "RESHAPE": 1,
     "SHAPE": 1, "SOFTMAX": 3, "SQUEEZE": 1, "STRIDED_SLICE": 4, "SUB": 5, "TANH": 3,
     "TRANSPOSE": 8,
+    # Probed from ai-edge-litert's resolver (a one-operator model per version).
+    "BATCH_TO_SPACE_ND": 4, "DEPTH_TO_SPACE": 2, "GATHER": 8, "MIRROR_PAD": 3, "REDUCE_MAX": 3,
+    "REDUCE_MIN": 3, "RESIZE_NEAREST_NEIGHBOR": 4, "REVERSE_V2": 4, "SLICE": 8,
+    "SPACE_TO_BATCH_ND": 4, "SPACE_TO_DEPTH": 2, "SPLIT": 5, "SPLIT_V": 3, "UNPACK": 6,
 }
 
 _LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+# Builtins whose data input is not their first (SPLIT takes the axis first).
+_DATA_INPUT = {"SPLIT": 1}
 # Builtins whose output type may differ from their first input's.
 _CONVERTING = ("QUANTIZE", "DEQUANTIZE", "SHAPE")
 # pooling_common.cc: input and output scales of a pool may differ by this much, no more.
@@ -51,7 +57,8 @@ def check_operator(model: Model, op: Operator) -> None:
     """TFLite Micro's Prepare checks of `op` that Kiln's operators do not make themselves."""
     if not op.inputs or op.inputs[0] < 0 or not op.outputs:
         return  # the converter names the missing tensor
-    x, out = model.tensors[op.inputs[0]], model.tensors[op.outputs[0]]
+    data = op.inputs[_DATA_INPUT.get(op.builtin, 0)] if len(op.inputs) > 1 else op.inputs[0]
+    x, out = model.tensors[data], model.tensors[op.outputs[0]]
     if op.builtin == "QUANTIZE" and out.quantized and out.scale.size != 1:
         raise ModelError(f"its output {out.name} has {out.scale.size} scales; TFLite Micro's "
                          "QUANTIZE writes one (per-tensor) scale")

@@ -243,6 +243,12 @@ _OPTIONS = {
     "MEAN": tflite.ReducerOptions, "LEAKY_RELU": tflite.LeakyReluOptions,
     "SQUEEZE": tflite.SqueezeOptions, "STRIDED_SLICE": tflite.StridedSliceOptions,
     "PACK": tflite.PackOptions, "CONCATENATION": tflite.ConcatenationOptions,
+    "SPLIT": tflite.SplitOptions, "SPLIT_V": tflite.SplitVOptions,
+    "UNPACK": tflite.UnpackOptions, "GATHER": tflite.GatherOptions,
+    "DEPTH_TO_SPACE": tflite.DepthToSpaceOptions, "SPACE_TO_DEPTH": tflite.SpaceToDepthOptions,
+    "MIRROR_PAD": tflite.MirrorPadOptions,
+    "RESIZE_NEAREST_NEIGHBOR": tflite.ResizeNearestNeighborOptions,
+    "REDUCE_MAX": tflite.ReducerOptions, "REDUCE_MIN": tflite.ReducerOptions,
 }
 
 

@@ -1,0 +1,175 @@
+"""One small model per TFLite builtin and element type, written by the tests.
+
+Each case is a builder `(integer) -> (Model, input shapes)`; `CASES` lists them by builtin with
+the element types TFLite Micro runs the builtin for (float32 with LiteRT as the oracle, int8
+with TFLite Micro). `merged` joins many cases into one model, so that one compilation and one
+firmware run check them all on the host and under QEMU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tests.tflite.writer import Model, Op, T
+
+SCALE, ZERO_POINT = 0.05, 3  # 8-bit tensors of the movement cases share these
+
+
+@dataclass(frozen=True)
+class Case:
+    """A builtin's model in one configuration, for the element types it is checked in."""
+
+    builtin: str
+    label: str
+    build: Callable[[bool], tuple[Model, dict]]
+    dtypes: tuple[str, ...] = ("float32", "int8")
+
+    @property
+    def id(self) -> str:
+        return f"{self.builtin}-{self.label}" if self.label else self.builtin
+
+
+def _t(name: str, shape, integer: bool) -> T:
+    if integer:
+        return T(name, tuple(shape), "int8", scale=[SCALE], zero_point=[ZERO_POINT])
+    return T(name, tuple(shape))
+
+
+def _const(name: str, values, dtype: str = "int32") -> T:
+    values = np.asarray(values)
+    return T(name, values.shape, dtype, data=values)
+
+
+def one(builtin: str, x_shape, out_shapes, integer: bool, consts=(), options=None,
+        data_last: bool = False) -> tuple[Model, dict]:
+    """x, then the constants (before x when `data_last`), into one operator with outputs."""
+    x = _t("x", x_shape, integer)
+    consts = list(consts)
+    tensors = ([*consts, x] if data_last else [x, *consts])
+    outs = [_t(f"y{i}", s, integer) for i, s in enumerate(out_shapes)]
+    tensors += outs
+    inputs = list(range(len(consts) + 1))
+    x_index = len(consts) if data_last else 0
+    out_index = list(range(len(consts) + 1, len(tensors)))
+    op = Op(builtin, inputs, out_index, options)
+    return Model(tensors, [op], [x_index], out_index), {"x": tuple(x_shape)}
+
+
+def _slice(integer):
+    return one("SLICE", (1, 5, 6, 3), [(1, 3, 4, 2)], integer,
+               [_const("begin", [0, 1, 2, 0]), _const("size", [1, 3, -1, 2])])
+
+
+def _split(integer):
+    return one("SPLIT", (1, 4, 6, 4), [(1, 4, 2, 4)] * 3, integer, [_const("axis", 2)],
+               ("SplitOptions", {"NumSplits": 3}), data_last=True)
+
+
+def _split_v(integer):
+    return one("SPLIT_V", (1, 4, 7, 2), [(1, 4, 2, 2), (1, 4, 4, 2), (1, 4, 1, 2)], integer,
+               [_const("sizes", [2, -1, 1]), _const("axis", -2)],
+               ("SplitVOptions", {"NumSplits": 3}))
+
+
+def _unpack(integer):
+    return one("UNPACK", (3, 4, 5), [(3, 5)] * 4, integer, (),
+               ("UnpackOptions", {"Num": 4, "Axis": 1}))
+
+
+def _gather(integer):
+    return one("GATHER", (5, 4, 3), [(5, 5, 3)], integer, [_const("indices", [3, 0, 2, 2, 1])],
+               ("GatherOptions", {"Axis": 1, "BatchDims": 0}))
+
+
+def _depth_to_space(integer):
+    return one("DEPTH_TO_SPACE", (1, 3, 4, 8), [(1, 6, 8, 2)], integer, (),
+               ("DepthToSpaceOptions", {"BlockSize": 2}))
+
+
+def _space_to_depth(integer):
+    return one("SPACE_TO_DEPTH", (1, 4, 6, 3), [(1, 2, 3, 12)], integer, (),
+               ("SpaceToDepthOptions", {"BlockSize": 2}))
+
+
+def _batch_to_space(integer):
+    return one("BATCH_TO_SPACE_ND", (4, 3, 3, 2), [(1, 5, 5, 2)], integer,
+               [_const("block", [2, 2]), _const("crops", [[0, 1], [1, 0]])])
+
+
+def _space_to_batch(integer):
+    return one("SPACE_TO_BATCH_ND", (1, 5, 6, 2), [(6, 3, 2, 2)], integer,
+               [_const("block", [2, 3]), _const("paddings", [[1, 0], [0, 0]])])
+
+
+def _reverse(integer):
+    return one("REVERSE_V2", (2, 3, 4), [(2, 3, 4)], integer, [_const("axis", [1])])
+
+
+def _mirror_pad(mode: int):
+    def build(integer):
+        return one("MIRROR_PAD", (1, 4, 5, 2), [(1, 7, 8, 2)], integer,
+                   [_const("paddings", [[0, 0], [1, 2], [2, 1], [0, 0]])],
+                   ("MirrorPadOptions", {"Mode": mode}))
+    return build
+
+
+def _resize_nearest(size, align: bool, half: bool):
+    def build(integer):
+        return one("RESIZE_NEAREST_NEIGHBOR", (1, 3, 5, 2), [(1, *size, 2)], integer,
+                   [_const("size", list(size))],
+                   ("ResizeNearestNeighborOptions", {"AlignCorners": align,
+                                                     "HalfPixelCenters": half}))
+    return build
+
+
+def _reduce(builtin: str, axes, keep: bool, out):
+    def build(integer):
+        return one(builtin, (1, 4, 5, 3), [out], integer, [_const("axes", axes)],
+                   ("ReducerOptions", {"KeepDims": keep}))
+    return build
+
+
+CASES = [
+    Case("SLICE", "", _slice), Case("SPLIT", "", _split), Case("SPLIT_V", "", _split_v),
+    Case("UNPACK", "", _unpack), Case("GATHER", "", _gather),
+    Case("DEPTH_TO_SPACE", "", _depth_to_space), Case("SPACE_TO_DEPTH", "", _space_to_depth),
+    Case("BATCH_TO_SPACE_ND", "", _batch_to_space),
+    Case("SPACE_TO_BATCH_ND", "", _space_to_batch), Case("REVERSE_V2", "", _reverse),
+    Case("MIRROR_PAD", "reflect", _mirror_pad(0)),
+    Case("MIRROR_PAD", "symmetric", _mirror_pad(1)),
+    Case("RESIZE_NEAREST_NEIGHBOR", "up", _resize_nearest((7, 4), False, False)),
+    Case("RESIZE_NEAREST_NEIGHBOR", "align", _resize_nearest((7, 9), True, False)),
+    Case("RESIZE_NEAREST_NEIGHBOR", "half", _resize_nearest((5, 3), False, True)),
+    Case("REDUCE_MAX", "", _reduce("REDUCE_MAX", [1, 2], True, (1, 1, 1, 3))),
+    Case("REDUCE_MIN", "", _reduce("REDUCE_MIN", [3], False, (1, 4, 5))),
+]
+
+
+def cases_of(dtype: str) -> list[Case]:
+    return [c for c in CASES if dtype in c.dtypes]
+
+
+def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, list[str]]:
+    """One model running every case side by side: (model, input shapes, output names).
+
+    Tensor names take the case's id as a prefix; indices shift by the tensors before them.
+    """
+    tensors, ops, inputs, outputs, shapes = [], [], [], [], {}
+    for case in cases:
+        model, case_shapes = case.build(integer)
+        base = len(tensors)
+        prefix = case.id.replace("-", "_") + "_"
+        for t in model.tensors:
+            tensors.append(T(prefix + t.name, t.shape, t.dtype, t.data, t.scale, t.zero_point,
+                             t.axis))
+        for op in model.ops:
+            ops.append(Op(op.builtin, [i + base if i >= 0 else i for i in op.inputs],
+                          [i + base for i in op.outputs], op.options))
+        inputs += [i + base for i in model.inputs]
+        outputs += [i + base for i in model.outputs]
+        shapes.update({prefix + name: shape for name, shape in case_shapes.items()})
+    return (Model(tensors, ops, inputs, outputs), shapes,
+            [tensors[i].name for i in outputs])
