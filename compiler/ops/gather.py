@@ -247,8 +247,8 @@ def _pad(node, x, pads, constant_value=None, axes=None):
 
 
 register(OpDef("Pad", "shape", _pad_infer, _pad, inputs=(2, 4),
-               attrs={"mode": Attr("string", "constant", "constant, reflect, edge or wrap (Kiln also: "
-                                                     "symmetric)")},
+               attrs={"mode": Attr("string", "constant", "constant, reflect, edge or wrap "
+                                                         "(Kiln also: symmetric)")},
                from_onnx=_pad_from_onnx, to_onnx=_pad_to_onnx,
                doc="Pad (or crop, with negative pads) the borders of a tensor"))
 

@@ -1,12 +1,11 @@
-"""TFLite's builtins that rearrange values without arithmetic: slicing, splitting, gathering,
-blocks to and from depth or batch, reversal, mirrored padding, nearest-neighbour resizing and
-the extremes of REDUCE_MAX / REDUCE_MIN.
+"""TFLite's builtins that rearrange values: slices, splits, gathers, blocks, mirrors, resizing.
 
-TFLite Micro copies 8-bit values as they are stored for all of them (REDUCE_MAX and REDUCE_MIN
-require the input's scale and zero point on the output and compare stored integers), so each
-becomes Kiln's data-movement operators on the stored integers, float or 8-bit alike. Nearest
-resizing picks its rows and columns with TFLite's own float32 arithmetic, computed here into
-index tables: the result is TFLite's for every size, not a formula that agrees on most.
+Also the extremes REDUCE_MAX and REDUCE_MIN. TFLite Micro copies 8-bit values as they are
+stored for all of them (REDUCE_MAX and REDUCE_MIN require the input's scale and zero point on
+the output and compare stored integers), so each becomes Kiln's data-movement operators on the
+stored integers, float or 8-bit alike. Nearest resizing picks its rows and columns with
+TFLite's own float32 arithmetic, computed here into index tables: the result is TFLite's for
+every size, not a formula that agrees on most.
 """
 
 from __future__ import annotations
