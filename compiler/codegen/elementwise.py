@@ -21,8 +21,8 @@ from compiler.ops.kiln import parse_step
 def intrinsic(k: Kernel, name: str, *args: ir.Value) -> ir.Value:
     """`name(*args)` on floats.
 
-    exp, log, pow and tanh are inline code (`mathfn`: it vectorizes and calls no library), the
-    rest llvm.<name> (an instruction on every FPU target).
+    exp, log, pow, tanh, sin, cos, floor, ceil, rint and fmod are inline code (`mathfn`: it
+    vectorizes and calls no library), the rest llvm.<name> (an instruction on every FPU target).
     """
     inline = math_call(k.b, name, *args)
     if inline is not None:
@@ -60,6 +60,19 @@ def _clip(k, x, low=None, high=None):
     return x if high is None else min_of(k, x, high)
 
 
+def _mod(k, a, b, fmod: bool):
+    """The remainder of a / b: C's fmod (the dividend's sign), or with fmod=0 the divisor's.
+
+    The divisor's sign adds b to a nonzero C remainder whose sign differs from b's.
+    """
+    r = intrinsic(k, "fmod", a, b)
+    if fmod:
+        return r
+    zero = _const(a, 0.0)
+    differ = k.b.icmp_unsigned("!=", k.b.fcmp_ordered("<", r, zero), k.b.fcmp_ordered("<", b, zero))
+    return k.b.select(k.b.and_(k.b.fcmp_ordered("!=", r, zero), differ), k.b.fadd(r, b), r)
+
+
 def _hard_sigmoid(k, x, alpha=0.2, beta=0.5):
     y = k.b.fadd(k.b.fmul(x, _const(x, alpha)), _const(x, beta))
     return min_of(k, max_of(k, y, _const(x, 0.0)), _const(x, 1.0))
@@ -78,6 +91,17 @@ SCALAR_OPS: dict[str, tuple[Callable, tuple[tuple[str, float], ...]]] = {
     "Sqrt": (lambda k, x: intrinsic(k, "sqrt", x), ()),
     "Exp": (lambda k, x: intrinsic(k, "exp", x), ()),
     "Log": (lambda k, x: intrinsic(k, "log", x), ()),
+    "Ceil": (lambda k, x: intrinsic(k, "ceil", x), ()),
+    "Floor": (lambda k, x: intrinsic(k, "floor", x), ()),
+    "Round": (lambda k, x: intrinsic(k, "rint", x), ()),  # halves to even, as ONNX rounds
+    "Sin": (lambda k, x: intrinsic(k, "sin", x), ()),
+    "Cos": (lambda k, x: intrinsic(k, "cos", x), ()),
+    "Reciprocal": (lambda k, x: k.b.fdiv(_const(x, 1.0), x), ()),
+    "Mod": (lambda k, a, b, fmod: _mod(k, a, b, bool(fmod)), (("fmod", 0.0),)),
+    "Elu": (lambda k, x, alpha: k.b.select(
+        k.b.fcmp_ordered("<", x, _const(x, 0.0)),
+        k.b.fmul(_const(x, alpha), k.b.fsub(intrinsic(k, "exp", x), _const(x, 1.0))), x),
+        (("alpha", 1.0),)),
     "Pow": (lambda k, a, b: intrinsic(k, "pow", a, b), ()),
     "Relu": (lambda k, x: max_of(k, x, _const(x, 0.0)), ()),
     "LeakyRelu": (lambda k, x, alpha: k.b.select(k.b.fcmp_ordered(">=", x, _const(x, 0.0)), x,

@@ -33,7 +33,6 @@ _LIBRARY_NUMBERS = itertools.count()
 _MEMORY_FUNCTIONS = {"memset": ctypes.memset, "memcpy": ctypes.memmove,
                      "memmove": ctypes.memmove}
 
-
 @cache
 def _jit() -> llvm.LLJIT:
     with LLVM_LOCK:

@@ -1,4 +1,4 @@
-"""exp, log, pow and tanh written in LLVM IR, for scalars and vectors alike.
+"""exp, log, pow, tanh, sin, cos, rounding and fmod written in LLVM IR, for scalars and vectors.
 
 Kernels call these instead of libm for two reasons. They vectorize: a softmax or sigmoid over a
 channel vector stays in SIMD registers instead of calling `expf` once per element. And they
@@ -8,8 +8,10 @@ firmware alike.
 
 The approximations are Cephes' single-precision ones (range reduction, then a minimax
 polynomial), accurate to a few ulps over the normal range, far inside the 1e-4 relative
-tolerance bundles are checked at. Only comparisons, selects, integer bit operations and
-float arithmetic are used, so no target needs a library call for them.
+tolerance bundles are checked at. Rounding (floor, ceil, rint) goes through a 32-bit integer
+below 2^23, where every float is a whole number anyway; fmod is one fused multiply-add. Only
+comparisons, selects, integer bit operations and float arithmetic are used, so no target needs
+a library call for them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ _LOG_POLY = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-
 _TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
               -3.33332819422e-1)
 _SQRT_HALF = 0.707106781186547524
+_FOUR_OVER_PI = 1.27323954473516
+_PI_4 = (0.78515625, 2.4187564849853515625e-4, 3.77489497744594108e-8)  # pi/4 in three parts
+_SIN_POLY = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
+_COS_POLY = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)
+_WHOLE = 8388608.0  # 2^23: every float at least this large is a whole number
 # exp saturates here: e^88.37 is the largest power whose 2^n scale stays a normal float.
 _EXP_HI, _EXP_LO = 88.3762626647949, -87.3365447505531
 
@@ -126,6 +133,110 @@ class _Math:
         b = self.b
         return b.bitcast(b.and_(b.bitcast(x, self.ity), self.i(0x7FFFFFFF)), self.ty)
 
+    def trunc(self, x: ir.Value) -> ir.Value:
+        """Round toward zero (the sign of a zero result kept); NaN and inf unchanged."""
+        b = self.b
+        t = b.sitofp(b.fptosi(x, self.ity), self.ty)
+        t = self.copysign(t, x)
+        return b.select(b.fcmp_ordered("<", self.abs(x), self.f(_WHOLE)), t, x)
+
+    def copysign(self, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
+        b = self.b
+        bits = b.or_(b.and_(b.bitcast(magnitude, self.ity), self.i(0x7FFFFFFF)),
+                     b.and_(b.bitcast(sign, self.ity), self.i(-0x80000000)))
+        return b.bitcast(bits, self.ty)
+
+    def floor(self, x: ir.Value) -> ir.Value:
+        b = self.b
+        t = self.trunc(x)
+        return b.select(b.fcmp_ordered(">", t, x), b.fsub(t, self.f(1.0)), t)
+
+    def ceil(self, x: ir.Value) -> ir.Value:
+        b = self.b
+        t = self.trunc(x)
+        return self.copysign(b.select(b.fcmp_ordered("<", t, x), b.fadd(t, self.f(1.0)), t), x)
+
+    def rint(self, x: ir.Value) -> ir.Value:
+        """The nearest whole number, halves to the even one (IEEE's default rounding)."""
+        b = self.b
+        low = self.floor(x)
+        d = b.fsub(x, low)  # exact below 2^23
+        odd = b.icmp_signed("!=", b.and_(b.fptosi(low, self.ity), self.i(1)), self.i(0))
+        up = b.or_(b.fcmp_ordered(">", d, self.f(0.5)),
+                   b.and_(b.fcmp_ordered("==", d, self.f(0.5)), odd))
+        return self.copysign(b.select(up, b.fadd(low, self.f(1.0)), low), x)
+
+    def _octant(self, a: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(j, z): |x| = j pi/4 + z with j even and |z| <= pi/4 (Cody-Waite in three parts)."""
+        b = self.b
+        j = b.fptosi(b.fmul(a, self.f(_FOUR_OVER_PI)), self.ity)
+        j = b.and_(b.add(j, self.i(1)), self.i(-2))
+        y = b.sitofp(j, self.ty)
+        z = a
+        for part in _PI_4:
+            z = b.fsub(z, b.fmul(y, self.f(part)))
+        return j, z
+
+    def _sin_cos_poly(self, z: ir.Value, use_cos: ir.Value) -> ir.Value:
+        b = self.b
+        zz = b.fmul(z, z)
+        c = b.fadd(b.fsub(b.fmul(b.fmul(self.poly(zz, _COS_POLY), zz), zz),
+                          b.fmul(zz, self.f(0.5))), self.f(1.0))
+        s = b.fadd(b.fmul(b.fmul(self.poly(zz, _SIN_POLY), zz), z), z)
+        return b.select(use_cos, c, s)
+
+    def _trig(self, x: ir.Value, cosine: bool) -> ir.Value:
+        b = self.b
+        j, z = self._octant(self.abs(x))
+        j = b.and_(j, self.i(7))
+        high = b.icmp_signed(">", j, self.i(3))
+        j = b.select(high, b.sub(j, self.i(4)), j)
+        negate = high
+        if cosine:
+            negate = b.xor(negate, b.icmp_signed(">", j, self.i(1)))
+        else:
+            negate = b.xor(negate, b.fcmp_ordered("<", x, self.f(0.0)))
+        use_cos = b.or_(b.icmp_signed("==", j, self.i(1)), b.icmp_signed("==", j, self.i(2)))
+        if cosine:
+            use_cos = b.not_(use_cos)
+        y = self._sin_cos_poly(z, use_cos)
+        y = b.select(negate, b.fneg(y), y)
+        finite = b.fcmp_ordered("<", self.abs(x), self.f(float("inf")))
+        return b.select(finite, y, self.f(float("nan")))
+
+    def sin(self, x: ir.Value) -> ir.Value:
+        return self._trig(x, cosine=False)
+
+    def cos(self, x: ir.Value) -> ir.Value:
+        return self._trig(x, cosine=True)
+
+    def fmod(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """C's fmod: x - trunc(x / y) y by one fused multiply-add, corrected once.
+
+        The correction covers a rounded quotient one too far; the result is exact while the
+        quotient stays below 2^24.
+        """
+        b = self.b
+        q = self.trunc(b.fdiv(x, y))
+        suffix = f"v{self.ty.count}f32" if isinstance(self.ty, ir.VectorType) else "f32"
+        fma = b.module.declare_intrinsic(f"llvm.fma.{suffix}", (),
+                                         ir.FunctionType(self.ty, [self.ty] * 3))
+        r = b.call(fma, [b.fneg(q), y, x])
+        size = self.abs(y)
+        step = self.copysign(size, x)
+        wrong_side = b.and_(b.fcmp_ordered("!=", r, self.f(0.0)),
+                            b.icmp_signed("!=", b.fcmp_ordered("<", r, self.f(0.0)),
+                                          b.fcmp_ordered("<", x, self.f(0.0))))
+        r = b.select(wrong_side, b.fadd(r, step), r)
+        r = b.select(b.fcmp_ordered(">=", self.abs(r), size), b.fsub(r, step), r)
+        r = self.copysign(r, x)
+        infinite = self.f(float("inf"))
+        r = b.select(b.fcmp_ordered("==", size, infinite), x, r)  # x mod inf is x
+        bad = b.or_(b.fcmp_unordered("uno", r, r), b.fcmp_ordered("==", y, self.f(0.0)))
+        bad = b.or_(bad, b.fcmp_ordered("==", self.abs(x), infinite))
+        bad = b.or_(bad, b.fcmp_unordered("uno", y, y))
+        return b.select(bad, self.f(float("nan")), r)
+
     def tanh(self, x: ir.Value) -> ir.Value:
         b = self.b
         a = self.abs(x)
@@ -138,7 +249,9 @@ class _Math:
 
 
 FUNCTIONS: dict[str, Callable] = {
-    "exp": _Math.exp, "log": _Math.log, "pow": _Math.pow, "tanh": _Math.tanh,
+    "exp": _Math.exp, "log": _Math.log, "pow": _Math.pow, "tanh": _Math.tanh, "sin": _Math.sin,
+    "cos": _Math.cos, "floor": _Math.floor, "ceil": _Math.ceil, "rint": _Math.rint,
+    "fmod": _Math.fmod,
 }
 
 

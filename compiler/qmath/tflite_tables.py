@@ -172,3 +172,29 @@ def hard_swish(dtype: str, in_scale, in_zp: int, out_scale, out_zp: int) -> np.n
     reluish = _int16((reluish + (1 << 15)) >> 1)
     value = rounding_divide_by_pot(_sdhm16(reluish, preshift), -out_exponent)
     return _table(_int16(value + out_zp), dtype)
+
+
+def absolute(in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
+    """ABS (int8): |x - zp_in|, requantized, plus zp_out.
+
+    The requantization by in_scale / out_scale (formed in float32) is skipped when the two
+    scales are equal, as TFLite Micro skips it.
+    """
+    value = np.abs(codes("int8") - in_zp)
+    if np.float32(in_scale) != np.float32(out_scale):
+        multiplier, shift = quantize_multiplier(
+            np.array([_f32(np.float32(in_scale) / np.float32(out_scale))]))
+        value = multiply_by_quantized_multiplier(value, multiplier[0], shift[0])
+    return _table(value + out_zp, "int8")
+
+
+def elu(in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
+    """ELU (int8): TFLite Micro's float32 table, e^x - 1 below zero, rounded half away."""
+    f = np.float32
+    x = (f(in_scale) * (codes("int8") - in_zp).astype(f)).astype(f)
+    below = (np.exp(x.astype(np.float64)).astype(f) - f(1.0)).astype(f)
+    y = np.where(x < 0, below, x).astype(f)
+    scaled = (y * (f(1.0) / f(out_scale))).astype(f)
+    wide = scaled.astype(np.float64)  # std::round, exactly: |x| + 0.5 is exact in float64
+    rounded = (np.sign(wide) * np.floor(np.abs(wide) + 0.5)).astype(f)
+    return _table((rounded + f(out_zp)).astype(np.int64), "int8")

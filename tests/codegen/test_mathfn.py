@@ -1,4 +1,5 @@
-"""The inline exp/log/pow/tanh agree with float64 numpy to a few ulps, scalar and vector."""
+"""The inline maths agree with float64 numpy (to a few ulps, or exactly for rounding and fmod),
+scalar and vector."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from compiler.codegen.targets import get_target
 
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
-ARITY = {"exp": 1, "log": 1, "tanh": 1, "pow": 2}
+ARITY = {"exp": 1, "log": 1, "tanh": 1, "pow": 2, "sin": 1, "cos": 1, "floor": 1, "ceil": 1,
+         "rint": 1, "fmod": 2}
 LANES = 8
 
 
@@ -122,6 +124,46 @@ def test_pow(engine, lanes):
     special_y = np.array([2, 0, -1, 0.5, 3, 0, 1 / 3, 2], np.float32)
     _close(_run(engine, "pow", lanes, special_x, special_y),
            [0, 1, np.inf, np.nan, -8, 1, np.nan, 9], 1e-6)
+
+
+@pytest.mark.parametrize("lanes", [1, LANES])
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sin_and_cos(engine, lanes, name):
+    x = np.concatenate([RNG.uniform(-100, 100, 4000), RNG.uniform(-4, 4, 4000)]).astype(
+        np.float32)
+    _close(_run(engine, name, lanes, x), getattr(np, name)(x.astype(np.float64)), 0, 3e-7)
+    special = np.array([0, -0.0, np.pi / 2, np.pi, np.inf, -np.inf, np.nan, 1e-20], np.float32)
+    want = getattr(np, name)(special.astype(np.float64))
+    _close(_run(engine, name, lanes, special), want, 0, 3e-7)
+
+
+@pytest.mark.parametrize("lanes", [1, LANES])
+@pytest.mark.parametrize("name", ["floor", "ceil", "rint"])
+def test_rounding_is_exact(engine, lanes, name):
+    halves = np.arange(-40, 40, dtype=np.float32) / 2  # every half, to check ties to even
+    x = np.concatenate([RNG.uniform(-1e7, 1e7, 4000), RNG.uniform(-3, 3, 4000), halves,
+                        [0, -0.0, 0.49999997, -0.49999997, 8388607.5, 1e10, -1e10, np.inf,
+                         -np.inf, np.nan] + [0.0] * 6]).astype(np.float32)
+    got = _run(engine, name, lanes, x)
+    want = getattr(np, name)(x)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("lanes", [1, LANES])
+def test_fmod_is_exact(engine, lanes):
+    a = np.concatenate([RNG.uniform(-1000, 1000, 4000), RNG.integers(-50, 50, 4000) * 0.25])
+    b = np.concatenate([RNG.uniform(-7, 7, 4000), RNG.choice([-0.5, 0.25, 3.0], 4000)])
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    got = _run(engine, "fmod", lanes, a, b)
+    assert np.array_equal(got, np.fmod(a, b))
+    special_a = np.array([5, -5, 0, -0.0, np.inf, 3, np.nan, 7], np.float32)
+    special_b = np.array([3, 3, 2, 2, 2, 0, 1, np.inf], np.float32)
+    with np.errstate(invalid="ignore"):
+        want = np.fmod(special_a, special_b)
+    got = _run(engine, "fmod", lanes, special_a, special_b)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got[:4]), np.signbit(want[:4]))
 
 
 def test_unknown_function_is_left_to_the_caller():

@@ -26,15 +26,17 @@ class Case:
     label: str
     build: Callable[[bool], tuple[Model, dict]]
     dtypes: tuple[str, ...] = ("float32", "int8")
+    # (rng, shape) -> float inputs inside the builtin's domain (default: standard normal).
+    domain: Callable | None = None
 
     @property
     def id(self) -> str:
         return f"{self.builtin}-{self.label}" if self.label else self.builtin
 
 
-def _t(name: str, shape, integer: bool) -> T:
+def _t(name: str, shape, integer: bool, quant=(SCALE, ZERO_POINT)) -> T:
     if integer:
-        return T(name, tuple(shape), "int8", scale=[SCALE], zero_point=[ZERO_POINT])
+        return T(name, tuple(shape), "int8", scale=[quant[0]], zero_point=[quant[1]])
     return T(name, tuple(shape))
 
 
@@ -44,12 +46,12 @@ def _const(name: str, values, dtype: str = "int32") -> T:
 
 
 def one(builtin: str, x_shape, out_shapes, integer: bool, consts=(), options=None,
-        data_last: bool = False) -> tuple[Model, dict]:
+        data_last: bool = False, out_quant=(SCALE, ZERO_POINT)) -> tuple[Model, dict]:
     """x, then the constants (before x when `data_last`), into one operator with outputs."""
     x = _t("x", x_shape, integer)
     consts = list(consts)
     tensors = ([*consts, x] if data_last else [x, *consts])
-    outs = [_t(f"y{i}", s, integer) for i, s in enumerate(out_shapes)]
+    outs = [_t(f"y{i}", s, integer, out_quant) for i, s in enumerate(out_shapes)]
     tensors += outs
     inputs = list(range(len(consts) + 1))
     x_index = len(consts) if data_last else 0
@@ -99,9 +101,14 @@ def _batch_to_space(integer):
                [_const("block", [2, 2]), _const("crops", [[0, 1], [1, 0]])])
 
 
-def _space_to_batch(integer):
-    return one("SPACE_TO_BATCH_ND", (1, 5, 6, 2), [(6, 3, 2, 2)], integer,
-               [_const("block", [2, 3]), _const("paddings", [[1, 0], [0, 0]])])
+def _space_to_batch(padded: bool):
+    def build(integer):
+        if padded:
+            return one("SPACE_TO_BATCH_ND", (1, 5, 6, 2), [(6, 3, 2, 2)], integer,
+                       [_const("block", [2, 3]), _const("paddings", [[1, 0], [0, 0]])])
+        return one("SPACE_TO_BATCH_ND", (1, 4, 6, 2), [(6, 2, 2, 2)], integer,
+                   [_const("block", [2, 3]), _const("paddings", [[0, 0], [0, 0]])])
+    return build
 
 
 def _reverse(integer):
@@ -132,12 +139,81 @@ def _reduce(builtin: str, axes, keep: bool, out):
     return build
 
 
+def two(builtin: str, a_shape, b_shape, out_shape, integer: bool, options=None,
+        count: int = 2) -> tuple[Model, dict]:
+    """`count` runtime inputs (a, b, then more of a's shape) into one operator."""
+    shapes = [tuple(a_shape), tuple(b_shape)] + [tuple(a_shape)] * (count - 2)
+    names = [f"in{i}" for i in range(count)]
+    tensors = [_t(n, s, integer) for n, s in zip(names, shapes)] + [_t("y", out_shape, integer)]
+    op = Op(builtin, list(range(count)), [count], options)
+    return Model(tensors, [op], list(range(count)), [count]), dict(zip(names, shapes))
+
+
+def _unary(builtin: str, out_quant=(0.03, -5)):
+    def build(integer):
+        return one(builtin, (2, 3, 7), [(2, 3, 7)], integer, out_quant=out_quant)
+    return build
+
+
+def _positive(rng, shape):
+    return (np.abs(rng.standard_normal(shape)) + 0.1).astype(np.float32)
+
+
+def _away_from_zero(rng, shape):
+    x = rng.standard_normal(shape)
+    return (np.sign(x) * (np.abs(x) + 0.5)).astype(np.float32)
+
+
+def _binary(builtin: str, options=None):
+    def build(integer):
+        return two(builtin, (1, 3, 4, 5), (1, 1, 4, 5), (1, 3, 4, 5), integer, options)
+    return build
+
+
+def _prelu(integer):
+    alpha = _const("alpha", np.linspace(-0.5, 1.5, 5).reshape(1, 1, 5).astype(np.float32),
+                   "float32")
+    return one("PRELU", (1, 3, 4, 5), [(1, 3, 4, 5)], integer, [alpha])
+
+
+def _sum(integer):
+    return one("SUM", (1, 4, 5, 3), [(1, 5)], integer, [_const("axes", [1, 3])],
+               ("ReducerOptions", {"KeepDims": False}))
+
+
+_FLOAT = ("float32",)
+MATHS_CASES = [
+    *(Case(name, "", _unary(name), _FLOAT, domain)
+      for name, domain in (("EXP", None), ("LOG", _positive), ("NEG", None),
+                           ("SQRT", _positive), ("SIN", None), ("COS", None), ("CEIL", None),
+                           ("FLOOR", None), ("ROUND", None), ("RSQRT", _positive),
+                           ("SQUARE", None))),
+    Case("ABS", "", _unary("ABS")), Case("ABS", "same-scale", _unary("ABS", (SCALE, 7)),
+                                         ("int8",)),
+    Case("ELU", "", _unary("ELU")),
+    Case("DIV", "", _binary("DIV", ("DivOptions", {"FusedActivationFunction": 1})), _FLOAT,
+         _away_from_zero),
+    Case("SQUARED_DIFFERENCE", "", _binary("SQUARED_DIFFERENCE"), _FLOAT),
+    Case("FLOOR_DIV", "", _binary("FLOOR_DIV"), _FLOAT, _away_from_zero),
+    Case("FLOOR_MOD", "", _binary("FLOOR_MOD"), _FLOAT, _away_from_zero),
+    Case("PRELU", "", _prelu, _FLOAT),
+    Case("LOG_SOFTMAX", "", _unary("LOG_SOFTMAX"), _FLOAT),
+    Case("L2_NORMALIZATION", "", _unary("L2_NORMALIZATION"), _FLOAT),
+    Case("SUM", "", _sum, _FLOAT),
+    Case("ADD_N", "", lambda integer: two("ADD_N", (2, 3, 4), (2, 3, 4), (2, 3, 4), integer,
+                                          count=3), _FLOAT),
+]
+
 CASES = [
     Case("SLICE", "", _slice), Case("SPLIT", "", _split), Case("SPLIT_V", "", _split_v),
     Case("UNPACK", "", _unpack), Case("GATHER", "", _gather),
     Case("DEPTH_TO_SPACE", "", _depth_to_space), Case("SPACE_TO_DEPTH", "", _space_to_depth),
     Case("BATCH_TO_SPACE_ND", "", _batch_to_space),
-    Case("SPACE_TO_BATCH_ND", "", _space_to_batch), Case("REVERSE_V2", "", _reverse),
+    # TFLite Micro pads 8 bits with a value it never sets (what its arena held): only float is
+    # compared with padding.
+    Case("SPACE_TO_BATCH_ND", "", _space_to_batch(False)),
+    Case("SPACE_TO_BATCH_ND", "padded", _space_to_batch(True), ("float32",)),
+    Case("REVERSE_V2", "", _reverse),
     Case("MIRROR_PAD", "reflect", _mirror_pad(0)),
     Case("MIRROR_PAD", "symmetric", _mirror_pad(1)),
     Case("RESIZE_NEAREST_NEIGHBOR", "up", _resize_nearest((7, 4), False, False)),
@@ -145,6 +221,7 @@ CASES = [
     Case("RESIZE_NEAREST_NEIGHBOR", "half", _resize_nearest((5, 3), False, True)),
     Case("REDUCE_MAX", "", _reduce("REDUCE_MAX", [1, 2], True, (1, 1, 1, 3))),
     Case("REDUCE_MIN", "", _reduce("REDUCE_MIN", [3], False, (1, 4, 5))),
+    *MATHS_CASES,
 ]
 
 
@@ -152,12 +229,12 @@ def cases_of(dtype: str) -> list[Case]:
     return [c for c in CASES if dtype in c.dtypes]
 
 
-def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, list[str]]:
-    """One model running every case side by side: (model, input shapes, output names).
+def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
+    """One model running every case side by side: (model, input shapes, input domains).
 
     Tensor names take the case's id as a prefix; indices shift by the tensors before them.
     """
-    tensors, ops, inputs, outputs, shapes = [], [], [], [], {}
+    tensors, ops, inputs, outputs, shapes, domains = [], [], [], [], {}, {}
     for case in cases:
         model, case_shapes = case.build(integer)
         base = len(tensors)
@@ -171,5 +248,5 @@ def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, list[str]]:
         inputs += [i + base for i in model.inputs]
         outputs += [i + base for i in model.outputs]
         shapes.update({prefix + name: shape for name, shape in case_shapes.items()})
-    return (Model(tensors, ops, inputs, outputs), shapes,
-            [tensors[i].name for i in outputs])
+        domains.update({prefix + name: case.domain for name in case_shapes})
+    return Model(tensors, ops, inputs, outputs), shapes, domains

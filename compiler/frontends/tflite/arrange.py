@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.errors import ModelError
+from compiler.frontends.tflite.activation import is_integer
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator
 from compiler.ir.graph import Value
@@ -179,11 +180,11 @@ def batch_to_space_nd(b: Builder, op: Operator) -> None:
 def space_to_batch_nd(b: Builder, op: Operator) -> None:
     """SPACE_TO_BATCH_ND(input, block_shape, paddings): space blocks moved into the batch.
 
-    The padding holds a stored 0 for 8 bits as for float: TFLite Micro's kernel never sets
-    the pad value it reads (its persistent parameters start zeroed), where LiteRT pads with
-    the output's zero point.
+    The padding holds 0: for 8 bits the output's zero point, as LiteRT pads. (TFLite Micro's
+    kernel reads a pad value it never sets, whatever its arena held; without padding the two
+    agree exactly.)
     """
-    x = b.tensor(op.inputs[0])
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
     shape = x.shape
     block = _block_shape(b, op, len(shape))
     m = len(block)
@@ -192,7 +193,7 @@ def space_to_batch_nd(b: Builder, op: Operator) -> None:
         raise ModelError(f"its paddings must give {m} pairs")
     pads = np.zeros((len(shape), 2), np.int64)
     pads[1:1 + m] = paddings
-    value = np.array(0, x.dtype)
+    value = np.array(out.zero_point[0] if is_integer(out) else 0, x.dtype)
     y = b.add("Pad", [b.value(op.inputs[0]), b.constant("pads", pads.T.reshape(-1)),
                       b.constant("pad_value", value)])
     spatial = [s + p0 + p1 for s, (p0, p1) in zip(shape[1:1 + m], paddings)]

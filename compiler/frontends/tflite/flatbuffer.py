@@ -249,6 +249,8 @@ _OPTIONS = {
     "MIRROR_PAD": tflite.MirrorPadOptions,
     "RESIZE_NEAREST_NEIGHBOR": tflite.ResizeNearestNeighborOptions,
     "REDUCE_MAX": tflite.ReducerOptions, "REDUCE_MIN": tflite.ReducerOptions,
+    "SUM": tflite.ReducerOptions, "DIV": tflite.DivOptions,
+    "L2_NORMALIZATION": tflite.L2NormOptions,
 }
 
 

@@ -1,0 +1,139 @@
+"""TFLite's arithmetic builtins beyond ADD/SUB/MUL: unary maths, division, norms and sums.
+
+The builtins are the unary maths, DIV, SQUARED_DIFFERENCE, FLOOR_DIV, FLOOR_MOD, PRELU, ELU,
+LOG_SOFTMAX, L2_NORMALIZATION, SUM and ADD_N. Float tensors become Kiln's element-wise
+operators, each computing what TFLite's float kernel computes (RSQRT is 1 / sqrt(x), FLOOR_MOD
+takes the divisor's sign, L2_NORMALIZATION divides by max(norm, 1e-6) over the last axis). For
+8 bits TFLite Micro runs ABS and ELU, each a function of one stored value, which become
+256-entry tables of its arithmetic; the others are refused for 8 bits by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.errors import ModelError
+from compiler.frontends.tflite.activation import float_activation, is_integer
+from compiler.frontends.tflite.builder import Builder
+from compiler.frontends.tflite.flatbuffer import Operator
+from compiler.qmath import tflite_tables
+
+_UNARY = {"ABS": "Abs", "EXP": "Exp", "LOG": "Log", "NEG": "Neg", "SQRT": "Sqrt", "SIN": "Sin",
+          "COS": "Cos", "CEIL": "Ceil", "FLOOR": "Floor", "ROUND": "Round"}
+# Builtins TFLite Micro also runs on int8 tensors, by a table of its arithmetic.
+_TABLES = {"ABS": tflite_tables.absolute, "ELU": tflite_tables.elu}
+_L2_EPSILON = 1e-6  # TFLite's L2Normalization floor under the norm
+
+
+def _float_only(b: Builder, op: Operator) -> None:
+    x = b.tensor(op.inputs[0])
+    if is_integer(x) or x.dtype != "float32":
+        raise ModelError(f"the {x.dtype} {op.builtin} is not supported (TFLite Micro runs it on "
+                         "float32 only)")
+
+
+def _table(b: Builder, op: Operator) -> None:
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    if x.dtype != "int8" or out.dtype != "int8":
+        raise ModelError(f"the {x.dtype} {op.builtin} is not supported (8 bits: int8 only)")
+    table = _TABLES[op.builtin](float(x.scale[0]), int(x.zero_point[0]), float(out.scale[0]),
+                                int(out.zero_point[0]))
+    scale, zp = b.scale_and_zero_point(out)
+    b.add("IntLookupTable", [b.value(op.inputs[0]), b.constant(f"{op.builtin}_table", table),
+                             scale, zp], {"function": op.builtin}, out=op.outputs[0])
+
+
+def unary(b: Builder, op: Operator) -> None:
+    """One-input maths: ABS, EXP, LOG, NEG, SQRT, SIN, COS, CEIL, FLOOR, ROUND, RSQRT, SQUARE, ELU.
+
+    ROUND takes halves to the even neighbour, as TFLite's kernel does.
+    """
+    if op.builtin in _TABLES and is_integer(b.tensor(op.inputs[0])):
+        _table(b, op)
+        return
+    _float_only(b, op)
+    x = b.value(op.inputs[0])
+    if op.builtin == "RSQRT":
+        b.add("Reciprocal", [b.add("Sqrt", [x])], out=op.outputs[0])
+    elif op.builtin == "SQUARE":
+        b.add("Mul", [x, x], out=op.outputs[0])
+    elif op.builtin == "ELU":
+        b.add("Elu", [x], {"alpha": 1.0}, out=op.outputs[0])
+    else:
+        b.add(_UNARY[op.builtin], [x], out=op.outputs[0])
+
+
+def _fused(op: Operator) -> bool:
+    return op.options is not None and hasattr(op.options, "FusedActivationFunction") and int(
+        op.options.FusedActivationFunction()) != 0
+
+
+def binary(b: Builder, op: Operator) -> None:
+    """DIV (with a fused activation), SQUARED_DIFFERENCE, FLOOR_DIV, FLOOR_MOD, float."""
+    _float_only(b, op)
+    x, y = b.value(op.inputs[0]), b.value(op.inputs[1])
+    if op.builtin == "DIV":
+        fused = _fused(op)
+        quotient = b.add("Div", [x, y], out=None if fused else op.outputs[0])
+        if fused:
+            float_activation(b, op, quotient, op.outputs[0])
+    elif op.builtin == "SQUARED_DIFFERENCE":
+        difference = b.add("Sub", [x, y])
+        b.add("Mul", [difference, difference], out=op.outputs[0])
+    elif op.builtin == "FLOOR_DIV":
+        b.add("Floor", [b.add("Div", [x, y])], out=op.outputs[0])
+    else:  # FLOOR_MOD: the remainder takes the divisor's sign
+        b.add("Mod", [x, y], {"fmod": 0}, out=op.outputs[0])
+
+
+def prelu(b: Builder, op: Operator) -> None:
+    """PRELU(input, alpha): alpha broadcast over the input, float."""
+    _float_only(b, op)
+    b.add("PRelu", [b.value(op.inputs[0]), b.value(op.inputs[1])], out=op.outputs[0])
+
+
+def log_softmax(b: Builder, op: Operator) -> None:
+    """LOG_SOFTMAX over the last axis, float."""
+    _float_only(b, op)
+    b.add("LogSoftmax", [b.value(op.inputs[0])], {"axis": -1}, out=op.outputs[0])
+
+
+def l2_normalization(b: Builder, op: Operator) -> None:
+    """L2_NORMALIZATION over the last axis: x / max(sqrt(sum x^2), 1e-6), float."""
+    _float_only(b, op)
+    if int(getattr(op.options, "FusedActivationFunction", lambda: 0)()) != 0:
+        raise ModelError("an L2_NORMALIZATION with a fused activation is not supported")
+    x = b.value(op.inputs[0])
+    rank = len(b.tensor(op.inputs[0]).shape)
+    squares = b.add("ReduceSum", [b.add("Mul", [x, x]), b.constant("axes", np.array(
+        [rank - 1]))], {"keepdims": 1})
+    norm = b.add("Max", [b.add("Sqrt", [squares]),
+                         b.constant("epsilon", np.array(_L2_EPSILON, np.float32))])
+    b.add("Div", [x, norm], out=op.outputs[0])
+
+
+def reduce_sum(b: Builder, op: Operator) -> None:
+    """SUM over constant axes, float."""
+    _float_only(b, op)
+    data = b.tensor(op.inputs[1]).data
+    if data is None:
+        raise ModelError("its axes must be a constant")
+    rank = len(b.tensor(op.inputs[0]).shape)
+    axes = sorted({int(a) % max(rank, 1) for a in np.asarray(data).reshape(-1)})
+    keep = bool(op.options.KeepDims()) if op.options is not None else False
+    b.add("ReduceSum", [b.value(op.inputs[0]), b.constant("axes", np.array(axes, np.int64))],
+          {"keepdims": int(keep)}, out=op.outputs[0])
+
+
+def add_n(b: Builder, op: Operator) -> None:
+    """ADD_N: the element-wise sum of every input, float."""
+    _float_only(b, op)
+    b.add("Sum", [b.value(i) for i in op.inputs], out=op.outputs[0])
+
+
+MATHS = {
+    **{name: unary for name in (*_UNARY, "RSQRT", "SQUARE", "ELU")},
+    **{name: binary for name in ("DIV", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD")},
+    "PRELU": prelu, "LOG_SOFTMAX": log_softmax, "L2_NORMALIZATION": l2_normalization,
+    "SUM": reduce_sum, "ADD_N": add_n,
+}
