@@ -127,7 +127,7 @@ def _fold(k, fn, xs):
     return acc
 
 
-def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
+def broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
     """Element strides of `shape` seen as `out` (numpy broadcasting; 0 where repeated)."""
     shape = (1,) * (len(out) - len(shape)) + tuple(shape)
     return [0 if d == 1 and o != 1 else s for d, s, o in zip(shape, strides(shape), out)]
@@ -146,7 +146,7 @@ def emit_elementwise(k: Kernel) -> None:
     """One loop over the output computing every step per element (in place when planned so)."""
     node = k.node
     out = tuple(node.output.type.shape)
-    out_strides = _broadcast_strides(out, out)
+    out_strides = broadcast_strides(out, out)
     steps = _steps(node)
     for op, _, _ in steps:
         if op not in SCALAR_OPS:
@@ -157,7 +157,7 @@ def emit_elementwise(k: Kernel) -> None:
 
         def operand(i: int) -> ir.Value:
             if i not in loaded:
-                steps = _broadcast_strides(node.inputs[i].type.shape, out)
+                steps = broadcast_strides(node.inputs[i].type.shape, out)
                 loaded[i] = k.load(k.args[i], k.index(*zip(idx, steps)))
             return loaded[i]
 

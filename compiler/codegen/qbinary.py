@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from compiler import ops
 from compiler.codegen import requant
-from compiler.codegen.elementwise import _broadcast_strides
+from compiler.codegen.elementwise import broadcast_strides
 from compiler.codegen.kernel import I32, Kernel, constant_input, strides
 from compiler.codegen.targets import DotProduct
 from compiler.ir.graph import Node
@@ -65,8 +65,8 @@ def emit_qbinary(k: Kernel) -> None:
     low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
     widen = b.sext if node.output.type.dtype == "int8" else b.zext
     rule = node.attrs.get("requant", "onnx")
-    a_strides = _broadcast_strides(node.inputs[0].type.shape, out)
-    b_strides = _broadcast_strides(node.inputs[3].type.shape, out)
+    a_strides = broadcast_strides(node.inputs[0].type.shape, out)
+    b_strides = broadcast_strides(node.inputs[3].type.shape, out)
     lanes = _vector_lanes(k)
     while lanes > 4 and node.output.type.numel % lanes:
         lanes //= 2

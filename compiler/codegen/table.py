@@ -12,6 +12,7 @@ from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_soft
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
 from compiler.codegen.kernel import Kernel
+from compiler.codegen.logic import emit_compare, emit_logical, emit_where
 from compiler.codegen.lrn import emit_lrn
 from compiler.codegen.matmul import emit_matmul
 from compiler.codegen.movement import emit_concat, emit_copy, emit_transpose
@@ -145,6 +146,13 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for dtype in ("int8", "uint8", "int32")},
     **{("QuantizeLinear", dtype): (emit_quantize, _no_weights) for dtype in ("int8", "uint8")},
     ("DequantizeLinear", "float32"): (emit_dequantize, _no_weights),
+    # Bools are bytes: comparisons and logic write them, Where and data movement read them.
+    **{(op, "bool"): (emit_compare, _constants)
+       for op in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")},
+    **{(op, "bool"): (emit_logical, _constants) for op in ("And", "Or", "Xor", "Not")},
+    **{("Where", dtype): (emit_where, _constants)
+       for dtype in ("float32", "int8", "uint8", "int32", "bool")},
+    **{(op, "bool"): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES},
 }
 
 

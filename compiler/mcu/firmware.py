@@ -36,7 +36,7 @@ MACHINES = {b.qemu_machine: b for b in BOARDS.values() if b.qemu_machine}
 
 _C_TYPES = {"float32": ("float", "%.9g", "(double)"), "int8": ("int8_t", "%d", "(int)"),
             "uint8": ("uint8_t", "%d", "(int)"), "int32": ("int32_t", "%ld", "(long)"),
-            "int64": ("int64_t", "%lld", "(long long)")}
+            "int64": ("int64_t", "%lld", "(long long)"), "bool": ("uint8_t", "%d", "(int)")}
 
 
 def missing_tools() -> list[str]:
@@ -214,6 +214,8 @@ def parse_outputs(net: CompiledNet, stdout: str) -> dict[str, np.ndarray]:
         if sorted(got) != list(range(count)):
             raise KilnError(f"output {tensor.name}: the firmware printed {len(got)} of {count} "
                             f"elements; stdout: {stdout[-500:]!r}")
-        results[tensor.name] = np.array([got[k] for k in range(count)]).astype(
-            tensor.dtype).reshape(tensor.shape)
+        numbers = np.array([got[k] for k in range(count)])
+        if tensor.dtype == "bool":  # printed as 0 and 1; a string of "0" would read as true
+            numbers = numbers.astype(np.int64)
+        results[tensor.name] = numbers.astype(tensor.dtype).reshape(tensor.shape)
     return results

@@ -181,6 +181,49 @@ def _sum(integer):
                ("ReducerOptions", {"KeepDims": False}))
 
 
+def _compare(builtin: str, scale: float = SCALE):
+    def build(integer):
+        quant = (scale, ZERO_POINT)
+        tensors = [_t("a", (1, 3, 4, 5), integer, quant), _t("b", (1, 1, 4, 5), integer, quant),
+                   T("y", (1, 3, 4, 5), "bool")]
+        return (Model(tensors, [Op(builtin, [0, 1], [2])], [0, 1], [2]),
+                {"a": (1, 3, 4, 5), "b": (1, 1, 4, 5)})
+    return build
+
+
+def _logical(builtin: str):
+    def build(integer):
+        count = 1 if builtin == "LOGICAL_NOT" else 2
+        shapes = [(2, 3, 4), (1, 3, 4)][:count]
+        tensors = [T(f"in{i}", s, "bool") for i, s in enumerate(shapes)] + [
+            T("y", (2, 3, 4), "bool")]
+        return (Model(tensors, [Op(builtin, list(range(count)), [count])], list(range(count)),
+                      [count]), {f"in{i}": s for i, s in enumerate(shapes)})
+    return build
+
+
+def _select(integer):
+    tensors = [T("c", (1, 3, 4, 1), "bool"), _t("x", (1, 3, 4, 5), integer),
+               _t("z", (1, 1, 4, 5), integer), _t("y", (1, 3, 4, 5), integer)]
+    return (Model(tensors, [Op("SELECT_V2", [0, 1, 2], [3])], [0, 1, 2], [3]),
+            {"c": (1, 3, 4, 1), "x": (1, 3, 4, 5), "z": (1, 1, 4, 5)})
+
+
+def _coarse(rng, shape):
+    """Halves from -2 to 2: comparisons meet equal values often."""
+    return (rng.integers(-4, 5, shape) / 2).astype(np.float32)
+
+
+_COMPARISONS = ("EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL")
+LOGIC_CASES = [
+    *(Case(name, "", _compare(name), domain=_coarse) for name in _COMPARISONS),
+    # A fine scale maps neighbouring codes to one image: TFLite Micro finds them equal.
+    *(Case(name, "fine-scale", _compare(name, 0.001), ("int8",)) for name in _COMPARISONS),
+    *(Case(name, "", _logical(name), ("bool",)) for name in ("LOGICAL_AND", "LOGICAL_OR",
+                                                            "LOGICAL_NOT")),
+    Case("SELECT_V2", "", _select, domain=_coarse),
+]
+
 _FLOAT = ("float32",)
 MATHS_CASES = [
     *(Case(name, "", _unary(name), _FLOAT, domain)
@@ -222,11 +265,14 @@ CASES = [
     Case("REDUCE_MAX", "", _reduce("REDUCE_MAX", [1, 2], True, (1, 1, 1, 3))),
     Case("REDUCE_MIN", "", _reduce("REDUCE_MIN", [3], False, (1, 4, 5))),
     *MATHS_CASES,
+    *LOGIC_CASES,
 ]
 
 
 def cases_of(dtype: str) -> list[Case]:
-    return [c for c in CASES if dtype in c.dtypes]
+    """The cases checked with `dtype`'s oracle (TFLite Micro's int8 group takes bool cases)."""
+    group = ("int8", "bool") if dtype == "int8" else (dtype,)
+    return [c for c in CASES if set(group) & set(c.dtypes)]
 
 
 def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:

@@ -36,13 +36,16 @@ VERSIONS = {
     "FLOOR_DIV": 3, "FLOOR_MOD": 2, "L2_NORMALIZATION": 2, "LOG": 2, "LOG_SOFTMAX": 2, "NEG": 1,
     "PRELU": 1, "ROUND": 1, "RSQRT": 3, "SIN": 2, "SQRT": 2, "SQUARE": 1,
     "SQUARED_DIFFERENCE": 2, "SUM": 2,
+    "EQUAL": 5, "NOT_EQUAL": 4, "GREATER": 2, "GREATER_EQUAL": 3, "LESS": 3, "LESS_EQUAL": 2,
+    "LOGICAL_AND": 1, "LOGICAL_OR": 1, "LOGICAL_NOT": 1, "SELECT_V2": 2,
 }
 
 _LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 # Builtins whose data input is not their first (SPLIT takes the axis first).
-_DATA_INPUT = {"SPLIT": 1}
+_DATA_INPUT = {"SPLIT": 1, "SELECT_V2": 1}
 # Builtins whose output type may differ from their first input's.
-_CONVERTING = ("QUANTIZE", "DEQUANTIZE", "SHAPE")
+_CONVERTING = ("QUANTIZE", "DEQUANTIZE", "SHAPE", "EQUAL", "NOT_EQUAL", "GREATER",
+               "GREATER_EQUAL", "LESS", "LESS_EQUAL")
 # pooling_common.cc: input and output scales of a pool may differ by this much, no more.
 _POOL_SCALE_TOLERANCE = 1.0e-6
 # kernel_util.cc GetQuantizedConvolutionMultipler: |in * w - bias scale| / out scale at most.

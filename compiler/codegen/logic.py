@@ -1,0 +1,79 @@
+"""Comparisons, logic and Where: element-wise kernels whose bool tensors are bytes of 0 or 1.
+
+A comparison reads two tensors of one element type (float, or integers compared signed or
+unsigned by their type) and writes bools; And, Or, Xor and Not combine bools; Where picks
+between two tensors of any one type by a bool condition. Every input broadcasts numpy's way.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+from llvmlite import ir
+
+from compiler.codegen.elementwise import broadcast_strides
+from compiler.codegen.kernel import Kernel
+from compiler.errors import KilnError
+
+BYTE = ir.IntType(8)
+# ONNX comparison -> (ordered float predicate, integer predicate).
+_COMPARE = {"Equal": ("==", "=="), "Greater": (">", ">"), "Less": ("<", "<"),
+            "GreaterOrEqual": (">=", ">="), "LessOrEqual": ("<=", "<=")}
+
+
+def _each(k: Kernel, body) -> None:
+    """Loop over the output, handing `body` a loader per input; store what it returns."""
+    node = k.node
+    out = tuple(node.output.type.shape)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in out]
+
+        def operand(i: int) -> ir.Value:
+            steps = broadcast_strides(node.inputs[i].type.shape, out)
+            return k.load(k.args[i], k.index(*zip(idx, steps)))
+        k.store(body(operand), k.outs[0], k.index(*zip(idx, broadcast_strides(out, out))))
+
+
+def _truth(k: Kernel, bit: ir.Value) -> ir.Value:
+    return k.b.zext(bit, BYTE)
+
+
+def _is_set(k: Kernel, byte: ir.Value) -> ir.Value:
+    return k.b.icmp_unsigned("!=", byte, ir.Constant(BYTE, 0))
+
+
+def emit_compare(k: Kernel) -> None:
+    """Compare a with b into a bool byte (NaN compares false, as in C)."""
+    node = k.node
+    float_op, int_op = _COMPARE[node.op]
+    dtype = node.inputs[0].type.dtype
+
+    def body(operand):
+        a, b = operand(0), operand(1)
+        if dtype == "float32":
+            return _truth(k, k.b.fcmp_ordered(float_op, a, b))
+        if dtype in ("uint8", "bool"):
+            return _truth(k, k.b.icmp_unsigned(int_op, a, b))
+        if dtype in ("int8", "int32"):
+            return _truth(k, k.b.icmp_signed(int_op, a, b))
+        raise KilnError(f"cannot generate {node.op} {node.name} for {dtype} inputs")
+    _each(k, body)
+
+
+def emit_logical(k: Kernel) -> None:
+    """And, Or, Xor of two bools, Not of one."""
+    node = k.node
+
+    def body(operand):
+        a = _is_set(k, operand(0))
+        if node.op == "Not":
+            return _truth(k, k.b.not_(a))
+        b = _is_set(k, operand(1))
+        combine = {"And": k.b.and_, "Or": k.b.or_, "Xor": k.b.xor}[node.op]
+        return _truth(k, combine(a, b))
+    _each(k, body)
+
+
+def emit_where(k: Kernel) -> None:
+    """Pick x where the condition holds, else z, element by element."""
+    _each(k, lambda operand: k.b.select(_is_set(k, operand(0)), operand(1), operand(2)))
