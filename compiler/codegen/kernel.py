@@ -21,7 +21,8 @@ from compiler.ir.graph import Constant, Node
 I32 = ir.IntType(32)
 # A bool is a byte holding 0 or 1, as numpy and C store it.
 LLVM_TYPES = {"float32": ir.FloatType(), "int8": ir.IntType(8), "uint8": ir.IntType(8),
-              "int16": ir.IntType(16), "int32": ir.IntType(32), "bool": ir.IntType(8)}
+              "int16": ir.IntType(16), "int32": ir.IntType(32), "int64": ir.IntType(64),
+              "bool": ir.IntType(8)}
 
 # Reassociation lets LLVM vectorize reductions; contraction lets it use FMA. Both move results
 # by a few ulps, well inside the 1e-4 relative tolerance the bundle is checked against.

@@ -53,6 +53,13 @@ from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
+from compiler.codegen.select import (
+    emit_arg_extreme,
+    emit_cast,
+    emit_cumsum,
+    emit_expand,
+    emit_gather_runtime,
+)
 from compiler.codegen.slice import emit_slice, emit_split
 from compiler.codegen.targets import Target
 from compiler.errors import KilnError
@@ -94,6 +101,7 @@ def _with_operands(prepare: Prepare) -> Prepare:
     return prepare_all
 
 
+_CODE_TYPES = ("float32", "int8", "uint8", "int32", "int64", "bool")
 EMITTERS_FLOAT_MOVES = {"Transpose": (emit_transpose, _constants),
                         "Concat": (emit_concat, _constants), "Pad": (emit_pad, _data_only),
                         "Slice": (emit_slice, _data_only), "Split": (emit_split, _data_only),
@@ -153,6 +161,11 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{("Where", dtype): (emit_where, _constants)
        for dtype in ("float32", "int8", "uint8", "int32", "bool")},
     **{(op, "bool"): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES},
+    **{(op, dtype): (emit_arg_extreme, _constants)
+       for op in ("ArgMax", "ArgMin") for dtype in ("int32", "int64")},
+    **{("Cast", dtype): (emit_cast, _constants) for dtype in _CODE_TYPES},
+    **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
+    ("CumSum", "float32"): (emit_cumsum, _data_only),
 }
 
 
@@ -209,6 +222,8 @@ def lookup(node: Node, target: Target | None = None
         if node.op == op and suits(node, target):
             return emit, _with_operands(functools.partial(prepare, target=target))
     dtype = node.output.type.dtype
+    if node.op == "Gather" and not isinstance(node.inputs[1], Constant):
+        return emit_gather_runtime, _with_operands(_data_only)
     try:
         emit, prepare = EMITTERS[(node.op, dtype)]
     except KeyError:

@@ -224,6 +224,85 @@ LOGIC_CASES = [
     Case("SELECT_V2", "", _select, domain=_coarse),
 ]
 
+def _arg(builtin: str):
+    def build(integer):
+        x = _t("x", (2, 3, 5), integer)
+        tensors = [x, _const("axis", [2]), T("y", (2, 3), "int32")]
+        op = Op(builtin, [0, 1], [2], ("ArgMaxOptions" if builtin == "ARG_MAX" else
+                                       "ArgMinOptions", {"OutputType": 2}))
+        return Model(tensors, [op], [0], [2]), {"x": (2, 3, 5)}
+    return build
+
+
+def _cast(source: str, target: str):
+    def build(integer):
+        tensors = [T("x", (2, 3, 4), source), T("y", (2, 3, 4), target)]
+        return Model(tensors, [Op("CAST", [0], [1])], [0], [1]), {"x": (2, 3, 4)}
+    return build
+
+
+def _broadcast_to(integer):
+    model, shapes = one("BROADCAST_TO", (1, 3, 1), [(2, 3, 4)], integer,
+                        [_const("shape", [2, 3, 4])])
+    model.versions["BROADCAST_TO"] = 2  # LiteRT registers versions 2 and up
+    return model, shapes
+
+
+def _gather_nd(integer):
+    return one("GATHER_ND", (4, 3, 2), [(3, 2)], integer,
+               [_const("indices", [[1, 2], [3, 0], [0, 1]])])
+
+
+def _embedding(hybrid: bool):
+    def build(integer):
+        rows = np.random.default_rng(5).standard_normal((5, 4)).astype(np.float32)
+        if integer or hybrid:
+            data = T("params", (5, 4), "int8", data=np.random.default_rng(5).integers(
+                -127, 128, (5, 4)), scale=[0.02], zero_point=[0])
+        else:
+            data = T("params", (5, 4), data=rows)
+        out = T("y", (3, 4)) if hybrid or not integer else T("y", (3, 4), "int8",
+                                                              scale=[0.02], zero_point=[0])
+        tensors = [T("ids", (3,), "int32"), data, out]
+        return Model(tensors, [Op("EMBEDDING_LOOKUP", [0, 1], [2])], [0], [2]), {"ids": (3,)}
+    return build
+
+
+def _ids(rng, shape):
+    return rng.integers(0, 5, shape).astype(np.int32)
+
+
+def _cumsum(exclusive: bool, reverse: bool):
+    def build(integer):
+        return one("CUMSUM", (2, 5, 3), [(2, 5, 3)], integer, [_const("axis", 1)],
+                   ("CumsumOptions", {"Exclusive": exclusive, "Reverse": reverse}))
+    return build
+
+
+def _l2_pool(integer):
+    return one("L2_POOL_2D", (1, 5, 6, 2), [(1, 3, 3, 2)], integer, (),
+               ("Pool2DOptions", {"Padding": 0, "StrideW": 2, "StrideH": 2, "FilterWidth": 3,
+                                  "FilterHeight": 3, "FusedActivationFunction": 0}))
+
+
+def _wide(rng, shape):
+    return (rng.standard_normal(shape) * 20).astype(np.float32)
+
+
+INDEXING_CASES = [
+    Case("ARG_MAX", "", _arg("ARG_MAX")), Case("ARG_MIN", "", _arg("ARG_MIN")),
+    Case("CAST", "float-to-int32", _cast("float32", "int32"), ("float32",), _wide),
+    Case("CAST", "int8-to-float", _cast("int8", "float32"), ("int8",)),
+    Case("CAST", "int32-to-int8", _cast("int32", "int8"), ("int32",)),
+    Case("BROADCAST_TO", "", _broadcast_to), Case("GATHER_ND", "", _gather_nd),
+    Case("EMBEDDING_LOOKUP", "", _embedding(False), ("float32", "int8"), _ids),
+    Case("EMBEDDING_LOOKUP", "hybrid", _embedding(True), ("int8",), _ids),
+    *(Case("CUMSUM", label, _cumsum(e, r), ("float32",))
+      for label, e, r in (("", False, False), ("exclusive", True, False),
+                          ("reverse", False, True))),
+    Case("L2_POOL_2D", "", _l2_pool, ("float32",)),
+]
+
 _FLOAT = ("float32",)
 MATHS_CASES = [
     *(Case(name, "", _unary(name), _FLOAT, domain)
@@ -266,12 +345,13 @@ CASES = [
     Case("REDUCE_MIN", "", _reduce("REDUCE_MIN", [3], False, (1, 4, 5))),
     *MATHS_CASES,
     *LOGIC_CASES,
+    *INDEXING_CASES,
 ]
 
 
 def cases_of(dtype: str) -> list[Case]:
     """The cases checked with `dtype`'s oracle (TFLite Micro's int8 group takes bool cases)."""
-    group = ("int8", "bool") if dtype == "int8" else (dtype,)
+    group = ("int8", "bool", "int32") if dtype == "int8" else (dtype,)
     return [c for c in CASES if set(group) & set(c.dtypes)]
 
 
@@ -280,7 +360,7 @@ def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
 
     Tensor names take the case's id as a prefix; indices shift by the tensors before them.
     """
-    tensors, ops, inputs, outputs, shapes, domains = [], [], [], [], {}, {}
+    tensors, ops, inputs, outputs, shapes, domains, versions = [], [], [], [], {}, {}, {}
     for case in cases:
         model, case_shapes = case.build(integer)
         base = len(tensors)
@@ -288,6 +368,7 @@ def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
         for t in model.tensors:
             tensors.append(T(prefix + t.name, t.shape, t.dtype, t.data, t.scale, t.zero_point,
                              t.axis))
+        versions.update(model.versions)
         for op in model.ops:
             ops.append(Op(op.builtin, [i + base if i >= 0 else i for i in op.inputs],
                           [i + base for i in op.outputs], op.options))
@@ -295,4 +376,4 @@ def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
         outputs += [i + base for i in model.outputs]
         shapes.update({prefix + name: shape for name, shape in case_shapes.items()})
         domains.update({prefix + name: case.domain for name in case_shapes})
-    return Model(tensors, ops, inputs, outputs), shapes, domains
+    return Model(tensors, ops, inputs, outputs, versions=versions), shapes, domains

@@ -33,6 +33,9 @@ def _feeds(model: Model, shapes: dict, integer: bool, seed: int,
         n, domain = t.name, (domains or {}).get(t.name)
         if t.dtype == "bool":
             feeds[n] = rng.integers(0, 2, shapes[n]).astype(bool)
+        elif t.dtype == "int32":
+            feeds[n] = (domain(rng, shapes[n]) if domain else
+                        rng.integers(-300, 300, shapes[n]).astype(np.int32))
         elif t.dtype == "int8":
             # Few distinct codes, so that comparisons also meet equal values.
             feeds[n] = rng.integers(-128, 128, shapes[n]).astype(np.int8)

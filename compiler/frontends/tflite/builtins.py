@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from compiler.frontends.tflite.arrange import ARRANGE
 from compiler.frontends.tflite.elementwise import ELEMENTWISE
+from compiler.frontends.tflite.indexing import INDEXING
 from compiler.frontends.tflite.layers import LAYERS
 from compiler.frontends.tflite.logic import LOGIC
 from compiler.frontends.tflite.maths import MATHS
 from compiler.frontends.tflite.movement import MOVEMENT
 
-CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC}
+CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, **INDEXING}

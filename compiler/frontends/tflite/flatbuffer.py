@@ -250,7 +250,8 @@ _OPTIONS = {
     "RESIZE_NEAREST_NEIGHBOR": tflite.ResizeNearestNeighborOptions,
     "REDUCE_MAX": tflite.ReducerOptions, "REDUCE_MIN": tflite.ReducerOptions,
     "SUM": tflite.ReducerOptions, "DIV": tflite.DivOptions,
-    "L2_NORMALIZATION": tflite.L2NormOptions,
+    "L2_NORMALIZATION": tflite.L2NormOptions, "L2_POOL_2D": tflite.Pool2DOptions,
+    "CUMSUM": tflite.CumsumOptions,
 }
 
 

@@ -166,13 +166,20 @@ def fully_connected(b: Builder, op: Operator) -> None:
         b.add("Reshape", [y, b.constant("shape", np.array(out.shape))], out=op.outputs[0])
 
 
-def pool_2d(b: Builder, op: Operator) -> None:
-    """AVERAGE_POOL_2D (padding excluded from the count) and MAX_POOL_2D."""
-    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+def pool_attributes(op: Operator, x: Tensor) -> dict:
+    """The pooling attributes (window, strides, pads, NHWC) of a Pool2DOptions operator."""
     o = op.options
     kernel = [int(o.FilterHeight()), int(o.FilterWidth())]
     attrs = {**_spatial_attrs(op, x, kernel, dilated=False), "kernel_shape": kernel}
     del attrs["dilations"]
+    return attrs
+
+
+def pool_2d(b: Builder, op: Operator) -> None:
+    """AVERAGE_POOL_2D (padding excluded from the count) and MAX_POOL_2D."""
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    attrs = pool_attributes(op, x)
+    kernel = list(attrs["kernel_shape"])
     average = op.builtin == "AVERAGE_POOL_2D"
     if average:
         attrs["count_include_pad"] = 0

@@ -1,0 +1,150 @@
+"""Kernels that pick, convert or accumulate elements: arg-extremes, Cast, Expand, Gather, CumSum.
+
+ArgMax keeps the first extreme (the last with select_last_index), comparing floats ordered
+(a NaN is never an extreme) and integers by their type's sign. Cast converts as C does: floats
+truncate toward zero, integers wrap or extend by sign, bools are 0 or 1 and anything nonzero
+becomes true. A Gather whose indices arrive at run time counts negative ones from the end and
+clamps the rest into the axis: compiled code must not read outside its tensor, where the
+interpreter refuses such an index.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.elementwise import broadcast_strides
+from compiler.codegen.kernel import I32, Kernel, llvm_type, strides
+from compiler.errors import KilnError
+
+_SIGNED = ("int8", "int16", "int32", "int64")
+
+
+def emit_arg_extreme(k: Kernel) -> None:
+    """ArgMax / ArgMin along one axis, as int64 or int32 indices."""
+    node = k.node
+    shape = node.inputs[0].type.shape
+    axis = int(node.attrs["axis"]) % len(shape)
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    dim = shape[axis]
+    dtype = node.inputs[0].type.dtype
+    index_ty = llvm_type(node.output.type.dtype)
+    sign = ">" if node.op == "ArgMax" else "<"
+    if node.attrs.get("select_last_index"):
+        sign += "="
+
+    def better(x, best):
+        if dtype == "float32":
+            return k.b.fcmp_ordered(sign, x, best)
+        if dtype in _SIGNED:
+            return k.b.icmp_signed(sign, x, best)
+        return k.b.icmp_unsigned(sign, x, best)
+
+    best_value = k.alloca(llvm_type(dtype))
+    best_index = k.alloca(I32)
+    with k.loop(outer) as o, k.loop(inner) as i:
+        k.b.store(k.load(k.args[0], k.index((o, dim * inner), (i, 1))), best_value)
+        k.b.store(I32(0), best_index)
+        with k.loop(dim - 1) as j:
+            at = k.b.add(j, I32(1))
+            x = k.load(k.args[0], k.index((o, dim * inner), (at, inner), (i, 1)))
+            take = better(x, k.b.load(best_value))
+            k.b.store(k.b.select(take, x, k.b.load(best_value)), best_value)
+            k.b.store(k.b.select(take, at, k.b.load(best_index)), best_index)
+        result = k.b.load(best_index)
+        if index_ty.width != 32:
+            result = k.b.zext(result, index_ty)
+        k.store(result, k.outs[0], k.index((o, inner), (i, 1)))
+
+
+def _convert(k: Kernel, x: ir.Value, source: str, target: str) -> ir.Value:
+    b = k.b
+    ty = llvm_type(target)
+    if source == target or (source, target) in (("int8", "uint8"), ("uint8", "int8")):
+        return x
+    if target == "bool":
+        if source == "float32":
+            return b.zext(b.fcmp_unordered("une", x, ir.Constant(x.type, 0.0)), ty)
+        return b.zext(b.icmp_unsigned("!=", x, ir.Constant(x.type, 0)), ty)
+    if source == "float32":
+        return b.fptosi(x, ty) if target in _SIGNED else b.fptoui(x, ty)
+    if target == "float32":
+        return b.sitofp(x, ty) if source in _SIGNED else b.uitofp(x, ty)
+    if ty.width < x.type.width:
+        return b.trunc(x, ty)
+    return b.sext(x, ty) if source in _SIGNED else b.zext(x, ty)
+
+
+def emit_cast(k: Kernel) -> None:
+    """Each element converted to the output's type, C's way."""
+    source = k.node.inputs[0].type.dtype
+    target = k.node.output.type.dtype
+    with k.loop(k.node.output.type.numel) as i:
+        k.store(_convert(k, k.load(k.args[0], i), source, target), k.outs[0], i)
+
+
+def emit_expand(k: Kernel) -> None:
+    """The input broadcast to the output's shape (a repeated axis reads with stride 0)."""
+    node = k.node
+    out = tuple(node.output.type.shape)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in out]
+        steps = broadcast_strides(node.inputs[0].type.shape, out)
+        x = k.load(k.args[0], k.index(*zip(idx, steps)))
+        k.store(x, k.outs[0], k.index(*zip(idx, strides(out))))
+
+
+def emit_gather_runtime(k: Kernel) -> None:
+    """y[o, j, i] = x[o, clamp(idx[j]), i], the indices read from a tensor at run time."""
+    node = k.node
+    shape = node.inputs[0].type.shape
+    axis = int(node.attrs.get("axis", 0)) % len(shape)
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    dim, count = shape[axis], node.inputs[1].type.numel
+    if node.inputs[1].type.dtype not in ("int32", "int64"):
+        raise KilnError(f"cannot generate Gather {node.name}: its indices are "
+                        f"{node.inputs[1].type.dtype}, not int32 or int64")
+    if count == 0 or outer * inner == 0:
+        return
+    b = k.b
+    with k.loop(count) as j:
+        raw = k.load(k.args[1], j)
+        raw = b.trunc(raw, I32) if raw.type.width > 32 else raw
+        wrapped = b.select(b.icmp_signed("<", raw, I32(0)), b.add(raw, I32(dim)), raw)
+        low = b.select(b.icmp_signed("<", wrapped, I32(0)), I32(0), wrapped)
+        src = b.select(b.icmp_signed(">", low, I32(dim - 1)), I32(dim - 1), low)
+        with k.loop(outer) as o, k.loop(inner) as i:
+            x = k.load(k.args[0], k.index((o, dim * inner), (src, inner), (i, 1)))
+            k.store(x, k.outs[0], k.index((o, count * inner), (j, inner), (i, 1)))
+
+
+def emit_cumsum(k: Kernel) -> None:
+    """Running sums along an axis, in order.
+
+    Reversed, the sums run from the end; exclusive, each element is left out of its own sum.
+    """
+    node = k.node
+    shape = node.inputs[0].type.shape
+    axis = int(np.asarray(node.inputs[1].data).reshape(-1)[0]) % len(shape)
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    dim = shape[axis]
+    ty = llvm_type(node.output.type.dtype)
+    if node.output.type.dtype != "float32":
+        raise KilnError(f"cannot generate CumSum {node.name} for {node.output.type.dtype}")
+    total = k.alloca(ty)
+    with k.loop(outer) as o, k.loop(inner) as i:
+        k.b.store(ir.Constant(ty, 0.0), total)
+        with k.loop(dim) as j:
+            at = k.b.sub(I32(dim - 1), j) if node.attrs["reverse"] else j
+            where = k.index((o, dim * inner), (at, inner), (i, 1))
+            x = k.load(k.args[0], where)
+            if node.attrs["exclusive"]:
+                k.store(k.b.load(total), k.outs[0], where)
+            k.b.store(k.b.fadd(k.b.load(total), x), total)
+            if not node.attrs["exclusive"]:
+                k.store(k.b.load(total), k.outs[0], where)
