@@ -50,6 +50,7 @@ from compiler.codegen.qfully_connected_vnni import (
 )
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
+from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
@@ -166,6 +167,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{("Cast", dtype): (emit_cast, _constants) for dtype in _CODE_TYPES},
     **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
     ("CumSum", "float32"): (emit_cumsum, _data_only),
+    **{("IntResizeBilinear", dtype): (emit_int_resize_bilinear, _no_weights)
+       for dtype in ("int8", "uint8")},
 }
 
 

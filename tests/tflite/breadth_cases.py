@@ -132,6 +132,14 @@ def _resize_nearest(size, align: bool, half: bool):
     return build
 
 
+def _resize_bilinear(size, align: bool, half: bool):
+    def build(integer):
+        return one("RESIZE_BILINEAR", (1, 3, 5, 2), [(1, *size, 2)], integer,
+                   [_const("size", list(size))],
+                   ("ResizeBilinearOptions", {"AlignCorners": align, "HalfPixelCenters": half}))
+    return build
+
+
 def _reduce(builtin: str, axes, keep: bool, out):
     def build(integer):
         return one(builtin, (1, 4, 5, 3), [out], integer, [_const("axes", axes)],
@@ -289,6 +297,31 @@ def _wide(rng, shape):
     return (rng.standard_normal(shape) * 20).astype(np.float32)
 
 
+def _transpose_conv(padding: int, stride: int, out_hw, bias: bool):
+    def build(integer):
+        rng = np.random.default_rng(9)
+        shape, cout = (1, 4, 5, 3), 2
+        wshape = (cout, 3, 3, shape[3])
+        if integer:
+            ws = rng.uniform(0.005, 0.03, cout).tolist()
+            w = T("w", wshape, "int8", rng.integers(-127, 128, wshape), scale=ws,
+                  zero_point=[0] * cout, axis=0)
+            b = T("b", (cout,), "int32", rng.integers(-800, 800, cout),
+                  scale=[SCALE * s for s in ws], zero_point=[0] * cout)
+            x, y = _t("x", shape, True), _t("y", (1, *out_hw, cout), True, (0.08, -4))
+        else:
+            w = T("w", wshape, data=rng.standard_normal(wshape))
+            b = T("b", (cout,), data=rng.standard_normal(cout))
+            x, y = _t("x", shape, False), _t("y", (1, *out_hw, cout), False)
+        tensors = [_const("out_shape", [1, *out_hw, cout]), w, x] + ([b] if bias else []) + [y]
+        inputs = [0, 1, 2] + ([3] if bias else [])
+        options = ("TransposeConvOptions", {"Padding": padding, "StrideH": stride,
+                                            "StrideW": stride})
+        op = Op("TRANSPOSE_CONV", inputs, [len(tensors) - 1], options)
+        return Model(tensors, [op], [2], [len(tensors) - 1]), {"x": shape}
+    return build
+
+
 INDEXING_CASES = [
     Case("ARG_MAX", "", _arg("ARG_MAX")), Case("ARG_MIN", "", _arg("ARG_MIN")),
     Case("CAST", "float-to-int32", _cast("float32", "int32"), ("float32",), _wide),
@@ -301,6 +334,9 @@ INDEXING_CASES = [
       for label, e, r in (("", False, False), ("exclusive", True, False),
                           ("reverse", False, True))),
     Case("L2_POOL_2D", "", _l2_pool, ("float32",)),
+    Case("TRANSPOSE_CONV", "same-2", _transpose_conv(0, 2, (8, 10), True)),
+    Case("TRANSPOSE_CONV", "valid-2", _transpose_conv(1, 2, (9, 11), False)),
+    Case("TRANSPOSE_CONV", "same-1", _transpose_conv(0, 1, (4, 5), True)),
 ]
 
 _FLOAT = ("float32",)
@@ -341,6 +377,10 @@ CASES = [
     Case("RESIZE_NEAREST_NEIGHBOR", "up", _resize_nearest((7, 4), False, False)),
     Case("RESIZE_NEAREST_NEIGHBOR", "align", _resize_nearest((7, 9), True, False)),
     Case("RESIZE_NEAREST_NEIGHBOR", "half", _resize_nearest((5, 3), False, True)),
+    Case("RESIZE_BILINEAR", "up", _resize_bilinear((7, 4), False, False)),
+    Case("RESIZE_BILINEAR", "align", _resize_bilinear((7, 9), True, False)),
+    Case("RESIZE_BILINEAR", "half", _resize_bilinear((5, 3), False, True)),
+    Case("RESIZE_BILINEAR", "half-up", _resize_bilinear((6, 10), False, True)),
     Case("REDUCE_MAX", "", _reduce("REDUCE_MAX", [1, 2], True, (1, 1, 1, 3))),
     Case("REDUCE_MIN", "", _reduce("REDUCE_MIN", [3], False, (1, 4, 5))),
     *MATHS_CASES,

@@ -265,6 +265,27 @@ def resize_nearest_neighbor(b: Builder, op: Operator) -> None:
     _finish(b, y, op.outputs[0])
 
 
+def resize_bilinear(b: Builder, op: Operator) -> None:
+    """RESIZE_BILINEAR (NHWC): float by Resize's linear mode with TFLite's coordinates; 8 bits
+    by TFLite Micro's 10-bit fixed-point integer resize.
+    """
+    x = b.tensor(op.inputs[0])
+    size = [int(v) for v in _constant(b, op, 1, "size").reshape(-1)]
+    if len(size) != 2 or min(size) < 1:
+        raise ModelError(f"its size must be two positive numbers, got {size}")
+    align = bool(_option(op, "AlignCorners", False))
+    half = bool(_option(op, "HalfPixelCenters", False))
+    if is_integer(x):
+        b.add("IntResizeBilinear", [b.value(op.inputs[0])],
+              {"size": size, "align_corners": int(align), "half_pixel_centers": int(half)},
+              out=op.outputs[0])
+        return
+    mode = "align_corners" if align else "half_pixel" if half else "asymmetric"
+    sizes = np.array([x.shape[0], *size, x.shape[3]], np.int64)
+    b.add("Resize", [b.value(op.inputs[0]), None, None, b.constant("sizes", sizes)],
+          {"mode": "linear", "coordinate_transformation_mode": mode}, out=op.outputs[0])
+
+
 def reduce_extreme(b: Builder, op: Operator) -> None:
     """REDUCE_MAX / REDUCE_MIN over constant axes (8 bits: the stored integers compared)."""
     rank = len(b.tensor(op.inputs[0]).shape)
@@ -281,6 +302,7 @@ ARRANGE = {
     "DEPTH_TO_SPACE": depth_to_space, "SPACE_TO_DEPTH": space_to_depth,
     "BATCH_TO_SPACE_ND": batch_to_space_nd, "SPACE_TO_BATCH_ND": space_to_batch_nd,
     "REVERSE_V2": reverse_v2, "MIRROR_PAD": mirror_pad,
-    "RESIZE_NEAREST_NEIGHBOR": resize_nearest_neighbor, "REDUCE_MAX": reduce_extreme,
+    "RESIZE_NEAREST_NEIGHBOR": resize_nearest_neighbor, "RESIZE_BILINEAR": resize_bilinear,
+    "REDUCE_MAX": reduce_extreme,
     "REDUCE_MIN": reduce_extreme,
 }

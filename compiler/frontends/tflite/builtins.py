@@ -9,5 +9,7 @@ from compiler.frontends.tflite.layers import LAYERS
 from compiler.frontends.tflite.logic import LOGIC
 from compiler.frontends.tflite.maths import MATHS
 from compiler.frontends.tflite.movement import MOVEMENT
+from compiler.frontends.tflite.transpose_conv import TRANSPOSE_CONV
 
-CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, **INDEXING}
+CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, **INDEXING,
+              **TRANSPOSE_CONV}

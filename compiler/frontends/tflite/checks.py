@@ -39,12 +39,13 @@ VERSIONS = {
     "EQUAL": 5, "NOT_EQUAL": 4, "GREATER": 2, "GREATER_EQUAL": 3, "LESS": 3, "LESS_EQUAL": 2,
     "LOGICAL_AND": 1, "LOGICAL_OR": 1, "LOGICAL_NOT": 1, "SELECT_V2": 2,
     "ARG_MAX": 3, "ARG_MIN": 3, "BROADCAST_TO": 4, "CAST": 9, "CUMSUM": 1,
-    "EMBEDDING_LOOKUP": 5, "GATHER_ND": 6, "L2_POOL_2D": 1,
+    "EMBEDDING_LOOKUP": 5, "GATHER_ND": 6, "L2_POOL_2D": 1, "TRANSPOSE_CONV": 5,
+    "RESIZE_BILINEAR": 4,
 }
 
-_LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+_LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 # Builtins whose data input is not their first (SPLIT takes the axis first).
-_DATA_INPUT = {"SPLIT": 1, "SELECT_V2": 1, "EMBEDDING_LOOKUP": 1}
+_DATA_INPUT = {"SPLIT": 1, "SELECT_V2": 1, "EMBEDDING_LOOKUP": 1, "TRANSPOSE_CONV": 2}
 # Builtins whose output type may differ from their first input's.
 _CONVERTING = ("QUANTIZE", "DEQUANTIZE", "SHAPE", "EQUAL", "NOT_EQUAL", "GREATER",
                "GREATER_EQUAL", "LESS", "LESS_EQUAL", "ARG_MAX", "ARG_MIN", "CAST",

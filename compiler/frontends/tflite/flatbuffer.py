@@ -251,7 +251,8 @@ _OPTIONS = {
     "REDUCE_MAX": tflite.ReducerOptions, "REDUCE_MIN": tflite.ReducerOptions,
     "SUM": tflite.ReducerOptions, "DIV": tflite.DivOptions,
     "L2_NORMALIZATION": tflite.L2NormOptions, "L2_POOL_2D": tflite.Pool2DOptions,
-    "CUMSUM": tflite.CumsumOptions,
+    "CUMSUM": tflite.CumsumOptions, "TRANSPOSE_CONV": tflite.TransposeConvOptions,
+    "RESIZE_BILINEAR": tflite.ResizeBilinearOptions,
 }
 
 

@@ -64,10 +64,19 @@ def _spatial_attrs(op: Operator, x: Tensor, kernel, dilated: bool = True) -> dic
 
 
 def _convolution(b: Builder, op: Operator, oihw: np.ndarray, w: Tensor, group: int) -> None:
-    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    x = b.tensor(op.inputs[0])
     attrs = {**_spatial_attrs(op, x, oihw.shape[2:]), "group": group,
              "kernel_shape": list(oihw.shape[2:])}
     bias_index = op.inputs[2] if len(op.inputs) > 2 else -1
+    convolution_node(b, op, b.value(op.inputs[0]), x, oihw, w, attrs, bias_index)
+
+
+def convolution_node(b: Builder, op: Operator, value, x: Tensor, oihw: np.ndarray, w: Tensor,
+                     attrs: dict, bias_index: int) -> None:
+    """The Conv (float) or QLinearConv (8 bits, TFLite's requantization) of `value` into the
+    operator's output, its fused activation applied.
+    """
+    out = b.tensor(op.outputs[0])
     bias = None if bias_index < 0 else b.tensor(bias_index)
     if is_integer(x):
         if not w.quantized or w.dtype != "int8":
@@ -75,7 +84,7 @@ def _convolution(b: Builder, op: Operator, oihw: np.ndarray, w: Tensor, group: i
                              f"{w.dtype}")
         channels = oihw.shape[0]
         ws = np.broadcast_to(w.scale, (channels,)) if w.scale.size == 1 else w.scale
-        inputs = [b.value(op.inputs[0]), *b.scale_and_zero_point(x),
+        inputs = [value, *b.scale_and_zero_point(x),
                   b.constant(w.name, oihw), b.constant(f"{w.name}_scale", ws.astype(np.float32)),
                   b.constant(f"{w.name}_zero_point", np.zeros(channels, np.int8)),
                   *b.scale_and_zero_point(out)]
@@ -84,7 +93,7 @@ def _convolution(b: Builder, op: Operator, oihw: np.ndarray, w: Tensor, group: i
         b.add("QLinearConv", inputs, {**attrs, "requant": "tflite",
                                       "output_range": output_range(op, out)}, out=op.outputs[0])
         return
-    inputs = [b.value(op.inputs[0]), b.constant(w.name, oihw)]
+    inputs = [value, b.constant(w.name, oihw)]
     if bias is not None:
         inputs.append(b.constant(bias.name, _float_weights(b, bias)))
     fused = activation_name(op) != "NONE"
