@@ -15,6 +15,7 @@ from compiler.ops.qresize import HALF_OUTPUT, ONE, bilinear_taps
 
 def emit_int_resize_bilinear(k: Kernel) -> None:
     """Each output: its four neighbours times their tabulated weights, rounded over 2^20."""
+    """Each output: its four neighbours times their tabulated weights, rounded over 2^20."""
     node = k.node
     n, h, w, c = node.inputs[0].type.shape
     oh, ow = node.attrs["size"]

@@ -266,8 +266,10 @@ def resize_nearest_neighbor(b: Builder, op: Operator) -> None:
 
 
 def resize_bilinear(b: Builder, op: Operator) -> None:
-    """RESIZE_BILINEAR (NHWC): float by Resize's linear mode with TFLite's coordinates; 8 bits
-    by TFLite Micro's 10-bit fixed-point integer resize.
+    """RESIZE_BILINEAR (NHWC), float or 8-bit.
+
+    Float becomes Resize's linear mode with TFLite's coordinates; 8 bits TFLite Micro's 10-bit
+    fixed-point integer resize.
     """
     x = b.tensor(op.inputs[0])
     size = [int(v) for v in _constant(b, op, 1, "size").reshape(-1)]

@@ -73,8 +73,9 @@ def _convolution(b: Builder, op: Operator, oihw: np.ndarray, w: Tensor, group: i
 
 def convolution_node(b: Builder, op: Operator, value, x: Tensor, oihw: np.ndarray, w: Tensor,
                      attrs: dict, bias_index: int) -> None:
-    """The Conv (float) or QLinearConv (8 bits, TFLite's requantization) of `value` into the
-    operator's output, its fused activation applied.
+    """The convolution of `value` into the operator's output, its fused activation applied.
+
+    Float gives a Conv, 8 bits a QLinearConv with TFLite's requantization.
     """
     out = b.tensor(op.outputs[0])
     bias = None if bias_index < 0 else b.tensor(bias_index)

@@ -27,9 +27,7 @@ def _fill(b: Builder, x: Tensor) -> Value:
 
 
 def _spread(b: Builder, value: Value, x: Tensor, strides: list[int]) -> Value:
-    """(N, H, W, C) -> (N, (H-1)sh+1, (W-1)sw+1, C) with sh-1 / sw-1 zeros between rows and
-    columns.
-    """
+    """Spread (N, H, W, C) to (N, (H-1)sh+1, (W-1)sw+1, C), zeros between rows and columns."""
     n, h, w, c = x.shape
     sh, sw = strides
     if sh == sw == 1:
