@@ -1,8 +1,9 @@
-"""Comparisons, logic and Where: element-wise kernels whose bool tensors are bytes of 0 or 1.
+"""Comparisons, logic, Where and integer extremes: element-wise kernels on bytes and integers.
 
 A comparison reads two tensors of one element type (float, or integers compared signed or
-unsigned by their type) and writes bools; And, Or, Xor and Not combine bools; Where picks
-between two tensors of any one type by a bool condition. Every input broadcasts numpy's way.
+unsigned by their type) and writes bools, which are bytes of 0 or 1; And, Or, Xor and Not
+combine bools; Where picks between two tensors of any one type by a bool condition; Max and Min
+of integers compare as comparisons do. Every input broadcasts numpy's way.
 """
 
 from __future__ import annotations
@@ -77,3 +78,19 @@ def emit_logical(k: Kernel) -> None:
 def emit_where(k: Kernel) -> None:
     """Pick x where the condition holds, else z, element by element."""
     _each(k, lambda operand: k.b.select(_is_set(k, operand(0)), operand(1), operand(2)))
+
+
+def emit_integer_extreme(k: Kernel) -> None:
+    """Max / Min of two integer tensors (stored 8-bit values compare as their type's sign)."""
+    node = k.node
+    if len(node.inputs) != 2:
+        raise KilnError(f"cannot generate {node.op} {node.name} of {len(node.inputs)} integer "
+                        "inputs (two only)")
+    signed = node.output.type.dtype in ("int8", "int32")
+    sign = ">" if node.op == "Max" else "<"
+
+    def body(operand):
+        a, b = operand(0), operand(1)
+        larger = k.b.icmp_signed(sign, a, b) if signed else k.b.icmp_unsigned(sign, a, b)
+        return k.b.select(larger, a, b)
+    _each(k, body)

@@ -27,13 +27,20 @@ _INTEGER_EXTREMES = {"ReduceMax": (">", lambda info: info.min),
 
 def _integer_reducer(node) -> tuple[int, object]:
     """(start value, combine) of an integer ReduceMax or ReduceMin."""
-    dtype = np.dtype(node.output.type.dtype)
+    dtype = np.dtype("uint8" if node.output.type.dtype == "bool" else node.output.type.dtype)
     if node.op not in _INTEGER_EXTREMES or dtype.kind not in "iu":
         raise KilnError(f"cannot generate {node.op} {node.name} for {dtype.name}")
     sign, start = _INTEGER_EXTREMES[node.op]
-    compare = (lambda k, a, b: k.b.icmp_signed(sign, a, b)) if dtype.kind == "i" else (
-        lambda k, a, b: k.b.icmp_unsigned(sign, a, b))
-    return start(np.iinfo(dtype)), lambda k, a, x: k.b.select(compare(k, x, a), x, a)
+    if node.output.type.dtype == "bool":  # bytes of 0 and 1: all (min) starts true, any false
+        return int(node.op == "ReduceMin"), _integer_combine(sign, False)
+    return start(np.iinfo(dtype)), _integer_combine(sign, dtype.kind == "i")
+
+
+def _integer_combine(sign: str, signed: bool):
+    def combine(k, a, x):
+        better = k.b.icmp_signed(sign, x, a) if signed else k.b.icmp_unsigned(sign, x, a)
+        return k.b.select(better, x, a)
+    return combine
 
 
 def reduced_axes(k: Kernel) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_soft
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
 from compiler.codegen.kernel import Kernel
-from compiler.codegen.logic import emit_compare, emit_logical, emit_where
+from compiler.codegen.logic import emit_compare, emit_integer_extreme, emit_logical, emit_where
 from compiler.codegen.lrn import emit_lrn
 from compiler.codegen.matmul import emit_matmul
 from compiler.codegen.movement import emit_concat, emit_copy, emit_transpose
@@ -130,7 +130,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{(op, "float32"): (emit_reduce, _data_only)
        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")},
     **{(op, dtype): (emit_reduce, _data_only)
-       for op in ("ReduceMax", "ReduceMin") for dtype in ("int8", "uint8")},
+       for op in ("ReduceMax", "ReduceMin") for dtype in ("int8", "uint8", "bool")},
     **{(op, "float32"): (emit_elementwise, _constants) for op in SCALAR_OPS},
     **{(op, dtype): (emit_qgemm, qgemm_weights)
        for op in ("QGemm", "QLinearMatMul") for dtype in ("int8", "uint8")},
@@ -167,6 +167,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{("Cast", dtype): (emit_cast, _constants) for dtype in _CODE_TYPES},
     **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
     ("CumSum", "float32"): (emit_cumsum, _data_only),
+    **{(op, dtype): (emit_integer_extreme, _constants)
+       for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32")},
     **{("IntResizeBilinear", dtype): (emit_int_resize_bilinear, _no_weights)
        for dtype in ("int8", "uint8")},
 }

@@ -322,6 +322,53 @@ def _transpose_conv(padding: int, stride: int, out_hw, bias: bool):
     return build
 
 
+def _batch_matmul(adj_y: bool):
+    def build(integer):
+        rng = np.random.default_rng(4)
+        wshape = (6, 4) if adj_y else (4, 6)
+        if integer:
+            rhs = T("w", wshape, "int8", rng.integers(-127, 128, wshape), scale=[0.02],
+                    zero_point=[0])
+            y = _t("y", (2, 3, 6), True, (0.3, -2))
+        else:
+            rhs = T("w", wshape, data=rng.standard_normal(wshape))
+            y = _t("y", (2, 3, 6), False)
+        tensors = [_t("x", (2, 3, 4), integer), rhs, y]
+        op = Op("BATCH_MATMUL", [0, 1], [2], ("BatchMatMulOptions", {"AdjX": False,
+                                                                     "AdjY": adj_y}))
+        return Model(tensors, [op], [0], [2]), {"x": (2, 3, 4)}
+    return build
+
+
+def _batch_matmul_runtime(integer):
+    model, shapes = two("BATCH_MATMUL", (2, 4, 3), (2, 5, 4), (2, 3, 5), integer,
+                        ("BatchMatMulOptions", {"AdjX": True, "AdjY": True}))
+    return model, shapes
+
+
+def _zeros_like(integer):
+    return one("ZEROS_LIKE", (2, 3, 4), [(2, 3, 4)], integer)
+
+
+def _fill(integer):
+    value = _const("value", np.array(3 if integer else 1.5, "int8" if integer else "float32"),
+                   "int8" if integer else "float32")
+    if integer:
+        value = T("value", (), "int8", np.array(3), scale=[SCALE], zero_point=[ZERO_POINT])
+    model, shapes = one("ADD", (2, 3), [(2, 3)], integer, [_t("filled", (2, 3), integer)])
+    tensors = [_const("dims", [2, 3]), value, _t("filled", (2, 3), integer),
+               _t("x", (2, 3), integer), _t("y", (2, 3), integer)]
+    ops = [Op("FILL", [0, 1], [2]), Op("MAXIMUM", [3, 2], [4])]
+    return Model(tensors, ops, [3], [4]), {"x": (2, 3)}
+
+
+def _reduce_all(integer):
+    tensors = [T("x", (2, 3, 4), "bool"), _const("axes", [2]), T("y", (2, 3), "bool")]
+    return (Model(tensors, [Op("REDUCE_ALL", [0, 1], [2], ("ReducerOptions",
+                                                           {"KeepDims": False}))], [0], [2]),
+            {"x": (2, 3, 4)})
+
+
 INDEXING_CASES = [
     Case("ARG_MAX", "", _arg("ARG_MAX")), Case("ARG_MIN", "", _arg("ARG_MIN")),
     Case("CAST", "float-to-int32", _cast("float32", "int32"), ("float32",), _wide),
@@ -334,6 +381,11 @@ INDEXING_CASES = [
       for label, e, r in (("", False, False), ("exclusive", True, False),
                           ("reverse", False, True))),
     Case("L2_POOL_2D", "", _l2_pool, ("float32",)),
+    Case("ZEROS_LIKE", "", _zeros_like), Case("FILL", "", _fill),
+    Case("REDUCE_ALL", "", _reduce_all, ("bool",)),
+    Case("BATCH_MATMUL", "", _batch_matmul(False)),
+    Case("BATCH_MATMUL", "adj-y", _batch_matmul(True)),
+    Case("BATCH_MATMUL", "runtime-adjoint", _batch_matmul_runtime, ("float32",)),
     Case("TRANSPOSE_CONV", "same-2", _transpose_conv(0, 2, (8, 10), True)),
     Case("TRANSPOSE_CONV", "valid-2", _transpose_conv(1, 2, (9, 11), False)),
     Case("TRANSPOSE_CONV", "same-1", _transpose_conv(0, 1, (4, 5), True)),

@@ -15,8 +15,8 @@ from tests.tflite.tflm_census import registered_builtins, schema_builtins
 
 # Registered by tflite-micro, not read by Kiln yet (its loader refuses them by name).
 NOT_READ_YET = frozenset("""
-    ASSIGN_VARIABLE BATCH_MATMUL BROADCAST_ARGS CALL_ONCE DYNAMIC_UPDATE_SLICE FILL IF
-    READ_VARIABLE REDUCE_ALL SVDF UNIDIRECTIONAL_SEQUENCE_LSTM VAR_HANDLE WHILE ZEROS_LIKE
+    ASSIGN_VARIABLE CALL_ONCE DYNAMIC_UPDATE_SLICE IF READ_VARIABLE SVDF
+    UNIDIRECTIONAL_SEQUENCE_LSTM VAR_HANDLE WHILE
 """.split())
 
 

@@ -20,8 +20,9 @@ _REAL_BOUNDS = {"RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0,
 
 
 def activation_name(op: Operator) -> str:
-    """The fused activation of `op` (NONE when it has no options)."""
-    code = int(op.options.FusedActivationFunction()) if op.options is not None else 0
+    """The fused activation of `op` (NONE when its options have none)."""
+    fused = getattr(op.options, "FusedActivationFunction", None)
+    code = int(fused()) if fused is not None else 0
     return _ACTIVATIONS.get(code, f"activation {code}")
 
 

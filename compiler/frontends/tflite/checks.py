@@ -40,12 +40,14 @@ VERSIONS = {
     "LOGICAL_AND": 1, "LOGICAL_OR": 1, "LOGICAL_NOT": 1, "SELECT_V2": 2,
     "ARG_MAX": 3, "ARG_MIN": 3, "BROADCAST_TO": 4, "CAST": 9, "CUMSUM": 1,
     "EMBEDDING_LOOKUP": 5, "GATHER_ND": 6, "L2_POOL_2D": 1, "TRANSPOSE_CONV": 5,
-    "RESIZE_BILINEAR": 4,
+    "RESIZE_BILINEAR": 4, "BATCH_MATMUL": 4, "BROADCAST_ARGS": 1, "FILL": 5, "REDUCE_ALL": 1,
+    "ZEROS_LIKE": 1,
 }
 
 _LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 # Builtins whose data input is not their first (SPLIT takes the axis first).
-_DATA_INPUT = {"SPLIT": 1, "SELECT_V2": 1, "EMBEDDING_LOOKUP": 1, "TRANSPOSE_CONV": 2}
+_DATA_INPUT = {"SPLIT": 1, "SELECT_V2": 1, "EMBEDDING_LOOKUP": 1, "TRANSPOSE_CONV": 2,
+               "FILL": 1}
 # Builtins whose output type may differ from their first input's.
 _CONVERTING = ("QUANTIZE", "DEQUANTIZE", "SHAPE", "EQUAL", "NOT_EQUAL", "GREATER",
                "GREATER_EQUAL", "LESS", "LESS_EQUAL", "ARG_MAX", "ARG_MIN", "CAST",

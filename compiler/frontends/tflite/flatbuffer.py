@@ -252,7 +252,8 @@ _OPTIONS = {
     "SUM": tflite.ReducerOptions, "DIV": tflite.DivOptions,
     "L2_NORMALIZATION": tflite.L2NormOptions, "L2_POOL_2D": tflite.Pool2DOptions,
     "CUMSUM": tflite.CumsumOptions, "TRANSPOSE_CONV": tflite.TransposeConvOptions,
-    "RESIZE_BILINEAR": tflite.ResizeBilinearOptions,
+    "RESIZE_BILINEAR": tflite.ResizeBilinearOptions, "BATCH_MATMUL": tflite.BatchMatMulOptions,
+    "REDUCE_ALL": tflite.ReducerOptions,
 }
 
 

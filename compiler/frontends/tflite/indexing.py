@@ -118,6 +118,44 @@ def l2_pool_2d(b: Builder, op: Operator) -> None:
         float_activation(b, op, root, op.outputs[0])
 
 
+def zeros_like(b: Builder, op: Operator) -> None:
+    """ZEROS_LIKE: stored zeros of the input's shape and type (a constant)."""
+    x = b.tensor(op.inputs[0])
+    b.add("Identity", [b.constant("zeros", np.zeros(x.shape, x.dtype))], out=op.outputs[0])
+
+
+def fill(b: Builder, op: Operator) -> None:
+    """FILL(dims, value), both constants: a constant tensor."""
+    dims = _constant(b, op, 0, "dims").astype(np.int64).reshape(-1)
+    value = _constant(b, op, 1, "value").reshape(-1)[:1]
+    out = b.tensor(op.outputs[0])
+    b.add("Identity", [b.constant("filled", np.full(dims, value[0], out.dtype))],
+          out=op.outputs[0])
+
+
+def broadcast_args(b: Builder, op: Operator) -> None:
+    """BROADCAST_ARGS of two constant shapes: the broadcast shape (a constant)."""
+    shapes = [tuple(int(v) for v in _constant(b, op, i, "shape").reshape(-1)) for i in (0, 1)]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ModelError(f"the shapes {list(shapes[0])} and {list(shapes[1])} do not "
+                         "broadcast") from None
+    out = b.tensor(op.outputs[0])
+    b.add("Identity", [b.constant("shape", np.array(shape, out.dtype))], out=op.outputs[0])
+
+
+def reduce_all(b: Builder, op: Operator) -> None:
+    """REDUCE_ALL of bools over constant axes: their minimum."""
+    rank = len(b.tensor(op.inputs[0]).shape)
+    axes = sorted({int(a) % max(rank, 1) for a in _constant(b, op, 1, "axes").reshape(-1)})
+    keep = bool(op.options.KeepDims()) if op.options is not None else False
+    b.add("ReduceMin", [b.value(op.inputs[0]), b.constant("axes", np.array(axes, np.int64))],
+          {"keepdims": int(keep)}, out=op.outputs[0])
+
+
 INDEXING = {"ARG_MAX": arg_extreme, "ARG_MIN": arg_extreme, "CAST": cast,
             "BROADCAST_TO": broadcast_to, "GATHER_ND": gather_nd,
-            "EMBEDDING_LOOKUP": embedding_lookup, "CUMSUM": cumsum, "L2_POOL_2D": l2_pool_2d}
+            "EMBEDDING_LOOKUP": embedding_lookup, "CUMSUM": cumsum, "L2_POOL_2D": l2_pool_2d,
+            "ZEROS_LIKE": zeros_like, "FILL": fill, "BROADCAST_ARGS": broadcast_args,
+            "REDUCE_ALL": reduce_all}
