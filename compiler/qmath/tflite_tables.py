@@ -3,7 +3,7 @@
 RELU requantizes (x - zp_in) by in_scale / out_scale (QuantizeMultiplier, in double) and clamps
 below at the output's zero; RELU6 only clamps the stored integers between the input's
 quantized 0 and 6; LEAKY_RELU requantizes by two multipliers, in_scale * alpha / out_scale
-and in_scale / out_scale, both formed in float first as TFLite Micro does; QUANTIZE from int8 to
+and in_scale / out_scale, both formed in double as TFLite Micro does; QUANTIZE from int8 to
 int8 requantizes by in_scale / out_scale; LOGISTIC and TANH rescale the input into Q4.27 and
 apply gemmlowp's fixed-point functions (compiler/qmath/gemmlowp.py); HARD_SWISH is TFLite's
 16-bit fixed point. Every entry is exact
@@ -63,11 +63,16 @@ def clamp(dtype: str, in_scale, in_zp: int, low: float, high: float) -> np.ndarr
 
 def leaky_relu(dtype: str, alpha: float, in_scale, in_zp: int, out_scale, out_zp: int
                ) -> np.ndarray:
-    """LEAKY_RELU: identity and alpha multipliers, each formed in float32 then widened."""
+    """LEAKY_RELU: identity and alpha multipliers, each formed in double.
+
+    The float32 scales and alpha are multiplied and divided in double, as the installed TFLite
+    Micro forms them (checked on parameters where forming them in float32 first gives another
+    multiplier).
+    """
     x = codes(dtype)
-    identity = _requantize(x, in_zp, _f32(np.float32(in_scale) / np.float32(out_scale)), out_zp)
-    alpha_real = _f32(np.float32(in_scale) * np.float32(alpha) / np.float32(out_scale))
-    negative = _requantize(x, in_zp, alpha_real, out_zp)
+    xs, ys = np.float64(np.float32(in_scale)), np.float64(np.float32(out_scale))
+    identity = _requantize(x, in_zp, float(xs / ys), out_zp)
+    negative = _requantize(x, in_zp, float(xs * np.float64(np.float32(alpha)) / ys), out_zp)
     return _table(np.where(x - in_zp >= 0, identity, negative), dtype)
 
 

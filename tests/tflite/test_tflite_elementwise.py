@@ -148,3 +148,16 @@ def test_int8_hard_swish_is_tflite_micros_fixed_point(params):
     model = Model([quantized("x", SHAPE, xs, xz), quantized("y", SHAPE, ys, yz)],
                   [Op("HARD_SWISH", [0], [1])], [0], [1])
     check_int8(model, {"x": SHAPE})
+
+
+@pytest.mark.parametrize("alpha,params", [
+    (0.25, (0.05, 3, 0.04, -20)),  # in x alpha / out is 0.3125 in float32, a little more in double
+    (0.15208126113950587, (0.07170243824079797, 60, 0.10671683702562339, -60)),
+    (0.1, (0.14871697080606214, -128, 0.15928926598753587, -128)),  # the identity multiplier
+])
+def test_int8_leaky_relu_forms_its_multipliers_in_double(alpha, params):
+    """Parameters where forming LEAKY_RELU's multipliers in float32 first moves an output."""
+    xs, xz, ys, yz = params
+    model = Model([quantized("x", SHAPE, xs, xz), quantized("y", SHAPE, ys, yz)],
+                  [Op("LEAKY_RELU", [0], [1], ("LeakyReluOptions", {"Alpha": alpha}))], [0], [1])
+    check_int8(model, {"x": SHAPE})

@@ -20,9 +20,17 @@ from compiler.ir.types import ONNX_ELEM_TYPES
 
 
 def _constant(b: Builder, op: Operator, i: int, what: str) -> np.ndarray:
-    if i >= len(op.inputs) or op.inputs[i] < 0 or b.tensor(op.inputs[i]).data is None:
-        raise ModelError(f"its {what} must be a constant")
-    return np.asarray(b.tensor(op.inputs[i]).data)
+    """Input `i` known at load time: stored in the file, or computed from such values.
+
+    A SHAPE or BROADCAST_ARGS before the operator computes such a value.
+    """
+    index = op.inputs[i] if i < len(op.inputs) else -1
+    if index >= 0 and b.tensor(index).data is not None:
+        return np.asarray(b.tensor(index).data)
+    value = b.values.get(index) if index >= 0 else None
+    if value is not None and id(value) in b.known:
+        return np.asarray(b.known[id(value)])
+    raise ModelError(f"its {what} must be a constant")
 
 
 def arg_extreme(b: Builder, op: Operator) -> None:

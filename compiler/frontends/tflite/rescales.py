@@ -59,10 +59,10 @@ def _rescales(model: Model, op: Operator, x: Tensor, out: Tensor) -> list[Rescal
         return [("input scale / output scale", np.float64(xs / ys), _SHIFT)]
     if op.builtin == "LEAKY_RELU":
         alpha = float(op.options.Alpha()) if op.options else 0.2
-        scale_in, scale_out = np.float32(xs), np.float32(ys)
-        return [("input scale / output scale", np.float64(scale_in / scale_out), _SHIFT),
+        scale_in, scale_out = np.float64(np.float32(xs)), np.float64(np.float32(ys))
+        return [("input scale / output scale", scale_in / scale_out, _SHIFT),
                 ("input scale x alpha / output scale",
-                 np.float64(scale_in * np.float32(alpha) / scale_out), _SHIFT)]
+                 scale_in * np.float64(np.float32(alpha)) / scale_out, _SHIFT)]
     if op.builtin in ("LOGISTIC", "TANH"):
         return [("input scale x 2**27", np.float64(xs * 2.0**27), _SIGMOID)]
     if op.builtin == "HARD_SWISH":
