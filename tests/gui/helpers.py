@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
@@ -208,3 +211,14 @@ def check_pictures(folder, names) -> None:
         image = QImage(str(path))
         assert image.width() >= 100 and image.height() >= 20, name
         assert _distinct_colours(path) >= 3, f"{name} is blank"
+
+
+def run_gui_fresh(args, cwd, env_changes, config):
+    """Run `run_gui(args)` in a fresh interpreter, with its settings folder at `config`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["XDG_CONFIG_HOME"] = str(config)
+    env.update(env_changes)
+    code = f"import sys; from app.gui import run_gui; sys.exit(run_gui({args!r}))"
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)

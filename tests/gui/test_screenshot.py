@@ -1,35 +1,22 @@
 """`kiln --screenshot DIR` writes real pictures, then exits (the no-display fallback of `make
 run`: tests/gui/test_export_whole.py)."""
 
-import os
-import subprocess
-import sys
 
 import pytest
 from PySide6.QtGui import QImage
 
 from tests.conftest import ROOT
-from tests.gui.helpers import DENSENET, check_pictures
+from tests.gui.helpers import DENSENET, check_pictures, run_gui_fresh
 
 PANELS = ["main_window", "canvas_fit", "canvas_zoomed", "properties", "properties_full",
           "minimap", "palette", "problems", "search"]
 
 
-def _run(args, cwd, env_changes, config):
-    """Run `run_gui(args)` in a fresh interpreter, with its settings folder at `config`."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    env["XDG_CONFIG_HOME"] = str(config)
-    env.update(env_changes)
-    code = f"import sys; from app.gui import run_gui; sys.exit(run_gui({args!r}))"
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-
-
 def test_screenshot_option_writes_each_panel(tmp_path):
     folder = tmp_path / "shots"
     config = tmp_path / "config"
-    result = _run(["--screenshot", str(folder)], ROOT, {"QT_QPA_PLATFORM": "offscreen"}, config)
+    result = run_gui_fresh(["--screenshot", str(folder)], ROOT,
+                           {"QT_QPA_PLATFORM": "offscreen"}, config)
     assert result.returncode == 0, result.stderr
     check_pictures(folder, PANELS)
     assert f"written to {folder}" in result.stdout
@@ -40,7 +27,7 @@ def test_screenshot_option_writes_each_panel(tmp_path):
 @pytest.mark.slow
 def test_screenshot_of_a_big_model(tmp_path):
     folder = tmp_path / "shots"
-    result = _run([str(DENSENET), "--screenshot", str(folder)], ROOT,
+    result = run_gui_fresh([str(DENSENET), "--screenshot", str(folder)], ROOT,
                   {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
     assert result.returncode == 0, result.stderr
     check_pictures(folder, PANELS)
@@ -49,7 +36,7 @@ def test_screenshot_of_a_big_model(tmp_path):
 def test_bad_model_exits_2_with_one_line(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"nonsense")
-    result = _run([str(bad), "--screenshot", str(tmp_path / "s")], tmp_path,
+    result = run_gui_fresh([str(bad), "--screenshot", str(tmp_path / "s")], tmp_path,
                   {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
     assert result.returncode == 2
     lines = result.stderr.splitlines()  # the offscreen platform's notes are not shown
@@ -57,5 +44,6 @@ def test_bad_model_exits_2_with_one_line(tmp_path):
 
 
 def test_bad_option_exits_2(tmp_path):
-    result = _run(["--nope"], tmp_path, {"QT_QPA_PLATFORM": "offscreen"}, tmp_path / "config")
+    result = run_gui_fresh(["--nope"], tmp_path, {"QT_QPA_PLATFORM": "offscreen"},
+                           tmp_path / "config")
     assert result.returncode == 2 and "unrecognized arguments" in result.stderr

@@ -70,3 +70,78 @@ def quantized(name, shape, scale, zp, dtype="int8"):
     return T(name, shape, dtype, scale=[scale], zero_point=[zp])
 
 
+def feeds_for(model: Model, shapes: dict, integer: bool, seed: int,
+              domains: dict | None = None) -> dict[str, np.ndarray]:
+    """Random inputs by each input tensor's type (float inputs from `domains` when given)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for index in model.inputs:
+        t = model.tensors[index]
+        n, domain = t.name, (domains or {}).get(t.name)
+        if t.dtype == "bool":
+            feeds[n] = rng.integers(0, 2, shapes[n]).astype(bool)
+        elif t.dtype == "int32":
+            feeds[n] = (domain(rng, shapes[n]) if domain else
+                        rng.integers(-300, 300, shapes[n]).astype(np.int32))
+        elif t.dtype == "int8":
+            # Few distinct codes, so that comparisons also meet equal values.
+            feeds[n] = rng.integers(-128, 128, shapes[n]).astype(np.int8)
+            if rng.random() < 0.5:
+                feeds[n] = (feeds[n] // 32 * 32).astype(np.int8)
+        else:
+            feeds[n] = (domain(rng, shapes[n]) if domain else
+                        rng.standard_normal(shapes[n]).astype(np.float32))
+    return feeds
+
+
+def oracle_outputs(data: bytes, model: Model, feeds: dict, integer: bool) -> dict:
+    """Every output of the model by name, as TFLite Micro (int8) or LiteRT (float) gives it."""
+    names = [model.tensors[i].name for i in model.outputs]
+    if integer:
+        runtime = tflm(data)
+        for i, index in enumerate(model.inputs):
+            runtime.set_input(feeds[model.tensors[index].name], i)
+        runtime.invoke()
+        return {n: runtime.get_output(i) for i, n in enumerate(names)}
+    runtime = litert(data)
+    for d in runtime.get_input_details():
+        runtime.set_tensor(d["index"], feeds[d["name"]])
+    runtime.invoke()
+    return {d["name"]: runtime.get_tensor(d["index"]) for d in runtime.get_output_details()}
+
+
+def compare_outputs(ours: dict, want: dict, integer: bool, where: str) -> None:
+    """Integer (and bool) outputs equal element for element, float ones within 1e-5."""
+    for name, expected in want.items():
+        got = ours[name]
+        assert got.shape == expected.shape, f"{name} {where}: {got.shape} vs {expected.shape}"
+        if integer or expected.dtype.kind in "biu":
+            differ = int(np.count_nonzero(got.astype(np.int64) != expected.astype(np.int64)))
+            assert differ == 0, f"{name} {where}: {differ} elements differ from TFLite Micro"
+        else:
+            assert_close(got, expected, rtol=1e-5, atol=1e-5, what=f"{name} {where}")
+
+
+def compiled_outputs(final, feeds: dict, target: str, folder=None) -> list[np.ndarray]:
+    """The final graph compiled for `target` and run, outputs in the graph's order.
+
+    The host runs it in this process; Cortex-M7 on its QEMU board, firmware built in `folder`.
+    """
+    from compiler.codegen.host import HostNet
+    from compiler.driver import compile_graph
+    from tests.codegen import firmware
+
+    net = compile_graph(final, target, name="net")
+    if target == "host":
+        runner = HostNet(net)
+        try:
+            got = runner.run(feeds)
+        finally:
+            runner.close()
+    else:
+        firmware.require_tools()
+        machine = {"cortex-m7": "mps2-an500"}[target]
+        elf = firmware.build(net, firmware.main_c(net, feeds), machine, folder)
+        stdout, _ = firmware.run(elf, machine)
+        got = firmware.parse_outputs(net, stdout)
+    return [got[v.name] for v in final.outputs]

@@ -1,0 +1,135 @@
+"""Whole models written by the tests, float and int8, for the builtins breadth added.
+
+`segmentation` is a small encoder-decoder as microcontroller segmentation models are built:
+strided convolutions down, a transposed convolution and a bilinear resize back up to the input's
+size, a per-pixel class score. `python -m tests.tflite.built_models DIR` writes both models of
+each kind into DIR (to open them in the app or run `kiln` on them).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tests.tflite.writer import Model, Op, T, write
+
+RELU, RELU6 = 1, 3
+
+
+class _Net:
+    """Appends tensors and operators; quantization parameters walk along with the layers."""
+
+    def __init__(self, integer: bool, seed: int):
+        self.integer = integer
+        self.rng = np.random.default_rng(seed)
+        self.tensors: list[T] = []
+        self.ops: list[Op] = []
+
+    def tensor(self, name: str, shape, quant=None, dtype: str | None = None, data=None) -> int:
+        if data is not None:
+            self.tensors.append(T(name, tuple(shape), dtype or "float32", data,
+                                  quant[0] if quant else None, quant[1] if quant else None,
+                                  quant[2] if quant and len(quant) > 2 else 0))
+        elif self.integer and dtype is None:
+            self.tensors.append(T(name, tuple(shape), "int8", scale=[quant[0]],
+                                  zero_point=[quant[1]]))
+        else:
+            self.tensors.append(T(name, tuple(shape), dtype or "float32"))
+        return len(self.tensors) - 1
+
+    def weights(self, name: str, shape, in_scale: float, axis: int, fan_in: int):
+        """(weights, bias) tensor indices, per-channel int8 or float."""
+        channels = shape[axis]
+        real = self.rng.standard_normal(shape) / np.sqrt(fan_in)
+        bias = self.rng.standard_normal(channels) * 0.1
+        if not self.integer:
+            return (self.tensor(name, shape, dtype="float32", data=real.astype(np.float32)),
+                    self.tensor(f"{name}_b", (channels,), dtype="float32",
+                                data=bias.astype(np.float32)))
+        moved = np.moveaxis(real, axis, 0).reshape(channels, -1)
+        scales = np.maximum(np.abs(moved).max(axis=1), 1e-3) / 127
+        shaped = scales.reshape([-1 if i == axis else 1 for i in range(len(shape))])
+        q = np.clip(np.round(real / shaped), -127, 127).astype(np.int8)
+        bias_scales = in_scale * scales
+        qb = np.round(bias / bias_scales).astype(np.int32)
+        return (self.tensor(name, shape, (scales.tolist(), [0] * channels, axis), "int8", q),
+                self.tensor(f"{name}_b", (channels,), (bias_scales.tolist(), [0] * channels),
+                            "int32", qb))
+
+    def op(self, builtin: str, inputs, outputs, options=None) -> None:
+        self.ops.append(Op(builtin, list(inputs), list(outputs), options))
+
+    def const(self, name: str, values) -> int:
+        values = np.asarray(values, np.int32)
+        return self.tensor(name, values.shape, dtype="int32", data=values)
+
+
+def _conv(net: _Net, x: int, shape, cout: int, k: int, stride: int, q_in, q_out, name: str,
+          depthwise: bool = False, activation: int = RELU6) -> tuple[int, tuple]:
+    n, h, w, cin = shape
+    oh, ow = -(-h // stride), -(-w // stride)
+    if depthwise:
+        wt, b = net.weights(name, (1, k, k, cin), q_in[0], 3, k * k)
+        options = ("DepthwiseConv2DOptions", {"Padding": 0, "StrideH": stride, "StrideW": stride,
+                                              "DepthMultiplier": 1, "DilationHFactor": 1,
+                                              "DilationWFactor": 1,
+                                              "FusedActivationFunction": activation})
+        builtin, cout = "DEPTHWISE_CONV_2D", cin
+    else:
+        wt, b = net.weights(name, (cout, k, k, cin), q_in[0], 0, k * k * cin)
+        options = ("Conv2DOptions", {"Padding": 0, "StrideH": stride, "StrideW": stride,
+                                     "DilationHFactor": 1, "DilationWFactor": 1,
+                                     "FusedActivationFunction": activation})
+        builtin = "CONV_2D"
+    out_shape = (n, oh, ow, cout)
+    y = net.tensor(f"{name}_out", out_shape, q_out)
+    net.op(builtin, [x, wt, b], [y], options)
+    return y, out_shape
+
+
+def segmentation(integer: bool) -> tuple[Model, dict]:
+    """(model, input shapes): 32x32 RGB in, 4 class scores per pixel out."""
+    net = _Net(integer, seed=21)
+    # Ranges measured on the float model over inputs in [-2.5, 2.5] (the int8 input's range).
+    q_in, q_enc1, q_dw, q_pw, q_up = (0.02, -1), (0.025, -128), (0.02, -128), (0.015, -128), (
+        0.012, -10)
+    x = net.tensor("image", (1, 32, 32, 3), q_in)
+    y, shape = _conv(net, x, (1, 32, 32, 3), 8, 3, 2, q_in, q_enc1, "enc1")
+    y, shape = _conv(net, y, shape, 8, 3, 1, q_enc1, q_dw, "enc2_dw", depthwise=True)
+    y, shape = _conv(net, y, shape, 16, 1, 1, q_dw, q_pw, "enc2_pw")
+    q_a = q_pw
+    pooled = net.tensor("pool_out", (1, 8, 8, 16), q_a)
+    net.op("MAX_POOL_2D", [y], [pooled], ("Pool2DOptions", {
+        "Padding": 1, "StrideW": 2, "StrideH": 2, "FilterWidth": 2, "FilterHeight": 2,
+        "FusedActivationFunction": 0}))
+    # Decoder: a transposed convolution doubles the resolution, a bilinear resize restores it.
+    wt, b = net.weights("up", (8, 3, 3, 16), q_a[0], 0, 9 * 16)
+    q_c = q_up
+    up = net.tensor("up_out", (1, 16, 16, 8), q_c)
+    net.op("TRANSPOSE_CONV", [net.const("up_shape", [1, 16, 16, 8]), wt, pooled, b], [up],
+           ("TransposeConvOptions", {"Padding": 0, "StrideH": 2, "StrideW": 2}))
+    resized = net.tensor("resized", (1, 32, 32, 8), q_c)
+    net.op("RESIZE_BILINEAR", [up, net.const("size", [32, 32])], [resized],
+           ("ResizeBilinearOptions", {"AlignCorners": False, "HalfPixelCenters": True}))
+    scores, _ = _conv(net, resized, (1, 32, 32, 8), 4, 1, 1, q_c, (0.008, 0), "classes",
+                      activation=0)
+    return Model(net.tensors, net.ops, [x], [scores]), {"image": (1, 32, 32, 3)}
+
+
+BUILT = {"segmentation": segmentation}
+
+
+def main(folder: str) -> None:
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, build in BUILT.items():
+        for integer in (False, True):
+            path = out / f"{name}_{'int8' if integer else 'float'}.tflite"
+            path.write_bytes(write(build(integer)[0]))
+            print(path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")
