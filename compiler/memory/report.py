@@ -6,7 +6,10 @@ first/last step, offset and size; live bytes per step).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+
+import numpy as np
 
 from compiler.ir.graph import Graph
 from compiler.lowir import LowIR, lower, verify_lowir
@@ -116,6 +119,23 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool, enabled: frozen
     return best[1], best[2], best[3]
 
 
+def distinct_constant_bytes(graph: Graph, alignment: int) -> int:
+    """The constant region's size: every used constant once per distinct contents.
+
+    The weight blob stores identical arrays once (an unrolled recurrent layer reads the same
+    weights at every step, through constants of its own), so they count once here too.
+    """
+    total, seen = 0, set()
+    for c in graph.used_constants():
+        data = np.ascontiguousarray(c.data)
+        key = (data.dtype.str, data.shape, hashlib.blake2b(data.tobytes(), digest_size=16)
+               .digest())
+        if key not in seen:
+            seen.add(key)
+            total += align_up(c.type.nbytes, alignment)
+    return total
+
+
 def plan_memory(graph: Graph, alignment: int = HOST_ALIGNMENT, io_in_arena: bool = False,
                 climb_iterations: int = 300, int8_residual: bool = True,
                 enabled: frozenset[str] = ALL_LOWERING) -> MemoryPlan:
@@ -128,7 +148,7 @@ def plan_memory(graph: Graph, alignment: int = HOST_ALIGNMENT, io_in_arena: bool
                                      int8_residual)
     verify_lowir(ir)
     arena = plan_arena(buffers, alignment, climb_iterations)
-    constant = sum(align_up(c.type.nbytes, alignment) for c in graph.used_constants())
+    constant = distinct_constant_bytes(graph, alignment)
     offsets, mutable = {}, 0
     if not io_in_arena:
         for s in ir.storages.values():

@@ -377,6 +377,32 @@ def _reduce_all(integer):
             {"x": (2, 3, 4)})
 
 
+def lstm_model(x_shape, cells: int, time_major: bool, clip: float, seed: int = 6,
+               activation: int = 4) -> tuple[Model, dict]:
+    """A float UNIDIRECTIONAL_SEQUENCE_LSTM with random Keras-style weights (no peepholes)."""
+    rng = np.random.default_rng(seed)
+    features = x_shape[2]
+    batch = x_shape[1] if time_major else x_shape[0]
+    steps = x_shape[0] if time_major else x_shape[1]
+
+    def w(name, shape):
+        return T(name, shape, data=(rng.standard_normal(shape) * 0.5).astype(np.float32))
+    tensors = [T("x", tuple(x_shape))]
+    tensors += [w(f"w_{g}", (cells, features)) for g in "ifco"]
+    tensors += [w(f"r_{g}", (cells, cells)) for g in "ifco"]
+    tensors += [w(f"b_{g}", (cells,)) for g in "ifco"]
+    tensors += [T("h", (batch, cells), variable=True), T("c", (batch, cells), variable=True)]
+    out_shape = (steps, batch, cells) if time_major else (batch, steps, cells)
+    tensors.append(T("y", out_shape))
+    inputs = [0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1, -1, 9, 10, 11, 12, -1, -1, 13, 14,
+              -1, -1, -1, -1]
+    options = ("UnidirectionalSequenceLSTMOptions", {
+        "FusedActivationFunction": activation, "CellClip": clip, "ProjClip": 0.0,
+        "TimeMajor": time_major})
+    op = Op("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [15], options)
+    return Model(tensors, [op], [0], [15]), {"x": tuple(x_shape)}
+
+
 INDEXING_CASES = [
     Case("ARG_MAX", "", _arg("ARG_MAX")), Case("ARG_MIN", "", _arg("ARG_MIN")),
     Case("CAST", "float-to-int32", _cast("float32", "int32"), ("float32",), _wide),
@@ -395,6 +421,10 @@ INDEXING_CASES = [
     Case("BATCH_MATMUL", "", _batch_matmul(False)),
     Case("BATCH_MATMUL", "adj-y", _batch_matmul(True)),
     Case("BATCH_MATMUL", "runtime-adjoint", _batch_matmul_runtime, ("float32",)),
+    Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "",
+         lambda integer: lstm_model((2, 5, 3), 4, False, 0.0), ("float32",)),
+    Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "time-major-clip",
+         lambda integer: lstm_model((6, 1, 3), 5, True, 0.8), ("float32",)),
     Case("TRANSPOSE_CONV", "same-2", _transpose_conv(0, 2, (8, 10), True)),
     Case("TRANSPOSE_CONV", "valid-2", _transpose_conv(1, 2, (9, 11), False)),
     Case("TRANSPOSE_CONV", "same-1", _transpose_conv(0, 1, (4, 5), True)),
@@ -468,7 +498,7 @@ def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
         prefix = case.id.replace("-", "_") + "_"
         for t in model.tensors:
             tensors.append(T(prefix + t.name, t.shape, t.dtype, t.data, t.scale, t.zero_point,
-                             t.axis))
+                             t.axis, t.variable))
         versions.update(model.versions)
         for op in model.ops:
             ops.append(Op(op.builtin, [i + base if i >= 0 else i for i in op.inputs],

@@ -1,9 +1,11 @@
-"""Whole models written by the tests, float and int8, for the builtins breadth added.
+"""Whole models written by the tests, for the builtins breadth added.
 
-`segmentation` is a small encoder-decoder as microcontroller segmentation models are built:
-strided convolutions down, a transposed convolution and a bilinear resize back up to the input's
-size, a per-pixel class score. `python -m tests.tflite.built_models DIR` writes both models of
-each kind into DIR (to open them in the app or run `kiln` on them).
+`segmentation` (float and int8) is a small encoder-decoder as microcontroller segmentation
+models are built: strided convolutions down, a transposed convolution and a bilinear resize back
+up to the input's size, a per-pixel class score. `kws_lstm` (float) is keyword spotting with a
+recurrent layer: MFCC frames through an LSTM, its last step to a fully connected classifier.
+`python -m tests.tflite.built_models DIR` writes every model into DIR (to open in the app or
+run `kiln` on).
 """
 
 from __future__ import annotations
@@ -118,14 +120,61 @@ def segmentation(integer: bool) -> tuple[Model, dict]:
     return Model(net.tensors, net.ops, [x], [scores]), {"image": (1, 32, 32, 3)}
 
 
-BUILT = {"segmentation": segmentation}
+def kws_lstm(integer: bool) -> tuple[Model, dict]:
+    """(model, input shapes): 49 frames of 10 MFCCs, an LSTM of 32 cells, 12 keyword scores.
+
+    Float only: TFLite Micro's integer LSTM is not Kiln's yet.
+    """
+    if integer:
+        raise ValueError("the keyword-spotting LSTM model is built in float only")
+    net = _Net(False, seed=33)
+    frames, features, cells, words = 49, 10, 32, 12
+    x = net.tensor("mfcc", (1, frames, features))
+    weights = [net.tensor(f"w_{g}", (cells, features), dtype="float32",
+                          data=(net.rng.standard_normal((cells, features)) * 0.3).astype(
+                              np.float32)) for g in "ifco"]
+    recurrent = [net.tensor(f"r_{g}", (cells, cells), dtype="float32",
+                            data=(net.rng.standard_normal((cells, cells)) * 0.15).astype(
+                                np.float32)) for g in "ifco"]
+    biases = [net.tensor(f"b_{g}", (cells,), dtype="float32",
+                         data=np.full(cells, 1.0 if g == "f" else 0.0, np.float32))
+              for g in "ifco"]
+    state_h = len(net.tensors)
+    net.tensors.append(T("state_h", (1, cells), variable=True))
+    net.tensors.append(T("state_c", (1, cells), variable=True))
+    sequence = net.tensor("lstm_out", (1, frames, cells))
+    net.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
+           [x, *weights, *recurrent, -1, -1, -1, *biases, -1, -1, state_h, state_h + 1,
+            -1, -1, -1, -1], [sequence],
+           ("UnidirectionalSequenceLSTMOptions", {"FusedActivationFunction": 4,
+                                                  "CellClip": 10.0, "ProjClip": 0.0,
+                                                  "TimeMajor": False}))
+    last = net.tensor("last_step", (1, cells))
+    net.op("STRIDED_SLICE", [sequence, net.const("begin", [0, -1, 0]),
+                             net.const("end", [1, frames, cells]),
+                             net.const("strides", [1, 1, 1])], [last],
+           ("StridedSliceOptions", {"BeginMask": 0, "EndMask": 0, "ShrinkAxisMask": 2}))
+    fc_w = net.tensor("fc_w", (words, cells), dtype="float32",
+                      data=(net.rng.standard_normal((words, cells)) * 0.3).astype(np.float32))
+    fc_b = net.tensor("fc_b", (words,), dtype="float32", data=np.zeros(words, np.float32))
+    logits = net.tensor("logits", (1, words))
+    net.op("FULLY_CONNECTED", [last, fc_w, fc_b], [logits],
+           ("FullyConnectedOptions", {"FusedActivationFunction": 0}))
+    probabilities = net.tensor("probabilities", (1, words))
+    net.op("SOFTMAX", [logits], [probabilities], ("SoftmaxOptions", {"Beta": 1.0}))
+    return Model(net.tensors, net.ops, [x], [probabilities]), {"mfcc": (1, frames, features)}
+
+
+BUILT = {"segmentation": segmentation, "kws_lstm": kws_lstm}
+# The element types each model is built in (True: int8).
+KINDS = {"segmentation": (False, True), "kws_lstm": (False,)}
 
 
 def main(folder: str) -> None:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     for name, build in BUILT.items():
-        for integer in (False, True):
+        for integer in KINDS[name]:
             path = out / f"{name}_{'int8' if integer else 'float'}.tflite"
             path.write_bytes(write(build(integer)[0]))
             print(path)

@@ -12,12 +12,12 @@ import pytest
 from compiler.driver import compilation
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from tests.tflite.built_models import BUILT
+from tests.tflite.built_models import BUILT, KINDS
 from tests.tflite.oracles import compare_outputs, compiled_outputs, feeds_for, oracle_outputs
 from tests.tflite.writer import write
 
 PARAMS = [pytest.param(name, integer, id=f"{name}-{'int8' if integer else 'float'}")
-          for name in BUILT for integer in (False, True)]
+          for name in BUILT for integer in KINDS[name]]
 
 
 def _prepared(name: str, integer: bool, seed: int):

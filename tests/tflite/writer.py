@@ -26,6 +26,7 @@ class T:
     scale: list | None = None
     zero_point: list | None = None
     axis: int = 0
+    variable: bool = False  # a state tensor the runtime keeps between invocations
 
 
 @dataclass
@@ -116,6 +117,8 @@ def write(model: Model) -> bytes:
         tflite.TensorAddName(b, name)
         if quant is not None:
             tflite.TensorAddQuantization(b, quant)
+        if t.variable:
+            tflite.TensorAddIsVariable(b, True)
         tensor_offsets.append(tflite.TensorEnd(b))
     names = list(dict.fromkeys([op.builtin for op in model.ops] + model.extra_codes))
     op_offsets = []

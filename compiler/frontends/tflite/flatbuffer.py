@@ -254,6 +254,7 @@ _OPTIONS = {
     "CUMSUM": tflite.CumsumOptions, "TRANSPOSE_CONV": tflite.TransposeConvOptions,
     "RESIZE_BILINEAR": tflite.ResizeBilinearOptions, "BATCH_MATMUL": tflite.BatchMatMulOptions,
     "REDUCE_ALL": tflite.ReducerOptions,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": tflite.UnidirectionalSequenceLSTMOptions,
 }
 
 
