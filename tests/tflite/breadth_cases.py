@@ -317,6 +317,19 @@ def _broadcast_args(integer):
     return Model(tensors, ops, [3], [2, 4]), {"x": (2, 3)}
 
 
+def _dynamic_update_slice(start):
+    def build(integer):
+        return _dynamic_update_model(start, integer)
+    return build
+
+
+def _dynamic_update_model(start, integer):
+    tensors = [_t("operand", (2, 5, 6), integer), _t("update", (1, 3, 2), integer),
+               _const("start", start), _t("y", (2, 5, 6), integer)]
+    op = Op("DYNAMIC_UPDATE_SLICE", [0, 1, 2], [3])
+    return (Model(tensors, [op], [0, 1], [3]), {"operand": (2, 5, 6), "update": (1, 3, 2)})
+
+
 def _reduce_all(integer):
     tensors = [T("x", (2, 3, 4), "bool"), _const("axes", [2]), T("y", (2, 3), "bool")]
     return (Model(tensors, [Op("REDUCE_ALL", [0, 1], [2], ("ReducerOptions",
@@ -364,6 +377,8 @@ INDEXING_CASES = [
     Case("L2_POOL_2D", "", _l2_pool, ("float32",)),
     Case("ZEROS_LIKE", "", _zeros_like), Case("FILL", "", _fill),
     Case("BROADCAST_ARGS", "", _broadcast_args),
+    Case("DYNAMIC_UPDATE_SLICE", "", _dynamic_update_slice([1, 1, 3])),
+    Case("DYNAMIC_UPDATE_SLICE", "clamped", _dynamic_update_slice([-2, 4, 9])),
     Case("REDUCE_ALL", "", _reduce_all, ("bool",)),
     Case("BATCH_MATMUL", "", _batch_matmul(False)),
     Case("BATCH_MATMUL", "adj-y", _batch_matmul(True)),

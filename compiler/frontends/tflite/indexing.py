@@ -162,8 +162,32 @@ def reduce_all(b: Builder, op: Operator) -> None:
           {"keepdims": int(keep)}, out=op.outputs[0])
 
 
+def dynamic_update_slice(b: Builder, op: Operator) -> None:
+    """DYNAMIC_UPDATE_SLICE with a constant start: the update written over the operand there.
+
+    The start is clamped so the update fits, as TFLite Micro clamps it. It becomes a Where
+    between the update padded to the operand's shape and the operand, by a constant mask of
+    the written region: stored values are copied, 8-bit or float.
+    """
+    operand, update = b.tensor(op.inputs[0]), b.tensor(op.inputs[1])
+    start = _constant(b, op, 2, "start indices").astype(np.int64).reshape(-1)
+    if len(start) != len(operand.shape) or len(update.shape) != len(operand.shape) or any(
+            u > o for u, o in zip(update.shape, operand.shape)):
+        raise ModelError(f"its update {list(update.shape)} does not fit its operand "
+                         f"{list(operand.shape)} at {list(start)}")
+    start = np.clip(start, 0, np.array(operand.shape) - np.array(update.shape))
+    end = np.array(operand.shape) - start - np.array(update.shape)
+    fill = np.array(0, update.dtype)
+    padded = b.add("Pad", [b.value(op.inputs[1]), b.constant("pads", np.concatenate([start, end])),
+                           b.constant("zero", fill)])
+    mask = np.zeros(operand.shape, bool)
+    mask[tuple(slice(s, s + u) for s, u in zip(start, update.shape))] = True
+    b.add("Where", [b.constant("written", mask), padded, b.value(op.inputs[0])],
+          out=op.outputs[0])
+
+
 INDEXING = {"ARG_MAX": arg_extreme, "ARG_MIN": arg_extreme, "CAST": cast,
             "BROADCAST_TO": broadcast_to, "GATHER_ND": gather_nd,
             "EMBEDDING_LOOKUP": embedding_lookup, "CUMSUM": cumsum, "L2_POOL_2D": l2_pool_2d,
             "ZEROS_LIKE": zeros_like, "FILL": fill, "BROADCAST_ARGS": broadcast_args,
-            "REDUCE_ALL": reduce_all}
+            "REDUCE_ALL": reduce_all, "DYNAMIC_UPDATE_SLICE": dynamic_update_slice}
