@@ -120,7 +120,7 @@ bench: setup
 	exit $$status
 
 docs: setup
-	$(PY) -m compiler.frontends.onnx.opdoc > docs/operators.md
+	$(PY) -m compiler.opdoc > docs/operators.md
 	$(PY) -m compiler.passes.doc > docs/passes.md
 
 clean:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from compiler.frontends.onnx.opdoc import render
+from compiler.opdoc import render
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "operators.md"
 

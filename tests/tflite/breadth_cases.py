@@ -368,6 +368,7 @@ INDEXING_CASES = [
     Case("CAST", "float-to-int32", _cast("float32", "int32"), ("float32",), _wide),
     Case("CAST", "int8-to-float", _cast("int8", "float32"), ("int8",)),
     Case("CAST", "int32-to-int8", _cast("int32", "int8"), ("int32",)),
+    Case("CAST", "bool-to-float", _cast("bool", "float32"), ("bool",)),
     Case("BROADCAST_TO", "", _broadcast_to), Case("GATHER_ND", "", _gather_nd),
     Case("EMBEDDING_LOOKUP", "", _embedding(False), ("float32", "int8"), _ids),
     Case("EMBEDDING_LOOKUP", "hybrid", _embedding(True), ("int8",), _ids),

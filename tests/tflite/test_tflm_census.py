@@ -1,7 +1,7 @@
 """The builtins tflite-micro registers, against the builtins Kiln reads.
 
 The list comes from the installed tflite-micro package (`tests/tflite/tflm_census.py`), so a
-builtin added upstream, or one Kiln starts to read, fails here until `NOT_READ_YET` says so:
+builtin added upstream, or one Kiln starts to read, fails here until `UNREAD` says so:
 the list is the open gap of operator breadth, kept exact in both directions.
 """
 
@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.frontends.tflite.builtins import CONVERTERS
+from compiler.frontends.tflite.builtins import CONVERTERS, UNREAD, element_types
 from tests.conftest import require_module
 from tests.tflite.breadth_cases import CASES
 from tests.tflite.tflm_census import registered_builtins, schema_builtins
-
-# Registered by tflite-micro, not read by Kiln yet (its loader refuses them by name).
-NOT_READ_YET = frozenset("""
-    ASSIGN_VARIABLE CALL_ONCE IF READ_VARIABLE SVDF VAR_HANDLE WHILE
-""".split())
-
 
 # Read for float, while TFLite Micro also runs them on int8 tensors: Kiln refuses their 8-bit
 # form by name until its arithmetic is TFLite Micro's.
@@ -45,18 +39,18 @@ def test_the_census_tells_registered_builtins_from_unknown_ones(registered):
 
 
 def test_every_registered_builtin_is_read_or_listed_as_open(registered, record_property):
-    """Kiln reads each builtin tflite-micro registers, or it is in NOT_READ_YET; the list names
+    """Kiln reads each builtin tflite-micro registers, or it is in UNREAD; the list names
     nothing Kiln reads and nothing tflite-micro lacks."""
     read = registered & set(CONVERTERS)
     record_property("tflm_census", f"{len(read)} of {len(registered)} read")
     print(f"tflite-micro registers {len(registered)} builtins: Kiln reads {len(read)}, "
-          f"{len(NOT_READ_YET)} are open")
-    unlisted = registered - set(CONVERTERS) - NOT_READ_YET
+          f"{len(UNREAD)} are open")
+    unlisted = registered - set(CONVERTERS) - set(UNREAD)
     assert not unlisted, f"registered by tflite-micro, neither read nor listed: {sorted(unlisted)}"
-    assert not NOT_READ_YET & set(CONVERTERS), \
-        f"read by Kiln now, drop from NOT_READ_YET: {sorted(NOT_READ_YET & set(CONVERTERS))}"
-    assert NOT_READ_YET <= registered, \
-        f"not registered by this tflite-micro: {sorted(NOT_READ_YET - registered)}"
+    assert not set(UNREAD) & set(CONVERTERS), \
+        f"read by Kiln now, drop from UNREAD: {sorted(set(UNREAD) & set(CONVERTERS))}"
+    assert set(UNREAD) <= registered, \
+        f"not registered by this tflite-micro: {sorted(set(UNREAD) - registered)}"
 
 
 def test_every_builtin_kiln_reads_has_generated_cases(registered):
@@ -70,3 +64,13 @@ def test_every_builtin_kiln_reads_has_generated_cases(registered):
     assert not INT8_NOT_READ_YET & int8, "an int8 case exists: drop it from INT8_NOT_READ_YET"
     assert INT8_NOT_READ_YET <= read
     print(f"generated cases: {len(covered & read)} builtins, {len(int8 & read)} with int8")
+
+
+def test_the_element_types_kiln_states_are_those_its_cases_check(registered):
+    """compiler/frontends/tflite/builtins.py states each builtin's element types (for the
+    docs); the generated cases check exactly those."""
+    for builtin in registered & set(CONVERTERS):
+        checked = set().union(*(c.dtypes for c in CASES if c.builtin == builtin))
+        stated = set(element_types(builtin))
+        for dtype in ("float32", "int8", "bool"):
+            assert (dtype in checked) == (dtype in stated), (builtin, dtype, checked, stated)

@@ -1,4 +1,4 @@
-"""Every TFLite builtin Kiln reads, by name: its converter into Kiln operators."""
+"""Every TFLite builtin Kiln reads, by name: its converter into Kiln operators, and its types."""
 
 from __future__ import annotations
 
@@ -15,3 +15,34 @@ from compiler.frontends.tflite.transpose_conv import TRANSPOSE_CONV
 
 CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, **INDEXING,
               **TRANSPOSE_CONV, **BATCH_MATMUL, **LSTM}
+
+# The element types each builtin is read for: float32 and int8 unless listed here (the
+# generated cases in tests/tflite check each).
+FLOAT_ONLY = frozenset("""
+    ADD_N CEIL COS CUMSUM DIV EXP FLOOR FLOOR_DIV FLOOR_MOD L2_NORMALIZATION L2_POOL_2D LOG
+    LOG_SOFTMAX NEG PRELU ROUND RSQRT SIN SQRT SQUARE SQUARED_DIFFERENCE SUM
+    UNIDIRECTIONAL_SEQUENCE_LSTM
+""".split())
+BOOL_ONLY = frozenset(("LOGICAL_AND", "LOGICAL_NOT", "LOGICAL_OR", "REDUCE_ALL"))
+CONVERTING = {"DEQUANTIZE": ("int8",), "CAST": ("float32", "int8", "int32", "bool")}
+
+# Builtins TFLite Micro registers that Kiln does not read, and why.
+UNREAD = {
+    "VAR_HANDLE": "resource variables keep state between inferences; Kiln's bundles have no "
+                  "persistent state region yet",
+    "READ_VARIABLE": "reads a resource variable (see VAR_HANDLE)",
+    "ASSIGN_VARIABLE": "writes a resource variable (see VAR_HANDLE)",
+    "CALL_ONCE": "runs a subgraph once to initialize resource variables (see VAR_HANDLE)",
+    "SVDF": "keeps its activation history between inferences (see VAR_HANDLE)",
+    "IF": "control flow between subgraphs; Kiln compiles one graph",
+    "WHILE": "control flow between subgraphs; Kiln compiles one graph",
+}
+
+
+def element_types(builtin: str) -> tuple[str, ...]:
+    """The element types Kiln reads `builtin` for."""
+    if builtin in CONVERTING:
+        return CONVERTING[builtin]
+    if builtin in BOOL_ONLY:
+        return ("bool",)
+    return ("float32",) if builtin in FLOAT_ONLY else ("float32", "int8")
