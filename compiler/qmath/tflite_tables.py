@@ -17,12 +17,15 @@ import math
 import numpy as np
 
 from compiler.qmath import gemmlowp
+from compiler.qmath.gemmlowp import shift_left_saturating
 from compiler.qmath.requant import (
+    INT32_MAX,
     RANGES,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     rounding_divide_by_pot,
 )
+from compiler.qmath.requant import saturating_rounding_doubling_high_mul as mul
 from compiler.qmath.tables import codes
 
 
@@ -203,3 +206,57 @@ def elu(in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
     wide = scaled.astype(np.float64)  # std::round, exactly: |x| + 0.5 is exact in float64
     rounded = (np.sign(wide) * np.floor(np.abs(wide) + 0.5)).astype(f)
     return _table((rounded + f(out_zp)).astype(np.int64), "int8")
+
+
+def _inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """1 / sqrt(value) as a Q31 multiplier and a left shift (GetInvSqrtQuantizedMultiplierExp).
+
+    gemmlowp's five Newton steps in FixedPoint<int32, 3>, reverse shift -1.
+    """
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = ((32 - value.bit_length()) - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    x_in = value >> 1  # F3 raw
+    half_in = int(rounding_divide_by_pot(x_in, 1))
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28  # F3 one
+    for _ in range(5):
+        x3 = int(shift_left_saturating(mul(mul(x, x), x), 6))  # F9 -> F3
+        diff = _wrap(int(mul(half_three, x)) - int(mul(half_in, x3)))  # F6, wrapping
+        x = int(shift_left_saturating(diff, 3))  # F6 -> F3
+    x = int(mul(x, 1518500250))  # times sqrt(2) / 2 (F0)
+    if shift < 0:
+        x = _wrap(x << -shift)
+        shift = 0
+    return x, -shift
+
+
+def _wrap(x: int) -> int:
+    return (x + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def rsqrt(in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
+    """RSQRT (int8): 1 / sqrt(x - zp_in) in TFLite Micro's integers (a zero input gives 127).
+
+    Codes below the input's zero point are outside RSQRT's domain (TFLite Micro stops with an
+    error); their entries hold what the same arithmetic gives for |x - zp_in|.
+    """
+    scale = 1.0 / float(np.float32(np.sqrt(np.float32(in_scale)) * np.float32(out_scale)))
+    multiplier, out_shift = (int(v[0]) for v in quantize_multiplier(np.array([scale])))
+    values = []
+    for q in codes("int8"):
+        value = abs(int(q) - in_zp)
+        if value == 0:
+            values.append(127)
+            continue
+        m, s = _inv_sqrt_multiplier(value)
+        data = int(multiply_by_quantized_multiplier(1, m, s + 20))
+        values.append(int(multiply_by_quantized_multiplier(data, multiplier, out_shift - 20))
+                      + out_zp)
+    return _table(np.array(values), "int8")

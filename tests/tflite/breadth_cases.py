@@ -119,6 +119,13 @@ def _away_from_zero(rng, shape):
     return (np.sign(x) * (np.abs(x) + 0.5)).astype(np.float32)
 
 
+def _at_least_zero_point(rng, shape):
+    """Every int8 code from the input's zero point up (RSQRT's domain), then random ones."""
+    every = np.arange(ZERO_POINT, 128)
+    return np.resize(np.concatenate([every, rng.integers(ZERO_POINT, 128, 64)]),
+                     shape).astype(np.int8)
+
+
 def _binary(builtin: str, options=None):
     def build(integer):
         return two(builtin, (1, 3, 4, 5), (1, 1, 4, 5), (1, 3, 4, 5), integer, options)
@@ -398,11 +405,16 @@ MATHS_CASES = [
     *(Case(name, "", _unary(name), _FLOAT, domain)
       for name, domain in (("EXP", None), ("LOG", _positive), ("NEG", None),
                            ("SQRT", _positive), ("SIN", None), ("COS", None), ("CEIL", None),
-                           ("FLOOR", None), ("ROUND", None), ("RSQRT", _positive),
+                           ("FLOOR", None), ("ROUND", None),
                            ("SQUARE", None))),
     Case("ABS", "", _unary("ABS")), Case("ABS", "same-scale", _unary("ABS", (SCALE, 7)),
                                          ("int8",)),
     Case("ELU", "", _unary("ELU")),
+    # TFLite Micro refuses codes below the input's zero point: the int8 input holds the others.
+    Case("RSQRT", "", _unary("RSQRT", (0.02, -100)), domain=_positive,
+         int8_domain=_at_least_zero_point),
+    Case("RSQRT", "coarse", _unary("RSQRT", (0.5, -128)), ("int8",),
+         int8_domain=_at_least_zero_point),
     Case("DIV", "", _binary("DIV", ("DivOptions", {"FusedActivationFunction": 1})), _FLOAT,
          _away_from_zero),
     Case("SQUARED_DIFFERENCE", "", _binary("SQUARED_DIFFERENCE"), _FLOAT),
@@ -451,7 +463,7 @@ def cases_of(dtype: str) -> list[Case]:
 
 
 def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
-    """One model running every case side by side: (model, input shapes, input domains).
+    """One model running every case side by side: (model, input shapes, input name -> case).
 
     Tensor names take the case's id as a prefix; indices shift by the tensors before them.
     """
@@ -470,5 +482,5 @@ def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
         inputs += [i + base for i in model.inputs]
         outputs += [i + base for i in model.outputs]
         shapes.update({prefix + name: shape for name, shape in case_shapes.items()})
-        domains.update({prefix + name: case.domain for name in case_shapes})
+        domains.update({prefix + name: case for name in case_shapes})
     return Model(tensors, ops, inputs, outputs, versions=versions), shapes, domains

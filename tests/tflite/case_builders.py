@@ -24,8 +24,10 @@ class Case:
     label: str
     build: Callable[[bool], tuple[Model, dict]]
     dtypes: tuple[str, ...] = ("float32", "int8")
-    # (rng, shape) -> float inputs inside the builtin's domain (default: standard normal).
+    # (rng, shape) -> float (or int32) inputs inside the builtin's domain (default: standard
+    # normal), and int8 inputs likewise (default: every code).
     domain: Callable | None = None
+    int8_domain: Callable | None = None
 
     @property
     def id(self) -> str:

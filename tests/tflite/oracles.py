@@ -71,18 +71,22 @@ def quantized(name, shape, scale, zp, dtype="int8"):
 
 
 def feeds_for(model: Model, shapes: dict, integer: bool, seed: int,
-              domains: dict | None = None) -> dict[str, np.ndarray]:
-    """Random inputs by each input tensor's type (float inputs from `domains` when given)."""
+              cases: dict | None = None) -> dict[str, np.ndarray]:
+    """Random inputs by each input tensor's type, inside the domain of its case when given
+    (`cases`: input name -> the Case it belongs to)."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for index in model.inputs:
         t = model.tensors[index]
-        n, domain = t.name, (domains or {}).get(t.name)
+        n, case = t.name, (cases or {}).get(t.name)
+        domain = case.domain if case is not None else None
         if t.dtype == "bool":
             feeds[n] = rng.integers(0, 2, shapes[n]).astype(bool)
         elif t.dtype == "int32":
             feeds[n] = (domain(rng, shapes[n]) if domain else
                         rng.integers(-300, 300, shapes[n]).astype(np.int32))
+        elif t.dtype == "int8" and case is not None and case.int8_domain is not None:
+            feeds[n] = case.int8_domain(rng, shapes[n])
         elif t.dtype == "int8":
             # Few distinct codes, so that comparisons also meet equal values.
             feeds[n] = rng.integers(-128, 128, shapes[n]).astype(np.int8)

@@ -29,7 +29,7 @@ def test_builtin_matches_its_oracle(case, dtype):
     graph = load_model(data)
     final = compilation(load_model(data)).final
     for seed in SEEDS:
-        feeds = feeds_for(model, shapes, integer, seed, dict.fromkeys(shapes, case.domain))
+        feeds = feeds_for(model, shapes, integer, seed, dict.fromkeys(shapes, case))
         want = oracle_outputs(data, model, feeds, integer)
         for g, stage in ((graph, "loaded"), (final, "final")):
             got = run(g, feeds)

@@ -4,7 +4,7 @@ The builtins are the unary maths, DIV, SQUARED_DIFFERENCE, FLOOR_DIV, FLOOR_MOD,
 LOG_SOFTMAX, L2_NORMALIZATION, SUM and ADD_N. Float tensors become Kiln's element-wise
 operators, each computing what TFLite's float kernel computes (RSQRT is 1 / sqrt(x), FLOOR_MOD
 takes the divisor's sign, L2_NORMALIZATION divides by max(norm, 1e-6) over the last axis). For
-8 bits TFLite Micro runs ABS and ELU, each a function of one stored value, which become
+8 bits TFLite Micro runs ABS, ELU and RSQRT, each a function of one stored value, which become
 256-entry tables of its arithmetic; the others are refused for 8 bits by name.
 """
 
@@ -21,7 +21,8 @@ from compiler.qmath import tflite_tables
 _UNARY = {"ABS": "Abs", "EXP": "Exp", "LOG": "Log", "NEG": "Neg", "SQRT": "Sqrt", "SIN": "Sin",
           "COS": "Cos", "CEIL": "Ceil", "FLOOR": "Floor", "ROUND": "Round"}
 # Builtins TFLite Micro also runs on int8 tensors, by a table of its arithmetic.
-_TABLES = {"ABS": tflite_tables.absolute, "ELU": tflite_tables.elu}
+_TABLES = {"ABS": tflite_tables.absolute, "ELU": tflite_tables.elu,
+           "RSQRT": tflite_tables.rsqrt}
 _L2_EPSILON = 1e-6  # TFLite's L2Normalization floor under the norm
 
 
