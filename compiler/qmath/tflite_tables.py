@@ -260,3 +260,19 @@ def rsqrt(in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
         values.append(int(multiply_by_quantized_multiplier(data, multiplier, out_shift - 20))
                       + out_zp)
     return _table(np.array(values), "int8")
+
+
+def prelu(alpha_code: int, in_scale, in_zp: int, alpha_scale, alpha_zp: int, out_scale,
+          out_zp: int) -> np.ndarray:
+    """PRELU (int8) for one stored alpha, as TFLite Micro computes it.
+
+    x - zp_in is scaled by in / out when not negative, else (x - zp_in)(alpha - zp_alpha) by
+    in x alpha / out; both multipliers are formed in double.
+    """
+    x = codes("int8") - in_zp
+    xs, as_, ys = (np.float64(np.float32(s)) for s in (in_scale, alpha_scale, out_scale))
+    m1, s1 = (int(v[0]) for v in quantize_multiplier(np.array([xs / ys])))
+    m2, s2 = (int(v[0]) for v in quantize_multiplier(np.array([xs * as_ / ys])))
+    positive = multiply_by_quantized_multiplier(x, m1, s1)
+    negative = multiply_by_quantized_multiplier(x * (alpha_code - alpha_zp), m2, s2)
+    return _table(np.where(x >= 0, positive, negative) + out_zp, "int8")

@@ -132,10 +132,17 @@ def _binary(builtin: str, options=None):
     return build
 
 
-def _prelu(integer):
-    alpha = _const("alpha", np.linspace(-0.5, 1.5, 5).reshape(1, 1, 5).astype(np.float32),
-                   "float32")
-    return one("PRELU", (1, 3, 4, 5), [(1, 3, 4, 5)], integer, [alpha])
+def _prelu(shared: bool):
+    def build(integer):
+        values = np.full(5, 0.25) if shared else np.linspace(-0.5, 1.5, 5)
+        if integer:
+            alpha = T("alpha", (1, 1, 5), "int8", np.round(values / 0.0125).reshape(1, 1, 5),
+                      scale=[0.0125], zero_point=[0])
+        else:
+            alpha = _const("alpha", values.reshape(1, 1, 5).astype(np.float32), "float32")
+        return one("PRELU", (1, 3, 4, 5), [(1, 3, 4, 5)], integer, [alpha],
+                   out_quant=(0.04, -9))
+    return build
 
 
 def _sum(integer):
@@ -420,7 +427,7 @@ MATHS_CASES = [
     Case("SQUARED_DIFFERENCE", "", _binary("SQUARED_DIFFERENCE"), _FLOAT),
     Case("FLOOR_DIV", "", _binary("FLOOR_DIV"), _FLOAT, _away_from_zero),
     Case("FLOOR_MOD", "", _binary("FLOOR_MOD"), _FLOAT, _away_from_zero),
-    Case("PRELU", "", _prelu, _FLOAT),
+    Case("PRELU", "", _prelu(False)), Case("PRELU", "shared-alpha", _prelu(True)),
     Case("LOG_SOFTMAX", "", _unary("LOG_SOFTMAX"), _FLOAT),
     Case("L2_NORMALIZATION", "", _unary("L2_NORMALIZATION"), _FLOAT),
     Case("SUM", "", _sum, _FLOAT),

@@ -88,9 +88,42 @@ def binary(b: Builder, op: Operator) -> None:
 
 
 def prelu(b: Builder, op: Operator) -> None:
-    """PRELU(input, alpha): alpha broadcast over the input, float."""
-    _float_only(b, op)
-    b.add("PRelu", [b.value(op.inputs[0]), b.value(op.inputs[1])], out=op.outputs[0])
+    """PRELU(input, alpha): alpha broadcast over the input.
+
+    For 8 bits with a constant alpha that varies along the channels (the last axis) at most,
+    each channel is a 256-entry table of TFLite Micro's arithmetic for its alpha.
+    """
+    x, alpha, out = (b.tensor(i) for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
+    if not is_integer(x):
+        _float_only(b, op)
+        b.add("PRelu", [b.value(op.inputs[0]), b.value(op.inputs[1])], out=op.outputs[0])
+        return
+    if x.dtype != "int8" or alpha.data is None or not alpha.quantized:
+        raise ModelError("an 8-bit PRELU needs an int8 input and a constant quantized alpha")
+    channels = x.shape[-1]
+    codes = np.broadcast_to(np.asarray(alpha.data), x.shape).reshape(-1, channels)
+    if np.any(codes != codes[:1]):
+        raise ModelError("an 8-bit PRELU whose alpha varies along other axes than the last is "
+                         "not supported")
+    params = (float(x.scale[0]), int(x.zero_point[0]), float(alpha.scale[0]),
+              int(alpha.zero_point[0]), float(out.scale[0]), int(out.zero_point[0]))
+    per_channel = [int(a) for a in codes[0]]
+    scale, zp = b.scale_and_zero_point(out)
+
+    def lookup(value, code: int, out_index: int | None = None):
+        table = tflite_tables.prelu(code, *params)
+        return b.add("IntLookupTable", [value, b.constant("prelu_table", table), scale, zp],
+                     {"function": "PRELU"}, out=out_index)
+
+    if len(set(per_channel)) == 1:
+        lookup(b.value(op.inputs[0]), per_channel[0], op.outputs[0])
+        return
+    rank = len(x.shape)
+    parts = [lookup(b.add("Slice", [b.value(op.inputs[0]), b.constant("starts", np.array([c])),
+                                    b.constant("ends", np.array([c + 1])),
+                                    b.constant("axes", np.array([rank - 1]))]), code)
+             for c, code in enumerate(per_channel)]
+    b.add("Concat", parts, {"axis": rank - 1}, out=op.outputs[0])
 
 
 def log_softmax(b: Builder, op: Operator) -> None:
