@@ -1,4 +1,4 @@
-"""ReduceSum, ReduceMean, ReduceMax and ReduceMin over constant axes (extremes of 8-bit too)."""
+"""The Reduce family over constant axes: sums, means, extremes (8-bit too), products, norms."""
 
 from __future__ import annotations
 
@@ -7,17 +7,30 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.elementwise import max_of, min_of
+from compiler.codegen.elementwise import intrinsic, max_of, min_of
 from compiler.codegen.kernel import FAST, Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
 
+
+def _add(k, a, x):
+    return k.b.fadd(a, x, flags=FAST)
+
+
 # op -> (start value, combine(k, accumulated, x)).
 _REDUCERS = {
-    "ReduceSum": (0.0, lambda k, a, x: k.b.fadd(a, x, flags=FAST)),
-    "ReduceMean": (0.0, lambda k, a, x: k.b.fadd(a, x, flags=FAST)),
+    "ReduceSum": (0.0, _add),
+    "ReduceMean": (0.0, _add),
     "ReduceMax": (float("-inf"), max_of),
     "ReduceMin": (float("inf"), min_of),
+    "ReduceProd": (1.0, lambda k, a, x: k.b.fmul(a, x, flags=FAST)),
+    "ReduceL1": (0.0, lambda k, a, x: _add(k, a, intrinsic(k, "fabs", x))),
+    "ReduceL2": (0.0, lambda k, a, x: _add(k, a, k.b.fmul(x, x))),
+    "ReduceSumSquare": (0.0, lambda k, a, x: _add(k, a, k.b.fmul(x, x))),
+    "ReduceLogSum": (0.0, _add),
+    "ReduceLogSumExp": (0.0, lambda k, a, x: _add(k, a, intrinsic(k, "exp", x))),
 }
+# What the reductions with a last step apply to each output once the fold is done.
+_FINISH = {"ReduceL2": "sqrt", "ReduceLogSum": "log", "ReduceLogSumExp": "log"}
 
 
 # 8-bit extremes compare stored integers (the input's quantization is the output's).
@@ -91,3 +104,6 @@ def emit_reduce(k: Kernel) -> None:
         count = ir.Constant(ty, float(np.prod([shape[a] for a in axes], dtype=np.int64)))
         with k.loop(total) as i:
             k.store(k.b.fdiv(k.load(k.outs[0], i), count), k.outs[0], i)
+    if node.op in _FINISH:
+        with k.loop(total) as i:
+            k.store(intrinsic(k, _FINISH[node.op], k.load(k.outs[0], i)), k.outs[0], i)

@@ -1,4 +1,4 @@
-"""Kernels that pick, convert or accumulate elements: arg-extremes, Cast, Expand, Gather, CumSum.
+"""Kernels that pick, convert or accumulate: arg-extremes, Cast, Expand, Gather, CumSum, Trilu.
 
 ArgMax keeps the first extreme (the last with select_last_index), comparing floats ordered
 (a NaN is never an extreme) and integers by their type's sign. Cast converts as C does: floats
@@ -148,3 +148,23 @@ def emit_cumsum(k: Kernel) -> None:
             k.b.store(k.b.fadd(k.b.load(total), x), total)
             if not node.attrs["exclusive"]:
                 k.store(k.b.load(total), k.outs[0], where)
+
+
+def emit_trilu(k: Kernel) -> None:
+    """The upper (or lower) triangle of the last two axes from diagonal k, zeros elsewhere."""
+    node = k.node
+    shape = node.output.type.shape
+    diagonal = 0
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        diagonal = int(np.asarray(node.inputs[1].data).reshape(-1)[0])
+    rows, cols = shape[-2], shape[-1]
+    batches = int(np.prod(shape[:-2], dtype=np.int64))
+    zero = ir.Constant(llvm_type(node.output.type.dtype),
+                       0.0 if node.output.type.dtype == "float32" else 0)
+    b = k.b
+    with k.loop(batches) as n, k.loop(rows) as i, k.loop(cols) as j:
+        at = k.index((n, rows * cols), (i, cols), (j, 1))
+        offset = b.sub(j, i)  # the diagonal a position sits on
+        keep = (b.icmp_signed(">=", offset, I32(diagonal)) if node.attrs["upper"]
+                else b.icmp_signed("<=", offset, I32(diagonal)))
+        k.store(b.select(keep, k.load(k.args[0], at), zero), k.outs[0], at)

@@ -60,6 +60,7 @@ from compiler.codegen.select import (
     emit_cumsum,
     emit_expand,
     emit_gather_runtime,
+    emit_trilu,
 )
 from compiler.codegen.slice import emit_slice, emit_split
 from compiler.codegen.targets import Target
@@ -128,7 +129,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("Split", "float32"): (emit_split, _data_only),
     **{(op, "float32"): (emit_copy, _data_only) for op in (*VIEW_OPS, "Identity")},
     **{(op, "float32"): (emit_reduce, _data_only)
-       for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")},
+       for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                  "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")},
     **{(op, dtype): (emit_reduce, _data_only)
        for op in ("ReduceMax", "ReduceMin") for dtype in ("int8", "uint8", "bool")},
     **{(op, "float32"): (emit_elementwise, _constants) for op in SCALAR_OPS},
@@ -164,9 +166,11 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{(op, "bool"): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES},
     **{(op, dtype): (emit_arg_extreme, _constants)
        for op in ("ArgMax", "ArgMin") for dtype in ("int32", "int64")},
-    **{("Cast", dtype): (emit_cast, _constants) for dtype in _CODE_TYPES},
+    **{(op, dtype): (emit_cast, _constants) for op in ("Cast", "CastLike")
+       for dtype in _CODE_TYPES},
     **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
     ("CumSum", "float32"): (emit_cumsum, _data_only),
+    **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_extreme, _constants)
        for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32")},
     **{("IntResizeBilinear", dtype): (emit_int_resize_bilinear, _no_weights)
