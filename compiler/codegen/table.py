@@ -50,6 +50,7 @@ from compiler.codegen.qfully_connected_vnni import (
 )
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
+from compiler.codegen.qreduce import emit_int_reduce
 from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.reduce import emit_reduce
@@ -173,8 +174,9 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_extreme, _constants)
        for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32")},
-    **{("IntResizeBilinear", dtype): (emit_int_resize_bilinear, _no_weights)
-       for dtype in ("int8", "uint8")},
+    **{(op, dtype): (emit, _no_weights)
+       for op, emit in (("IntResizeBilinear", emit_int_resize_bilinear),
+                        ("IntReduce", emit_int_reduce)) for dtype in ("int8", "uint8")},
 }
 
 

@@ -23,6 +23,7 @@ from compiler.ops import (  # noqa: F401
     pool,
     qlinear,
     qpool,
+    qreduce,
     qresize,
     qtables,
     quant,

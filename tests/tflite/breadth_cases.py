@@ -147,7 +147,7 @@ def _prelu(shared: bool):
 
 def _sum(integer):
     return one("SUM", (1, 4, 5, 3), [(1, 5)], integer, [_const("axes", [1, 3])],
-               ("ReducerOptions", {"KeepDims": False}))
+               ("ReducerOptions", {"KeepDims": False}), out_quant=(0.3, -2))
 
 
 def _compare(builtin: str, scale: float = SCALE):
@@ -430,7 +430,7 @@ MATHS_CASES = [
     Case("PRELU", "", _prelu(False)), Case("PRELU", "shared-alpha", _prelu(True)),
     Case("LOG_SOFTMAX", "", _unary("LOG_SOFTMAX"), _FLOAT),
     Case("L2_NORMALIZATION", "", _unary("L2_NORMALIZATION"), _FLOAT),
-    Case("SUM", "", _sum, _FLOAT),
+    Case("SUM", "", _sum),
     Case("ADD_N", "", lambda integer: two("ADD_N", (2, 3, 4), (2, 3, 4), (2, 3, 4), integer,
                                           count=3), _FLOAT),
 ]

@@ -132,9 +132,11 @@ def _shape(integer):
     return Model(tensors, ops, [0], [2]), {"x": (2, 3, 4)}
 
 
-def _mean(integer):
-    return one("MEAN", (1, 4, 5, 3), [(1, 1, 1, 3)], integer, [_const("axes", [1, 2])],
-               ("ReducerOptions", {"KeepDims": True}), out_quant=(0.03, 2))
+def _mean(axes, out, keep: bool):
+    def build(integer):
+        return one("MEAN", (1, 4, 5, 3), [out], integer, [_const("axes", axes)],
+                   ("ReducerOptions", {"KeepDims": keep}), out_quant=(0.03, 2))
+    return build
 
 
 def _quantize(integer):
@@ -171,6 +173,9 @@ EARLIER_CASES = [
     Case("TRANSPOSE", "", _transpose), Case("PAD", "", _pad("PAD")),
     Case("PADV2", "", _pad("PADV2")), Case("CONCATENATION", "", _concat("CONCATENATION")),
     Case("PACK", "", _concat("PACK")), Case("STRIDED_SLICE", "", _strided_slice),
-    Case("SHAPE", "", _shape), Case("MEAN", "", _mean), Case("QUANTIZE", "", _quantize),
+    Case("SHAPE", "", _shape), Case("MEAN", "", _mean([1, 2], (1, 1, 1, 3), True)),
+    Case("MEAN", "channels", _mean([3], (1, 4, 5), False)),
+    Case("MEAN", "rows", _mean([1], (1, 1, 5, 3), True)),
+    Case("QUANTIZE", "", _quantize),
     Case("DEQUANTIZE", "", _dequantize, ("int8",)),
 ]

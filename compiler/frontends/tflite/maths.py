@@ -17,6 +17,7 @@ from compiler.frontends.tflite.activation import float_activation, is_integer
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator
 from compiler.qmath import tflite_tables
+from compiler.qmath.requant import quantize_multiplier
 
 _UNARY = {"ABS": "Abs", "EXP": "Exp", "LOG": "Log", "NEG": "Neg", "SQRT": "Sqrt", "SIN": "Sin",
           "COS": "Cos", "CEIL": "Ceil", "FLOOR": "Floor", "ROUND": "Round"}
@@ -146,15 +147,30 @@ def l2_normalization(b: Builder, op: Operator) -> None:
     b.add("Div", [x, norm], out=op.outputs[0])
 
 
+def integer_reduce(b: Builder, op: Operator, axes: list[int], keep: bool, mean: bool) -> None:
+    """TFLite Micro's 8-bit SUM or MEAN over `axes`: int32 sums, requantized (IntReduce)."""
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    real = float(np.float32(x.scale[0])) / float(np.float32(out.scale[0]))
+    multiplier, shift = (int(v[0]) for v in quantize_multiplier(np.array([real])))
+    b.add("IntReduce", [b.value(op.inputs[0])], {
+        "axes": axes, "keepdims": int(keep), "mean": int(mean),
+        "x_zero_point": int(x.zero_point[0]), "y_scale": float(out.scale[0]),
+        "y_zero_point": int(out.zero_point[0]), "multiplier": multiplier, "shift": shift},
+        out=op.outputs[0])
+
+
 def reduce_sum(b: Builder, op: Operator) -> None:
-    """SUM over constant axes, float."""
-    _float_only(b, op)
+    """SUM over constant axes (8 bits: TFLite Micro's integer sums)."""
     data = b.tensor(op.inputs[1]).data
     if data is None:
         raise ModelError("its axes must be a constant")
     rank = len(b.tensor(op.inputs[0]).shape)
     axes = sorted({int(a) % max(rank, 1) for a in np.asarray(data).reshape(-1)})
     keep = bool(op.options.KeepDims()) if op.options is not None else False
+    if is_integer(b.tensor(op.inputs[0])):
+        integer_reduce(b, op, axes, keep, mean=False)
+        return
+    _float_only(b, op)
     b.add("ReduceSum", [b.value(op.inputs[0]), b.constant("axes", np.array(axes, np.int64))],
           {"keepdims": int(keep)}, out=op.outputs[0])
 

@@ -13,6 +13,7 @@ from compiler.errors import ModelError
 from compiler.frontends.tflite.activation import float_activation, is_integer
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator
+from compiler.frontends.tflite.maths import integer_reduce
 
 
 def _constant(b: Builder, op: Operator, i: int, what: str) -> np.ndarray:
@@ -114,7 +115,10 @@ def shape(b: Builder, op: Operator) -> None:
 
 
 def mean(b: Builder, op: Operator) -> None:
-    """MEAN: ReduceMean for float; over H and W of an 8-bit NHWC image, an integer pool."""
+    """MEAN: ReduceMean for float, TFLite Micro's integer mean for 8 bits.
+
+    Over H and W of an NHWC image it is an integer pool; over other axes an IntReduce.
+    """
     x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
     axes = sorted(int(a) % max(len(x.shape), 1) for a in _constant(b, op, 1, "axes").reshape(-1))
     keep = bool(op.options.KeepDims()) if op.options is not None else False
@@ -123,8 +127,8 @@ def mean(b: Builder, op: Operator) -> None:
               {"keepdims": int(keep)}, out=op.outputs[0])
         return
     if len(x.shape) != 4 or axes != [1, 2]:
-        raise ModelError(f"an 8-bit MEAN over axes {axes} is not supported (only the image "
-                         "axes 1 and 2 of an NHWC tensor)")
+        integer_reduce(b, op, axes, keep, mean=True)
+        return
     inputs = [b.value(op.inputs[0]), *b.scale_and_zero_point(x), *b.scale_and_zero_point(out)]
     pooled = b.add("QLinearGlobalAveragePool", inputs, {"requant": "tflite", "layout": "NHWC"},
                    out=op.outputs[0] if keep else None)
