@@ -25,6 +25,7 @@ from compiler.ops import (  # noqa: F401
     qpool,
     qreduce,
     qresize,
+    qsum,
     qtables,
     quant,
     recurrent,

@@ -16,6 +16,7 @@ from compiler.frontends.tflite.activation import float_activation
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator
 from compiler.frontends.tflite.layers import pool_attributes
+from compiler.frontends.tflite.maths import rescaled_sum
 from compiler.ir.types import ONNX_ELEM_TYPES
 
 
@@ -99,14 +100,19 @@ def embedding_lookup(b: Builder, op: Operator) -> None:
 
 
 def cumsum(b: Builder, op: Operator) -> None:
-    """CUMSUM over a constant axis, exclusive and reverse as the options say, float."""
-    if b.tensor(op.inputs[0]).dtype != "float32":
-        raise ModelError(f"the {b.tensor(op.inputs[0]).dtype} CUMSUM is not supported (float32 "
-                         "only)")
+    """CUMSUM over a constant axis, exclusive and reverse as the options say.
+
+    8 bits run TFLite Micro's rescaled running sum.
+    """
     axis = _constant(b, op, 1, "axis").astype(np.int64).reshape(())
     o = op.options
     attrs = {"exclusive": int(bool(o.Exclusive())) if o else 0,
              "reverse": int(bool(o.Reverse())) if o else 0}
+    if b.tensor(op.inputs[0]).dtype == "int8":
+        rescaled_sum(b, op, op.inputs[:1], {**attrs, "mode": "cumsum", "axis": int(axis)})
+        return
+    if b.tensor(op.inputs[0]).dtype != "float32":
+        raise ModelError(f"the {b.tensor(op.inputs[0]).dtype} CUMSUM is not supported")
     b.add("CumSum", [b.value(op.inputs[0]), b.constant("axis", axis)], attrs,
           out=op.outputs[0])
 

@@ -175,8 +175,32 @@ def reduce_sum(b: Builder, op: Operator) -> None:
           {"keepdims": int(keep)}, out=op.outputs[0])
 
 
+def rescaled_sum(b: Builder, op: Operator, inputs: list[int], attrs: dict) -> None:
+    """TFLite Micro's 8-bit ADD_N or CUMSUM (IntRescaledSum): inputs rescaled as ADD's."""
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    if x.dtype != "int8" or out.dtype != "int8":
+        raise ModelError(f"the {x.dtype} {op.builtin} is not supported (8 bits: int8 only)")
+    xs, ys = float(np.float32(x.scale[0])), float(np.float32(out.scale[0]))
+    twice = 2 * xs
+    (mi, si), (mo, so) = ((int(v[0]) for v in quantize_multiplier(np.array([real])))
+                          for real in (xs / twice, twice / ((1 << 20) * ys)))
+    b.add("IntRescaledSum", [b.value(i) for i in inputs], {
+        **attrs, "x_zero_point": int(x.zero_point[0]), "input_multiplier": mi,
+        "input_shift": si, "output_multiplier": mo, "output_shift": so, "y_scale": ys,
+        "y_zero_point": int(out.zero_point[0])}, out=op.outputs[0])
+
+
 def add_n(b: Builder, op: Operator) -> None:
-    """ADD_N: the element-wise sum of every input, float."""
+    """ADD_N: the element-wise sum of every input (8 bits: TFLite Micro's rescaled sum)."""
+    if is_integer(b.tensor(op.inputs[0])):
+        first = b.tensor(op.inputs[0])
+        for index in op.inputs[1:]:
+            t = b.tensor(index)
+            if (np.float32(t.scale[0]), int(t.zero_point[0])) != (
+                    np.float32(first.scale[0]), int(first.zero_point[0])):
+                raise ModelError("TFLite Micro's 8-bit ADD_N takes inputs of one quantization")
+        rescaled_sum(b, op, list(op.inputs), {"mode": "add_n"})
+        return
     _float_only(b, op)
     b.add("Sum", [b.value(i) for i in op.inputs], out=op.outputs[0])
 
