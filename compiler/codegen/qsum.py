@@ -1,4 +1,4 @@
-"""IntRescaledSum: TFLite's 8-bit ADD_N and CUMSUM in 32-bit integers.
+"""IntRescaledSum and IntSquaredDifference: TFLite's 8-bit ADD_N, CUMSUM and SQUARED_DIFFERENCE.
 
 The rescaled value of each stored code is a 256-entry int32 table (compiler.ops.qsum, the
 reference's own function), so a kernel only looks values up, adds them, and requantizes the
@@ -7,13 +7,17 @@ sum with the tflite rule.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 
 from compiler.codegen import requant
 from compiler.codegen.codetables import table
+from compiler.codegen.elementwise import broadcast_strides
 from compiler.codegen.kernel import I32, Kernel
-from compiler.ops.qsum import rescaled_table, start_value
+from compiler.ops.qsum import rescaled_input, rescaled_table, start_value
 from compiler.qmath.requant import RANGES
+from compiler.qmath.tables import codes
 
 
 def _finish(k: Kernel, total):
@@ -58,3 +62,25 @@ def emit_int_rescaled_sum(k: Kernel) -> None:
             b.store(b.add(b.load(total), step), total)
             if not node.attrs["exclusive"]:
                 k.store(_finish(k, b.load(total)), k.outs[0], where)
+
+
+def emit_int_squared_difference(k: Kernel) -> None:
+    """(table_a[a] - table_b[b])^2 requantized, broadcasting numpy's way."""
+    node = k.node
+    b = k.b
+    attrs = node.attrs
+    codes_ = codes("int8")
+    tables = [table(k, f"rescaled_{side}", rescaled_input(
+        codes_, attrs[f"{side}_zero_point"], attrs[f"{side}_multiplier"],
+        attrs[f"{side}_shift"]).astype(np.int32)) for side in "ab"]
+    out = tuple(node.output.type.shape)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in out]
+        values = []
+        for slot, lookup in enumerate(tables):
+            steps = broadcast_strides(node.inputs[slot].type.shape, out)
+            x = k.load(k.args[slot], k.index(*zip(idx, steps)))
+            values.append(k.load(lookup, b.zext(x, I32)))
+        diff = b.sub(values[0], values[1])
+        k.store(_finish(k, b.mul(diff, diff)), k.outs[0],
+                k.index(*zip(idx, broadcast_strides(out, out))))

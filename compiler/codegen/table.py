@@ -53,7 +53,7 @@ from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool
 from compiler.codegen.qreduce import emit_int_reduce
 from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
-from compiler.codegen.qsum import emit_int_rescaled_sum
+from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
 from compiler.codegen.reduce import emit_reduce
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.select import (
@@ -179,6 +179,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for op, emit in (("IntResizeBilinear", emit_int_resize_bilinear),
                         ("IntReduce", emit_int_reduce)) for dtype in ("int8", "uint8")},
     ("IntRescaledSum", "int8"): (emit_int_rescaled_sum, _no_weights),
+    ("IntSquaredDifference", "int8"): (emit_int_squared_difference, _no_weights),
 }
 
 

@@ -1,10 +1,12 @@
-"""IntRescaledSum (Kiln only): TFLite Micro's 8-bit ADD_N and CUMSUM.
+"""IntRescaledSum and IntSquaredDifference (Kiln only): TFLite Micro's rescaled 8-bit sums.
 
-Each stored value is rescaled as ADD rescales its inputs: (q - zp) shifted left by 20 bits,
-times the input multiplier (in / (2 in), a half), so that sums keep their precision; the sum
-starts from the rescaled value of -zp (TFLite Micro's accumulator starts at its input offset,
-not at 0), and the total is requantized by 2 in / (2^20 out). ADD_N sums its inputs element by
-element; CUMSUM runs the sum along an axis, exclusive and reversed as asked.
+For ADD_N and CUMSUM each stored value is rescaled as ADD rescales its inputs: (q - zp)
+shifted left by 20 bits, times the input multiplier (in / (2 in), a half), so that sums keep
+their precision; the sum starts from the rescaled value of -zp (TFLite Micro's accumulator
+starts at its input offset, not at 0), and the total is requantized by 2 in / (2^20 out).
+ADD_N sums its inputs element by element; CUMSUM runs the sum along an axis, exclusive and
+reversed as asked. SQUARED_DIFFERENCE rescales its two inputs likewise (7 bits of left shift),
+squares their difference in int32 and requantizes by (2 max scale)^2 / (2^14 out).
 """
 
 from __future__ import annotations
@@ -89,3 +91,43 @@ register(OpDef("IntRescaledSum", "elementwise", _infer, _reference, inputs=(1, -
                    "y_scale": Attr("float", 1.0, "Kiln only: the output's scale"),
                    "y_zero_point": Attr("int", 0, "Kiln only: the output's zero point")},
                doc="Kiln only: TFLite's 8-bit ADD_N and CUMSUM (inputs rescaled as ADD's)"))
+
+
+# -- IntSquaredDifference ------------------------------------------------------------------------
+
+SQUARED_DIFFERENCE_SHIFT = 7  # squared_difference.cc: the 8-bit left shift
+
+
+def rescaled_input(values: np.ndarray, zero_point: int, multiplier: int, shift: int
+                   ) -> np.ndarray:
+    """(q - zp) << 7 times a multiplier below one: SQUARED_DIFFERENCE's rescaled input."""
+    shifted = (values.astype(np.int64) - zero_point) << SQUARED_DIFFERENCE_SHIFT
+    return multiply_by_quantized_multiplier(shifted, multiplier, shift)
+
+
+def _infer_squared(node, ins, values):
+    a, b = ins
+    if a.dtype != "int8" or b.dtype != "int8":
+        fail("IntSquaredDifference takes two int8 inputs")
+    shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    quant = QuantParams((float(node.attrs["y_scale"]),), (int(node.attrs["y_zero_point"]),))
+    return [TensorType(shape, "int8", quant)]
+
+
+def _squared_difference(node, a, b):
+    attrs = node.attrs
+    diff = (rescaled_input(a, attrs["a_zero_point"], attrs["a_multiplier"], attrs["a_shift"])
+            - rescaled_input(b, attrs["b_zero_point"], attrs["b_multiplier"], attrs["b_shift"]))
+    return _output(node, diff * diff, np.int8)
+
+
+register(OpDef("IntSquaredDifference", "elementwise", _infer_squared, _squared_difference,
+               inputs=(2, 2), onnx=False, attrs={
+                   **{f"{side}_{what}": Attr("int", doc=f"Kiln only: input {side}'s {what}")
+                      for side in "ab" for what in ("zero_point", "multiplier", "shift")},
+                   "output_multiplier": Attr("int", doc="Kiln only: Q31 output multiplier"),
+                   "output_shift": Attr("int", doc="Kiln only: its shift"),
+                   "y_scale": Attr("float", 1.0, "Kiln only: the output's scale"),
+                   "y_zero_point": Attr("int", 0, "Kiln only: the output's zero point")},
+               doc="Kiln only: TFLite's 8-bit SQUARED_DIFFERENCE (inputs rescaled, squared, "
+                   "requantized)"))

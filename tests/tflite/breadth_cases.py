@@ -132,6 +132,13 @@ def _binary(builtin: str, options=None):
     return build
 
 
+def _squared_two_scales(integer):
+    tensors = [_t("a", (1, 3, 4, 5), True, (0.04, -7)), _t("b", (1, 1, 4, 5), True, (0.1, 12)),
+               _t("y", (1, 3, 4, 5), True, (0.5, -128))]
+    return (Model(tensors, [Op("SQUARED_DIFFERENCE", [0, 1], [2])], [0, 1], [2]),
+            {"a": (1, 3, 4, 5), "b": (1, 1, 4, 5)})
+
+
 def _prelu(shared: bool):
     def build(integer):
         values = np.full(5, 0.25) if shared else np.linspace(-0.5, 1.5, 5)
@@ -424,7 +431,8 @@ MATHS_CASES = [
          int8_domain=_at_least_zero_point),
     Case("DIV", "", _binary("DIV", ("DivOptions", {"FusedActivationFunction": 1})), _FLOAT,
          _away_from_zero),
-    Case("SQUARED_DIFFERENCE", "", _binary("SQUARED_DIFFERENCE"), _FLOAT),
+    Case("SQUARED_DIFFERENCE", "", _binary("SQUARED_DIFFERENCE")),
+    Case("SQUARED_DIFFERENCE", "two-scales", _squared_two_scales, ("int8",)),
     Case("FLOOR_DIV", "", _binary("FLOOR_DIV"), _FLOAT, _away_from_zero),
     Case("FLOOR_MOD", "", _binary("FLOOR_MOD"), _FLOAT, _away_from_zero),
     Case("PRELU", "", _prelu(False)), Case("PRELU", "shared-alpha", _prelu(True)),

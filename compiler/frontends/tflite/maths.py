@@ -70,8 +70,29 @@ def _fused(op: Operator) -> bool:
         op.options.FusedActivationFunction()) != 0
 
 
+def squared_difference_int8(b: Builder, op: Operator) -> None:
+    """TFLite Micro's 8-bit SQUARED_DIFFERENCE (IntSquaredDifference)."""
+    a, c, out = (b.tensor(i) for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
+    if a.dtype != "int8" or c.dtype != "int8" or out.dtype != "int8":
+        raise ModelError("an 8-bit SQUARED_DIFFERENCE takes int8 tensors only")
+    scales = [float(np.float32(t.scale[0])) for t in (a, c, out)]
+    twice = 2.0 * max(scales[0], scales[1])
+    reals = [scales[0] / twice, scales[1] / twice,
+             twice * twice / (float(1 << 2 * 7) * scales[2])]
+    (ma, sa), (mc, sc), (mo, so) = ((int(v[0]) for v in quantize_multiplier(np.array([r])))
+                                    for r in reals)
+    b.add("IntSquaredDifference", [b.value(op.inputs[0]), b.value(op.inputs[1])], {
+        "a_zero_point": int(a.zero_point[0]), "a_multiplier": ma, "a_shift": sa,
+        "b_zero_point": int(c.zero_point[0]), "b_multiplier": mc, "b_shift": sc,
+        "output_multiplier": mo, "output_shift": so, "y_scale": scales[2],
+        "y_zero_point": int(out.zero_point[0])}, out=op.outputs[0])
+
+
 def binary(b: Builder, op: Operator) -> None:
     """DIV (with a fused activation), SQUARED_DIFFERENCE, FLOOR_DIV, FLOOR_MOD, float."""
+    if op.builtin == "SQUARED_DIFFERENCE" and is_integer(b.tensor(op.inputs[0])):
+        squared_difference_int8(b, op)
+        return
     _float_only(b, op)
     x, y = b.value(op.inputs[0]), b.value(op.inputs[1])
     if op.builtin == "DIV":
