@@ -217,6 +217,23 @@ def _wait_for_load(window, path: Path) -> None:
         raise KilnError(f"{path.name}: loading took longer than {LOAD_TIMEOUT_MS // 1000} s")
 
 
+# How long a screenshot waits for the memory plan and the code of a big model (the picture is
+# taken anyway after that, showing "planning..." where the plan would be).
+PLAN_WAIT_S = 120
+
+
+def _wait_until_planned(app, window) -> None:
+    """Run the event loop until the memory plan and the Code panel are done (or PLAN_WAIT_S)."""
+    import time
+
+    deadline = time.monotonic() + PLAN_WAIT_S
+    _settle(app)
+    while time.monotonic() < deadline and (window.memory.is_busy() or window.code.is_busy()):
+        app.processEvents()
+        time.sleep(0.02)
+    _settle(app)
+
+
 def _settle(app) -> None:
     for _ in range(5):
         app.processEvents()
@@ -241,7 +258,7 @@ def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
     window.show()
     _settle(app)
     _wait_for_load(window, model)
-    _settle(app)
+    _wait_until_planned(app, window)
     canvas = window.canvas
     node = _representative_node(window.document.graph)
     written: list[Path] = []
