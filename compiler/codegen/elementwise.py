@@ -73,6 +73,56 @@ def _mod(k, a, b, fmod: bool):
     return k.b.select(k.b.and_(k.b.fcmp_ordered("!=", r, zero), differ), k.b.fadd(r, b), r)
 
 
+def _softplus(k, x):
+    """log(1 + e^x) without overflow: max(x, 0) + log(1 + e^-|x|)."""
+    e = intrinsic(k, "exp", k.b.fneg(intrinsic(k, "fabs", x)))
+    return k.b.fadd(max_of(k, x, _const(x, 0.0)),
+                    intrinsic(k, "log", k.b.fadd(_const(x, 1.0), e)))
+
+
+def _expm1_scaled(k, x, scale):
+    """The scale times e^x - 1."""
+    return k.b.fmul(_const(x, scale), k.b.fsub(intrinsic(k, "exp", x), _const(x, 1.0)))
+
+
+def _hyperbolic(k, x, sign: float):
+    """(e^x + sign e^-x) / 2: cosh (sign 1) or sinh (sign -1)."""
+    a, b = intrinsic(k, "exp", x), intrinsic(k, "exp", k.b.fneg(x))
+    return k.b.fmul(k.b.fadd(a, k.b.fmul(_const(x, sign), b)), _const(x, 0.5))
+
+
+def _below_zero(k, x):
+    return k.b.fcmp_ordered("<", x, _const(x, 0.0))
+
+
+# Smooth activations and hyperbolic functions from exp, log, sqrt and tanh.
+SMOOTH_OPS: dict[str, tuple[Callable, tuple[tuple[str, float], ...]]] = {
+    "Softplus": (_softplus, ()),
+    "Softsign": (lambda k, x: k.b.fdiv(x, k.b.fadd(_const(x, 1.0), intrinsic(k, "fabs", x))),
+                 ()),
+    "Mish": (lambda k, x: k.b.fmul(x, intrinsic(k, "tanh", _softplus(k, x))), ()),
+    "Sign": (lambda k, x: k.b.select(_below_zero(k, x), _const(x, -1.0), k.b.select(
+        k.b.fcmp_ordered(">", x, _const(x, 0.0)), _const(x, 1.0), x)), ()),
+    "Selu": (lambda k, x, alpha, gamma: k.b.fmul(_const(x, gamma), k.b.select(
+        k.b.fcmp_ordered("<=", x, _const(x, 0.0)), _expm1_scaled(k, x, alpha), x)),
+        (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))),
+    "Celu": (lambda k, x, alpha: k.b.fadd(max_of(k, x, _const(x, 0.0)), min_of(
+        k, _const(x, 0.0), _expm1_scaled(k, k.b.fdiv(x, _const(x, alpha)), alpha))),
+        (("alpha", 1.0),)),
+    "ThresholdedRelu": (lambda k, x, alpha: k.b.select(
+        k.b.fcmp_ordered(">", x, _const(x, alpha)), x, _const(x, 0.0)), (("alpha", 1.0),)),
+    "Sinh": (lambda k, x: _hyperbolic(k, x, -1.0), ()),
+    "Cosh": (lambda k, x: _hyperbolic(k, x, 1.0), ()),
+    "Tan": (lambda k, x: k.b.fdiv(intrinsic(k, "sin", x), intrinsic(k, "cos", x)), ()),
+    "Asinh": (lambda k, x: intrinsic(k, "log", k.b.fadd(x, intrinsic(k, "sqrt", k.b.fadd(
+        k.b.fmul(x, x), _const(x, 1.0))))), ()),
+    "Acosh": (lambda k, x: intrinsic(k, "log", k.b.fadd(x, intrinsic(k, "sqrt", k.b.fsub(
+        k.b.fmul(x, x), _const(x, 1.0))))), ()),
+    "Atanh": (lambda k, x: k.b.fmul(_const(x, 0.5), intrinsic(k, "log", k.b.fdiv(
+        k.b.fadd(_const(x, 1.0), x), k.b.fsub(_const(x, 1.0), x)))), ()),
+}
+
+
 def _hard_sigmoid(k, x, alpha=0.2, beta=0.5):
     y = k.b.fadd(k.b.fmul(x, _const(x, alpha)), _const(x, beta))
     return min_of(k, max_of(k, y, _const(x, 0.0)), _const(x, 1.0))
@@ -98,6 +148,7 @@ SCALAR_OPS: dict[str, tuple[Callable, tuple[tuple[str, float], ...]]] = {
     "Cos": (lambda k, x: intrinsic(k, "cos", x), ()),
     "Reciprocal": (lambda k, x: k.b.fdiv(_const(x, 1.0), x), ()),
     "Mod": (lambda k, a, b, fmod: _mod(k, a, b, bool(fmod)), (("fmod", 0.0),)),
+    **SMOOTH_OPS,
     "Elu": (lambda k, x, alpha: k.b.select(
         k.b.fcmp_ordered("<", x, _const(x, 0.0)),
         k.b.fmul(_const(x, alpha), k.b.fsub(intrinsic(k, "exp", x), _const(x, 1.0))), x),
