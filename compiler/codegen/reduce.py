@@ -107,3 +107,60 @@ def emit_reduce(k: Kernel) -> None:
     if node.op in _FINISH:
         with k.loop(total) as i:
             k.store(intrinsic(k, _FINISH[node.op], k.load(k.outs[0], i)), k.outs[0], i)
+
+
+def emit_layer_norm(k: Kernel) -> None:
+    """LayerNormalization and RMSNormalization over the trailing axes, row by row.
+
+    Each row's mean (LayerNormalization only) and mean square are summed in float, then every
+    element is normalized, scaled and shifted; LayerNormalization's optional Mean and
+    InvStdDev outputs get each row's two statistics.
+    """
+    node = k.node
+    shape = node.inputs[0].type.shape
+    axis = int(node.attrs["axis"]) % len(shape)
+    rows = int(np.prod(shape[:axis], dtype=np.int64))
+    width = int(np.prod(shape[axis:], dtype=np.int64))
+    ty = llvm_type("float32")
+    b = k.b
+    centred = node.op == "LayerNormalization"
+    epsilon = ir.Constant(ty, float(np.float32(node.attrs["epsilon"])))
+    count = ir.Constant(ty, float(width))
+
+    def broadcast(slot: int, j):
+        value = node.inputs[slot] if slot < len(node.inputs) else None
+        if value is None:
+            return None
+        steps = broadcast_from(value.type.shape, shape[axis:])
+        return k.load(k.args[slot], k.index(*zip(j, steps)))
+
+    mean, square = k.alloca(ty), k.alloca(ty)
+    inner = list(shape[axis:])
+    with k.loop(rows) as r:
+        b.store(ir.Constant(ty, 0.0), mean)
+        with k.loop(width) as i:
+            b.store(b.fadd(b.load(mean), k.load(k.args[0], k.index((r, width), (i, 1)))), mean)
+        average = b.fdiv(b.load(mean), count) if centred else ir.Constant(ty, 0.0)
+        b.store(ir.Constant(ty, 0.0), square)
+        with k.loop(width) as i:
+            d = b.fsub(k.load(k.args[0], k.index((r, width), (i, 1))), average)
+            b.store(b.fadd(b.load(square), b.fmul(d, d)), square)
+        scale = b.fdiv(ir.Constant(ty, 1.0),
+                       intrinsic(k, "sqrt", b.fadd(b.fdiv(b.load(square), count), epsilon)))
+        for slot, statistic in ((1, average), (2, scale)):
+            if slot < len(k.outs) and k.outs[slot] is not None:
+                k.store(statistic, k.outs[slot], r)
+        with ExitStack() as stack:
+            j = [stack.enter_context(k.loop(n)) for n in inner]
+            at = k.index((r, width), *zip(j, strides(inner)))
+            y = b.fmul(b.fsub(k.load(k.args[0], at), average), scale)
+            y = b.fmul(y, broadcast(1, j))
+            shift = broadcast(2, j)
+            k.store(y if shift is None else b.fadd(y, shift), k.outs[0], at)
+
+
+def broadcast_from(shape, target) -> list[int]:
+    """Element strides of `shape` read at positions of `target` (numpy broadcasting)."""
+    shape = (1,) * (len(target) - len(shape)) + tuple(shape)
+    own = strides(shape)
+    return [0 if d == 1 and t != 1 else s for d, s, t in zip(shape, own, target)]

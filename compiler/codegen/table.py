@@ -54,7 +54,7 @@ from compiler.codegen.qreduce import emit_int_reduce
 from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
-from compiler.codegen.reduce import emit_reduce
+from compiler.codegen.reduce import emit_layer_norm, emit_reduce
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.select import (
     emit_arg_extreme,
@@ -172,6 +172,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for dtype in _CODE_TYPES},
     **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
     ("CumSum", "float32"): (emit_cumsum, _data_only),
+    **{(op, "float32"): (emit_layer_norm, _constants)
+       for op in ("LayerNormalization", "RMSNormalization")},
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_extreme, _constants)
        for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32")},
