@@ -11,6 +11,7 @@ from compiler.codegen.conv import conv_weights, emit_conv
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
+from compiler.codegen.intbinary import emit_integer_binary
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.logic import emit_compare, emit_integer_extreme, emit_logical, emit_where
 from compiler.codegen.lrn import emit_lrn
@@ -172,6 +173,9 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for dtype in _CODE_TYPES},
     **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
     ("CumSum", "float32"): (emit_cumsum, _data_only),
+    **{(op, dtype): (emit_integer_binary, _constants)
+       for op in ("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
+                  "BitwiseXor") for dtype in ("int8", "uint8", "int32", "int64")},
     **{(op, "float32"): (emit_layer_norm, _constants)
        for op in ("LayerNormalization", "RMSNormalization")},
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
