@@ -1,4 +1,4 @@
-"""Kernels that pick, convert or accumulate: arg-extremes, Cast, Expand, Gather, CumSum, Trilu.
+"""Kernels that pick, convert or copy: arg-extremes, Cast, Expand, Gather, CumSum, Trilu, Shape.
 
 ArgMax keeps the first extreme (the last with select_last_index), comparing floats ordered
 (a NaN is never an extreme) and integers by their type's sign. Cast converts as C does: floats
@@ -15,9 +15,11 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
+from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import broadcast_strides
 from compiler.codegen.kernel import I32, Kernel, llvm_type, strides
 from compiler.errors import KilnError
+from compiler.ops import lookup as op_lookup
 
 _SIGNED = ("int8", "int16", "int32", "int64")
 
@@ -168,3 +170,22 @@ def emit_trilu(k: Kernel) -> None:
         keep = (b.icmp_signed(">=", offset, I32(diagonal)) if node.attrs["upper"]
                 else b.icmp_signed("<=", offset, I32(diagonal)))
         k.store(b.select(keep, k.load(k.args[0], at), zero), k.outs[0], at)
+
+
+def emit_known_value(k: Kernel) -> None:
+    """An output known from types alone (Shape, Size): its values copied from a table."""
+    node = k.node
+    values = op_lookup(node.op).value_from_types(node, node.input_types())[0]
+    flat = np.asarray(values).reshape(-1)
+    data = table(k, "value", flat, llvm_type(node.output.type.dtype))
+    with k.loop(flat.size) as i:
+        k.store(k.load(data, i), k.outs[0], i)
+
+
+def emit_dropout(k: Kernel) -> None:
+    """Dropout at inference: the input copied; the optional mask all true."""
+    node = k.node
+    with k.loop(node.output.type.numel) as i:
+        k.store(k.load(k.args[0], i), k.outs[0], i)
+        if len(k.outs) > 1 and k.outs[1] is not None:
+            k.store(ir.Constant(ir.IntType(8), 1), k.outs[1], i)

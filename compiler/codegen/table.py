@@ -61,8 +61,10 @@ from compiler.codegen.select import (
     emit_arg_extreme,
     emit_cast,
     emit_cumsum,
+    emit_dropout,
     emit_expand,
     emit_gather_runtime,
+    emit_known_value,
     emit_trilu,
 )
 from compiler.codegen.slice import emit_slice, emit_split
@@ -165,7 +167,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for op in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")},
     **{(op, "bool"): (emit_logical, _constants) for op in ("And", "Or", "Xor", "Not")},
     **{("Where", dtype): (emit_where, _constants)
-       for dtype in ("float32", "int8", "uint8", "int32", "bool")},
+       for dtype in ("float32", "int8", "uint8", "int32", "int64", "bool")},
     **{(op, "bool"): EMITTERS_FLOAT_MOVES[op] for op in EMITTERS_FLOAT_MOVES},
     **{(op, dtype): (emit_arg_extreme, _constants)
        for op in ("ArgMax", "ArgMin") for dtype in ("int32", "int64")},
@@ -173,6 +175,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for dtype in _CODE_TYPES},
     **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
     ("CumSum", "float32"): (emit_cumsum, _data_only),
+    **{(op, "int64"): (emit_known_value, _no_weights) for op in ("Shape", "Size")},
+    **{("Dropout", dtype): (emit_dropout, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_binary, _constants)
        for op in ("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
                   "BitwiseXor") for dtype in ("int8", "uint8", "int32", "int64")},
