@@ -6,9 +6,11 @@ import onnx
 import pytest
 
 from compiler.driver import compilation
+from compiler.errors import ModelError
 from compiler.frontends.load import load_model
-from compiler.frontends.onnx import load_onnx, to_onnx
+from compiler.frontends.onnx import load_onnx, save_onnx, to_onnx
 from compiler.interpreter import run
+from tests.tflite.built_models import segmentation
 from tests.tflite.oracles import quantized
 from tests.tflite.writer import Model, Op, T, write
 
@@ -42,3 +44,13 @@ def test_a_saved_tflite_model_computes_the_same_bytes(stage):
         x = np.random.default_rng(seed).integers(-128, 128, (1, 6, 6, 2)).astype(np.int8)
         assert np.array_equal(run(graph, {"x": x})[graph.outputs[0].name],
                               run(again, {"x": x})[again.outputs[0].name])
+
+
+def test_a_model_with_kilns_own_8bit_operators_is_refused_as_onnx_by_name(tmp_path):
+    """TFLite's 8-bit RESIZE_BILINEAR becomes Kiln's IntResizeBilinear, which ONNX cannot say:
+    saving names the node and the operator and says what the model can still do."""
+    graph = load_model(write(segmentation(True)[0]))
+    with pytest.raises(ModelError, match="RESIZE_BILINEAR_5.*IntResizeBilinear is Kiln's own "
+                                         "operator.*exported as a bundle"):
+        save_onnx(graph, tmp_path / "segmentation.onnx")
+    assert not (tmp_path / "segmentation.onnx").exists()

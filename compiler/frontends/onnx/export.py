@@ -112,6 +112,11 @@ class _Exporter:
     def _proto(self, node: Node, attrs: dict, inputs: list[str], outputs: list[str]
                ) -> onnx.NodeProto:
         opdef = ops.lookup(node.op)
+        if not opdef.onnx and not opdef.domain:
+            what = opdef.doc.removeprefix("Kiln only: ")
+            raise ModelError(f"{node.op} is Kiln's own operator ({what}), which has no ONNX "
+                             "form: the model can be compiled and exported as a bundle, not "
+                             "saved as ONNX", node=node.name)
         self.node = node  # hooks may look at the node's types and outputs
         if opdef.to_onnx is not None:
             attrs, inputs = opdef.to_onnx(self, attrs, inputs, self.opset)
