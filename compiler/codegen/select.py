@@ -1,4 +1,4 @@
-"""Kernels that pick, convert or copy: arg-extremes, Cast, Expand, Gather, CumSum, Trilu, Shape.
+"""Kernels that pick, convert or copy: arg-extremes, Cast, Expand, gathers, scatters, CumSum...
 
 ArgMax keeps the first extreme (the last with select_last_index), comparing floats ordered
 (a NaN is never an extreme) and integers by their type's sign. Cast converts as C does: floats
@@ -112,13 +112,8 @@ def emit_gather_runtime(k: Kernel) -> None:
                         f"{node.inputs[1].type.dtype}, not int32 or int64")
     if count == 0 or outer * inner == 0:
         return
-    b = k.b
     with k.loop(count) as j:
-        raw = k.load(k.args[1], j)
-        raw = b.trunc(raw, I32) if raw.type.width > 32 else raw
-        wrapped = b.select(b.icmp_signed("<", raw, I32(0)), b.add(raw, I32(dim)), raw)
-        low = b.select(b.icmp_signed("<", wrapped, I32(0)), I32(0), wrapped)
-        src = b.select(b.icmp_signed(">", low, I32(dim - 1)), I32(dim - 1), low)
+        src = _index_value(k, 1, j, dim)
         with k.loop(outer) as o, k.loop(inner) as i:
             x = k.load(k.args[0], k.index((o, dim * inner), (src, inner), (i, 1)))
             k.store(x, k.outs[0], k.index((o, count * inner), (j, inner), (i, 1)))
@@ -189,3 +184,72 @@ def emit_dropout(k: Kernel) -> None:
         k.store(k.load(k.args[0], i), k.outs[0], i)
         if len(k.outs) > 1 and k.outs[1] is not None:
             k.store(ir.Constant(ir.IntType(8), 1), k.outs[1], i)
+
+
+def _index_value(k: Kernel, slot: int, at, dim: int):
+    """The index at position `at` of input `slot`, read at run time.
+
+    Negative ones count from the end and the rest are clamped into 0..dim-1: compiled code
+    never reads or writes outside a tensor.
+    """
+    b = k.b
+    raw = k.load(k.args[slot], at)
+    raw = b.trunc(raw, I32) if raw.type.width > 32 else raw
+    wrapped = b.select(b.icmp_signed("<", raw, I32(0)), b.add(raw, I32(dim)), raw)
+    low = b.select(b.icmp_signed("<", wrapped, I32(0)), I32(0), wrapped)
+    return b.select(b.icmp_signed(">", low, I32(dim - 1)), I32(dim - 1), low)
+
+
+def emit_gather_elements(k: Kernel) -> None:
+    """y[p] = x[p with its axis coordinate replaced by indices[p]]."""
+    node = k.node
+    data = node.inputs[0].type.shape
+    shape = node.output.type.shape
+    axis = int(node.attrs["axis"]) % len(data)
+    data_strides, own = strides(data), strides(shape)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in shape]
+        at = k.index(*zip(idx, own))
+        source = _index_value(k, 1, at, data[axis])
+        terms = [(source if a == axis else i, data_strides[a]) for a, i in enumerate(idx)]
+        k.store(k.load(k.args[0], k.index(*terms)), k.outs[0], at)
+
+
+def emit_scatter_elements(k: Kernel) -> None:
+    """The data copied, then each update written (or combined) at its index along the axis."""
+    node = k.node
+    data = node.output.type.shape
+    updates = node.inputs[2].type.shape
+    axis = int(node.attrs["axis"]) % len(data)
+    combine = _COMBINE[node.attrs.get("reduction", "none")]
+    data_strides, own = strides(data), strides(updates)
+    with k.loop(node.output.type.numel) as i:
+        k.store(k.load(k.args[0], i), k.outs[0], i)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in updates]
+        at = k.index(*zip(idx, own))
+        target = _index_value(k, 1, at, data[axis])
+        terms = [(target if a == axis else i, data_strides[a]) for a, i in enumerate(idx)]
+        where = k.index(*terms)
+        update = k.load(k.args[2], at)
+        value = update if combine is None else combine(k, k.load(k.outs[0], where), update)
+        k.store(value, k.outs[0], where)
+
+
+def _float_or_int(float_op, int_op):
+    def combine(k, a, x):
+        if isinstance(a.type, ir.FloatType):
+            return float_op(k, a, x)
+        return int_op(k, a, x)
+    return combine
+
+
+_COMBINE = {
+    "none": None,
+    "add": _float_or_int(lambda k, a, x: k.b.fadd(a, x), lambda k, a, x: k.b.add(a, x)),
+    "mul": _float_or_int(lambda k, a, x: k.b.fmul(a, x), lambda k, a, x: k.b.mul(a, x)),
+    "max": _float_or_int(lambda k, a, x: k.b.select(k.b.fcmp_ordered(">", x, a), x, a),
+                         lambda k, a, x: k.b.select(k.b.icmp_signed(">", x, a), x, a)),
+    "min": _float_or_int(lambda k, a, x: k.b.select(k.b.fcmp_ordered("<", x, a), x, a),
+                         lambda k, a, x: k.b.select(k.b.icmp_signed("<", x, a), x, a)),
+}

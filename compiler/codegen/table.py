@@ -63,8 +63,10 @@ from compiler.codegen.select import (
     emit_cumsum,
     emit_dropout,
     emit_expand,
+    emit_gather_elements,
     emit_gather_runtime,
     emit_known_value,
+    emit_scatter_elements,
     emit_trilu,
 )
 from compiler.codegen.slice import emit_slice, emit_split
@@ -177,6 +179,9 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("CumSum", "float32"): (emit_cumsum, _data_only),
     **{(op, "int64"): (emit_known_value, _no_weights) for op in ("Shape", "Size")},
     **{("Dropout", dtype): (emit_dropout, _data_only) for dtype in _CODE_TYPES},
+    **{(op, dtype): (emit, _data_only) for op, emit in (
+        ("GatherElements", emit_gather_elements), ("ScatterElements", emit_scatter_elements),
+        ("Scatter", emit_scatter_elements)) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_binary, _constants)
        for op in ("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
                   "BitwiseXor") for dtype in ("int8", "uint8", "int32", "int64")},
