@@ -1,4 +1,8 @@
-"""The Reduce family over constant axes: sums, means, extremes (8-bit too), products, norms."""
+"""The Reduce family over constant axes, and the row-wise normalizations.
+
+Reductions: sums, means, extremes (8-bit too), products, norms, log-sums. Row-wise:
+LayerNormalization, RMSNormalization, LpNormalization and Hardmax.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.elementwise import intrinsic, max_of, min_of
-from compiler.codegen.kernel import FAST, Kernel, constant_input, llvm_type, strides
+from compiler.codegen.kernel import FAST, I32, Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
 
 
@@ -164,3 +168,60 @@ def broadcast_from(shape, target) -> list[int]:
     shape = (1,) * (len(target) - len(shape)) + tuple(shape)
     own = strides(shape)
     return [0 if d == 1 and t != 1 else s for d, s, t in zip(shape, own, target)]
+
+
+def _rows(node) -> tuple[int, int, int]:
+    """(outer, length, inner) of the axis a row-wise operator works along.
+
+    Hardmax's 2-D coercion (opsets before 13) takes the axis and all later ones as one row.
+    """
+    shape = node.inputs[0].type.shape
+    axis = int(node.attrs["axis"]) % len(shape)
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    if node.attrs.get("coerce_2d"):
+        return outer, int(np.prod(shape[axis:], dtype=np.int64)), 1
+    return outer, shape[axis], int(np.prod(shape[axis + 1:], dtype=np.int64))
+
+
+def emit_lp_normalization(k: Kernel) -> None:
+    """Divide x by its L1 or L2 norm along the axis (0 where the norm is 0)."""
+    node = k.node
+    outer, length, inner = _rows(node)
+    ty = llvm_type("float32")
+    b = k.b
+    norm = k.alloca(ty)
+    zero = ir.Constant(ty, 0.0)
+    with k.loop(outer) as o, k.loop(inner) as i:
+        b.store(zero, norm)
+        with k.loop(length) as j:
+            x = k.load(k.args[0], k.index((o, length * inner), (j, inner), (i, 1)))
+            term = intrinsic(k, "fabs", x) if node.attrs["p"] == 1 else b.fmul(x, x)
+            b.store(b.fadd(b.load(norm), term), norm)
+        total = b.load(norm)
+        total = total if node.attrs["p"] == 1 else intrinsic(k, "sqrt", total)
+        empty = b.fcmp_ordered("==", total, zero)
+        with k.loop(length) as j:
+            at = k.index((o, length * inner), (j, inner), (i, 1))
+            y = b.fdiv(k.load(k.args[0], at), b.select(empty, ir.Constant(ty, 1.0), total))
+            k.store(b.select(empty, zero, y), k.outs[0], at)
+
+
+def emit_hardmax(k: Kernel) -> None:
+    """1 at the first largest element of each row along the axis, 0 elsewhere."""
+    node = k.node
+    outer, length, inner = _rows(node)
+    ty = llvm_type("float32")
+    b = k.b
+    best, where = k.alloca(ty), k.alloca(I32)
+    with k.loop(outer) as o, k.loop(inner) as i:
+        b.store(k.load(k.args[0], k.index((o, length * inner), (i, 1))), best)
+        b.store(I32(0), where)
+        with k.loop(length) as j:
+            x = k.load(k.args[0], k.index((o, length * inner), (j, inner), (i, 1)))
+            larger = b.fcmp_ordered(">", x, b.load(best))
+            b.store(b.select(larger, x, b.load(best)), best)
+            b.store(b.select(larger, j, b.load(where)), where)
+        with k.loop(length) as j:
+            hot = b.icmp_signed("==", j, b.load(where))
+            k.store(b.select(hot, ir.Constant(ty, 1.0), ir.Constant(ty, 0.0)), k.outs[0],
+                    k.index((o, length * inner), (j, inner), (i, 1)))

@@ -55,7 +55,12 @@ from compiler.codegen.qreduce import emit_int_reduce
 from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
-from compiler.codegen.reduce import emit_layer_norm, emit_reduce
+from compiler.codegen.reduce import (
+    emit_hardmax,
+    emit_layer_norm,
+    emit_lp_normalization,
+    emit_reduce,
+)
 from compiler.codegen.resize import emit_resize
 from compiler.codegen.select import (
     emit_arg_extreme,
@@ -187,6 +192,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
                   "BitwiseXor") for dtype in ("int8", "uint8", "int32", "int64")},
     **{(op, "float32"): (emit_layer_norm, _constants)
        for op in ("LayerNormalization", "RMSNormalization")},
+    ("LpNormalization", "float32"): (emit_lp_normalization, _constants),
+    ("Hardmax", "float32"): (emit_hardmax, _constants),
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_extreme, _constants)
        for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32")},
