@@ -253,3 +253,48 @@ _COMBINE = {
     "min": _float_or_int(lambda k, a, x: k.b.select(k.b.fcmp_ordered("<", x, a), x, a),
                          lambda k, a, x: k.b.select(k.b.icmp_signed("<", x, a), x, a)),
 }
+
+
+def emit_center_crop_pad(k: Kernel) -> None:
+    """Each output position reads the input shifted by the crop and the pad, or holds 0."""
+    node = k.node
+    shape, out = node.inputs[0].type.shape, node.output.type.shape
+    b = k.b
+    x_strides, own = strides(shape), strides(out)
+    zero = ir.Constant(llvm_type(node.output.type.dtype),
+                       0.0 if node.output.type.dtype == "float32" else 0)
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in out]
+        inside = ir.Constant(ir.IntType(1), 1)
+        terms = []
+        for i, n, m, step in zip(idx, shape, out, x_strides):
+            # A crop starts (n - m) // 2 in; a pad puts (m - n) // 2 before.
+            offset = (n - m) // 2 if n > m else -((m - n) // 2)
+            source = b.add(i, I32(offset))
+            inside = b.and_(inside, b.and_(b.icmp_signed(">=", source, I32(0)),
+                                           b.icmp_signed("<", source, I32(n))))
+            terms.append((b.select(inside, source, I32(0)), step))
+        value = k.load(k.args[0], k.index(*terms))
+        k.store(b.select(inside, value, zero), k.outs[0], k.index(*zip(idx, own)))
+
+
+def emit_compress(k: Kernel) -> None:
+    """The slices along the axis a known condition keeps (a table of their positions)."""
+    node = k.node
+    condition = np.asarray(node.inputs[1].data).reshape(-1).astype(bool)
+    shape = node.inputs[0].type.shape
+    axis = node.attrs.get("axis")
+    if axis is None:  # the flattened input
+        shape, axis = (int(np.prod(shape, dtype=np.int64)),), 0
+    axis = int(axis) % len(shape)
+    kept = np.nonzero(condition[:shape[axis]])[0]
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    if kept.size == 0 or outer * inner == 0:
+        return
+    positions = table(k, "kept", kept)
+    with k.loop(outer) as o, k.loop(kept.size) as j:
+        src = k.load(positions, j)
+        with k.loop(inner) as i:
+            x = k.load(k.args[0], k.index((o, shape[axis] * inner), (src, inner), (i, 1)))
+            k.store(x, k.outs[0], k.index((o, kept.size * inner), (j, inner), (i, 1)))

@@ -65,6 +65,8 @@ from compiler.codegen.resize import emit_resize
 from compiler.codegen.select import (
     emit_arg_extreme,
     emit_cast,
+    emit_center_crop_pad,
+    emit_compress,
     emit_cumsum,
     emit_dropout,
     emit_expand,
@@ -186,7 +188,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{("Dropout", dtype): (emit_dropout, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit, _data_only) for op, emit in (
         ("GatherElements", emit_gather_elements), ("ScatterElements", emit_scatter_elements),
-        ("Scatter", emit_scatter_elements)) for dtype in _CODE_TYPES},
+        ("Scatter", emit_scatter_elements), ("CenterCropPad", emit_center_crop_pad),
+        ("Compress", emit_compress)) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_binary, _constants)
        for op in ("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
                   "BitwiseXor") for dtype in ("int8", "uint8", "int32", "int64")},
