@@ -187,6 +187,12 @@ class DockSizes(QObject):
             orientation = AREAS[area]
             if abs(size - current[area]) > 1:
                 resize(self.window, docks[area][:1], [size], orientation)
+            # Docks side by side in one area (a column beside another) are sized one by one:
+            # the area's size, its widest dock's, says nothing of the narrower column.
+            for dock in docks[area][1:]:
+                own = min(size, self._wanted(dock, orientation))
+                if _along(dock.size(), orientation) < own - SLACK:
+                    resize(self.window, [dock], [own], orientation)
             if len(docks[area]) > 1:  # side by side or stacked: the split they were given
                 across = _across(orientation)
                 resize(self.window, docks[area],
