@@ -11,7 +11,7 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.elementwise import intrinsic, max_of, min_of
+from compiler.codegen.elementwise import broadcast_strides, intrinsic, max_of, min_of
 from compiler.codegen.kernel import FAST, I32, Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
 
@@ -135,7 +135,7 @@ def emit_layer_norm(k: Kernel) -> None:
         value = node.inputs[slot] if slot < len(node.inputs) else None
         if value is None:
             return None
-        steps = broadcast_from(value.type.shape, shape[axis:])
+        steps = broadcast_strides(value.type.shape, tuple(shape[axis:]))
         return k.load(k.args[slot], k.index(*zip(j, steps)))
 
     mean, square = k.alloca(ty), k.alloca(ty)
@@ -161,13 +161,6 @@ def emit_layer_norm(k: Kernel) -> None:
             y = b.fmul(y, broadcast(1, j))
             shift = broadcast(2, j)
             k.store(y if shift is None else b.fadd(y, shift), k.outs[0], at)
-
-
-def broadcast_from(shape, target) -> list[int]:
-    """Element strides of `shape` read at positions of `target` (numpy broadcasting)."""
-    shape = (1,) * (len(target) - len(shape)) + tuple(shape)
-    own = strides(shape)
-    return [0 if d == 1 and t != 1 else s for d, s, t in zip(shape, own, target)]
 
 
 def _rows(node) -> tuple[int, int, int]:

@@ -144,7 +144,7 @@ def compiled_outputs(final, feeds: dict, target: str, folder=None) -> list[np.nd
             runner.close()
     else:
         firmware.require_tools()
-        machine = {"cortex-m7": "mps2-an500"}[target]
+        machine = firmware.board_for(target).qemu_machine
         elf = firmware.build(net, firmware.main_c(net, feeds), machine, folder)
         stdout, _ = firmware.run(elf, machine)
         got = firmware.parse_outputs(net, stdout)
