@@ -43,6 +43,7 @@ COMPILE_TIME: dict[str, dict[int, str]] = {
     "DequantizeLinear": _QUANTIZE_PARAMETERS,
     "ConvInteger": {1: "weights", 2: "input zero point", 3: "weight zero point"},
     "MatMulInteger": {2: "A zero point", 3: "B zero point"},
+    "IntLSTMStep": {1: "input weights", 2: "recurrent weights", 3: "bias"},
 }
 
 

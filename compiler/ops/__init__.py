@@ -22,6 +22,7 @@ from compiler.ops import (  # noqa: F401
     norm,
     pool,
     qlinear,
+    qlstm,
     qpool,
     qreduce,
     qresize,

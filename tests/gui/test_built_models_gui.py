@@ -20,7 +20,8 @@ MODELS = [pytest.param(name, integer, id=f"{name}-{'int8' if integer else 'float
 # Operators each built model shows on the canvas (its resize, its unrolled LSTM gates).
 EXPECTED = {("segmentation", False): {"Conv", "Resize"},
             ("segmentation", True): {"QLinearConv", "IntResizeBilinear"},
-            ("kws_lstm", False): {"Sigmoid", "Tanh", "Gemm", "Softmax"}}
+            ("kws_lstm", False): {"Sigmoid", "Tanh", "Gemm", "Softmax"},
+            ("kws_lstm", True): {"IntLSTMStep", "QLinearSoftmax"}}
 
 
 def _written(tmp_path, name: str, integer: bool):

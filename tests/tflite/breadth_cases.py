@@ -384,6 +384,60 @@ def lstm_model(x_shape, cells: int, time_major: bool, clip: float, seed: int = 6
     return Model(tensors, [op], [0], [15]), {"x": tuple(x_shape)}
 
 
+def lstm_int8_model(x_shape, cells: int, time_major: bool, clip: float, seed: int = 6,
+                    cell_power: int = -11, x_quant=(0.04, -5), h_quant=(2 / 255, 1)
+                    ) -> tuple[Model, dict]:
+    """An 8-bit UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite's converter writes it.
+
+    int8 weights with one scale per gate, int32 biases at input scale times weight scale, an
+    int8 hidden state (the output's quantization) and an int16 cell state of scale 2^power.
+    """
+    rng = np.random.default_rng(seed)
+    features = x_shape[2]
+    batch = x_shape[1] if time_major else x_shape[0]
+    steps = x_shape[0] if time_major else x_shape[1]
+
+    def w(name, shape, in_scale):
+        real = rng.standard_normal(shape) * 0.5
+        scale = float(np.float32(np.abs(real).max() / 127))
+        return T(name, shape, "int8", np.clip(np.round(real / scale), -127, 127),
+                 scale=[scale], zero_point=[0]), in_scale * scale
+
+    tensors = [T("x", tuple(x_shape), "int8", scale=[x_quant[0]], zero_point=[x_quant[1]])]
+    bias_scales = []
+    for prefix, shape, in_scale in (("w", (cells, features), x_quant[0]),
+                                    ("r", (cells, cells), h_quant[0])):
+        for g in "ifco":
+            t, product = w(f"{prefix}_{g}", shape, in_scale)
+            tensors.append(t)
+            if prefix == "w":
+                bias_scales.append(product)
+    for g, scale in zip("ifco", bias_scales):
+        real = rng.standard_normal(cells) * 0.3 + (1.0 if g == "f" else 0.0)
+        tensors.append(T(f"b_{g}", (cells,), "int32", np.round(real / scale).astype(np.int32),
+                         scale=[scale], zero_point=[0]))
+    tensors += [T("h", (batch, cells), "int8", scale=[h_quant[0]], zero_point=[h_quant[1]],
+                  variable=True),
+                T("c", (batch, cells), "int16", scale=[2.0 ** cell_power], zero_point=[0],
+                  variable=True)]
+    out_shape = (steps, batch, cells) if time_major else (batch, steps, cells)
+    tensors.append(T("y", out_shape, "int8", scale=[h_quant[0]], zero_point=[h_quant[1]]))
+    inputs = [0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1, -1, 9, 10, 11, 12, -1, -1, 13, 14,
+              -1, -1, -1, -1]
+    options = ("UnidirectionalSequenceLSTMOptions", {
+        "FusedActivationFunction": 4, "CellClip": clip, "ProjClip": 0.0,
+        "TimeMajor": time_major})
+    op = Op("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [15], options)
+    return Model(tensors, [op], [0], [15]), {"x": tuple(x_shape)}
+
+
+def _lstm(x_shape, cells: int, time_major: bool, clip: float):
+    def build(integer):
+        make = lstm_int8_model if integer else lstm_model
+        return make(x_shape, cells, time_major, clip)
+    return build
+
+
 INDEXING_CASES = [
     Case("ARG_MAX", "", _arg("ARG_MAX")), Case("ARG_MIN", "", _arg("ARG_MIN")),
     Case("CAST", "float-to-int32", _cast("float32", "int32"), ("float32",), _wide),
@@ -405,10 +459,11 @@ INDEXING_CASES = [
     Case("BATCH_MATMUL", "", _batch_matmul(False)),
     Case("BATCH_MATMUL", "adj-y", _batch_matmul(True)),
     Case("BATCH_MATMUL", "runtime-adjoint", _batch_matmul_runtime, ("float32",)),
-    Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "",
-         lambda integer: lstm_model((2, 5, 3), 4, False, 0.0), ("float32",)),
-    Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "time-major-clip",
-         lambda integer: lstm_model((6, 1, 3), 5, True, 0.8), ("float32",)),
+    Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "", _lstm((2, 5, 3), 4, False, 0.0)),
+    Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "time-major-clip", _lstm((6, 1, 3), 5, True, 0.8)),
+    Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "wide-cell-scale",
+         lambda integer: lstm_int8_model((1, 7, 6), 9, False, 0.0, seed=9, cell_power=-15),
+         ("int8",)),
     Case("TRANSPOSE_CONV", "same-2", _transpose_conv(0, 2, (8, 10), True)),
     Case("TRANSPOSE_CONV", "valid-2", _transpose_conv(1, 2, (9, 11), False)),
     Case("TRANSPOSE_CONV", "same-1", _transpose_conv(0, 1, (4, 5), True)),

@@ -2,8 +2,8 @@
 
 `segmentation` (float and int8) is a small encoder-decoder as microcontroller segmentation
 models are built: strided convolutions down, a transposed convolution and a bilinear resize back
-up to the input's size, a per-pixel class score. `kws_lstm` (float) is keyword spotting with a
-recurrent layer: MFCC frames through an LSTM, its last step to a fully connected classifier.
+up to the input's size, a per-pixel class score. `kws_lstm` (float and int8) is keyword spotting
+with a recurrent layer: MFCC frames through an LSTM, its last step to a fully connected classifier.
 `python -m tests.tflite.built_models DIR` writes every model into DIR (to open in the app or
 run `kiln` on).
 """
@@ -120,54 +120,73 @@ def segmentation(integer: bool) -> tuple[Model, dict]:
     return Model(net.tensors, net.ops, [x], [scores]), {"image": (1, 32, 32, 3)}
 
 
+def _per_tensor(net: _Net, name: str, real: np.ndarray, in_scale: float) -> tuple[int, float]:
+    """A constant weight tensor: float, or int8 with one scale (the product scale returned)."""
+    if not net.integer:
+        return net.tensor(name, real.shape, dtype="float32", data=real.astype(np.float32)), 1.0
+    scale = float(np.float32(np.abs(real).max() / 127))
+    q = np.clip(np.round(real / scale), -127, 127).astype(np.int8)
+    return net.tensor(name, real.shape, ([scale], [0]), "int8", q), in_scale * scale
+
+
+def _bias(net: _Net, name: str, real: np.ndarray, scale: float) -> int:
+    if not net.integer:
+        return net.tensor(name, real.shape, dtype="float32", data=real.astype(np.float32))
+    return net.tensor(name, real.shape, ([scale], [0]), "int32",
+                      np.round(real / scale).astype(np.int32))
+
+
 def kws_lstm(integer: bool) -> tuple[Model, dict]:
     """(model, input shapes): 49 frames of 10 MFCCs, an LSTM of 32 cells, 12 keyword scores.
 
-    Float only: TFLite Micro's integer LSTM is not Kiln's yet.
+    In int8 the LSTM is TFLite Micro's integer one: int8 weights with one scale per gate, an
+    int8 hidden state and an int16 cell state of scale 2^-11 (the cell clip of 10 fits).
     """
-    if integer:
-        raise ValueError("the keyword-spotting LSTM model is built in float only")
-    net = _Net(False, seed=33)
+    net = _Net(integer, seed=33)
     frames, features, cells, words = 49, 10, 32, 12
-    x = net.tensor("mfcc", (1, frames, features))
-    weights = [net.tensor(f"w_{g}", (cells, features), dtype="float32",
-                          data=(net.rng.standard_normal((cells, features)) * 0.3).astype(
-                              np.float32)) for g in "ifco"]
-    recurrent = [net.tensor(f"r_{g}", (cells, cells), dtype="float32",
-                            data=(net.rng.standard_normal((cells, cells)) * 0.15).astype(
-                                np.float32)) for g in "ifco"]
-    biases = [net.tensor(f"b_{g}", (cells,), dtype="float32",
-                         data=np.full(cells, 1.0 if g == "f" else 0.0, np.float32))
-              for g in "ifco"]
+    q_x, q_h, q_logits, q_prob = (0.03, 0), (1 / 128, 0), (0.0625, 0), (1 / 256, -128)
+    x = net.tensor("mfcc", (1, frames, features), q_x)
+    weights, products = zip(*(_per_tensor(net, f"w_{g}", net.rng.standard_normal(
+        (cells, features)) * 0.3, q_x[0]) for g in "ifco"))
+    recurrent = [_per_tensor(net, f"r_{g}", net.rng.standard_normal((cells, cells)) * 0.15,
+                             q_h[0])[0] for g in "ifco"]
+    biases = [_bias(net, f"b_{g}", np.full(cells, 1.0 if g == "f" else 0.0), scale)
+              for g, scale in zip("ifco", products)]
     state_h = len(net.tensors)
-    net.tensors.append(T("state_h", (1, cells), variable=True))
-    net.tensors.append(T("state_c", (1, cells), variable=True))
-    sequence = net.tensor("lstm_out", (1, frames, cells))
+    if integer:
+        net.tensors.append(T("state_h", (1, cells), "int8", scale=[q_h[0]],
+                             zero_point=[q_h[1]], variable=True))
+        net.tensors.append(T("state_c", (1, cells), "int16", scale=[2.0 ** -11],
+                             zero_point=[0], variable=True))
+    else:
+        net.tensors.append(T("state_h", (1, cells), variable=True))
+        net.tensors.append(T("state_c", (1, cells), variable=True))
+    sequence = net.tensor("lstm_out", (1, frames, cells), q_h)
     net.op("UNIDIRECTIONAL_SEQUENCE_LSTM",
            [x, *weights, *recurrent, -1, -1, -1, *biases, -1, -1, state_h, state_h + 1,
             -1, -1, -1, -1], [sequence],
            ("UnidirectionalSequenceLSTMOptions", {"FusedActivationFunction": 4,
                                                   "CellClip": 10.0, "ProjClip": 0.0,
                                                   "TimeMajor": False}))
-    last = net.tensor("last_step", (1, cells))
+    last = net.tensor("last_step", (1, cells), q_h)
     net.op("STRIDED_SLICE", [sequence, net.const("begin", [0, -1, 0]),
                              net.const("end", [1, frames, cells]),
                              net.const("strides", [1, 1, 1])], [last],
            ("StridedSliceOptions", {"BeginMask": 0, "EndMask": 0, "ShrinkAxisMask": 2}))
-    fc_w = net.tensor("fc_w", (words, cells), dtype="float32",
-                      data=(net.rng.standard_normal((words, cells)) * 0.3).astype(np.float32))
-    fc_b = net.tensor("fc_b", (words,), dtype="float32", data=np.zeros(words, np.float32))
-    logits = net.tensor("logits", (1, words))
+    fc_w, product = _per_tensor(net, "fc_w", net.rng.standard_normal((words, cells)) * 0.3,
+                                q_h[0])
+    fc_b = _bias(net, "fc_b", np.zeros(words), product)
+    logits = net.tensor("logits", (1, words), q_logits)
     net.op("FULLY_CONNECTED", [last, fc_w, fc_b], [logits],
            ("FullyConnectedOptions", {"FusedActivationFunction": 0}))
-    probabilities = net.tensor("probabilities", (1, words))
+    probabilities = net.tensor("probabilities", (1, words), q_prob)
     net.op("SOFTMAX", [logits], [probabilities], ("SoftmaxOptions", {"Beta": 1.0}))
     return Model(net.tensors, net.ops, [x], [probabilities]), {"mfcc": (1, frames, features)}
 
 
 BUILT = {"segmentation": segmentation, "kws_lstm": kws_lstm}
 # The element types each model is built in (True: int8).
-KINDS = {"segmentation": (False, True), "kws_lstm": (False,)}
+KINDS = {"segmentation": (False, True), "kws_lstm": (False, True)}
 
 
 def main(folder: str) -> None:

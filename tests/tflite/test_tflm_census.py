@@ -18,7 +18,6 @@ from tests.tflite.tflm_census import registered_builtins, schema_builtins
 # form by name until its arithmetic is TFLite Micro's.
 INT8_NOT_READ_YET = frozenset("""
     DIV L2_NORMALIZATION LOG_SOFTMAX
-    UNIDIRECTIONAL_SEQUENCE_LSTM
 """.split())
 
 

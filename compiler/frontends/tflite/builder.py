@@ -73,25 +73,8 @@ class Builder:
     def add(self, op: str, inputs: list[Value | None], attrs: dict | None = None, *,
             out: int | None = None) -> Value:
         """A node of `op`; with `out` its result is that tensor, whose shape must match."""
-        opdef = ops.lookup(op)
-        full = {k: a.default for k, a in opdef.attrs.items() if a.default is not ops.REQUIRED}
-        full.update({k: tuple(v) if isinstance(v, list) else v for k, v in (attrs or {}).items()})
-        name = self.graph.unique_node_name(f"{self.op.builtin}_{self.op.index}" if self.op
-                                           else op)
         out_name = None if out is None else self.model.tensors[out].name
-        node = self.graph.add_node(op, inputs, [_PENDING], full, name=name,
-                                   output_names=None if out_name is None
-                                   else [self.graph.unique_name(out_name)])
-        try:
-            types, values = infer_node(node, self.known)
-        except ModelError:
-            raise
-        except KilnError as exc:  # a shape or type the operator refuses
-            raise ModelError(str(exc)) from None
-        node.outputs[0].type = types[0]
-        if self.op is not None:
-            self.sources[str(node.id)] = {"op": self.op.label,
-                                          "options": self.op.option_values()}
+        node, types, values = self._node(op, inputs, attrs, 1, out_name)
         if values and values[0] is not None:
             self.known[id(node.outputs[0])] = values[0]
         if out is not None:
@@ -101,3 +84,32 @@ class Builder:
                                  f"{list(want)} but the operator gives {list(types[0].shape)}")
             self.values[out] = node.outputs[0]
         return node.outputs[0]
+
+    def add_many(self, op: str, inputs: list[Value | None], attrs: dict | None,
+                 count: int) -> list[Value]:
+        """A node of `op` with `count` results (intermediate values, not file tensors)."""
+        node, _, _ = self._node(op, inputs, attrs, count, None)
+        return list(node.outputs)
+
+    def _node(self, op: str, inputs, attrs, count: int, out_name: str | None):
+        """Add and type a node of `op` with `count` outputs, recording its TFLite source."""
+        opdef = ops.lookup(op)
+        full = {k: a.default for k, a in opdef.attrs.items() if a.default is not ops.REQUIRED}
+        full.update({k: tuple(v) if isinstance(v, list) else v for k, v in (attrs or {}).items()})
+        name = self.graph.unique_node_name(f"{self.op.builtin}_{self.op.index}" if self.op
+                                           else op)
+        node = self.graph.add_node(op, inputs, [_PENDING] * count, full, name=name,
+                                   output_names=None if out_name is None
+                                   else [self.graph.unique_name(out_name)])
+        try:
+            types, values = infer_node(node, self.known)
+        except ModelError:
+            raise
+        except KilnError as exc:  # a shape or type the operator refuses
+            raise ModelError(str(exc)) from None
+        for value, t in zip(node.outputs, types):
+            value.type = t
+        if self.op is not None:
+            self.sources[str(node.id)] = {"op": self.op.label,
+                                          "options": self.op.option_values()}
+        return node, types, values
