@@ -127,7 +127,8 @@ def _row_tflite(k: Kernel, r, length: int, top, widen, sum_slot, low: int, high:
                 _at(k, r, c))
 
 
-def _shift_left_saturating(k: Kernel, x, bits: int):
+def shift_left_saturating(k: Kernel, x, bits: int):
+    """SaturatingRoundingMultiplyByPOT of an int32 by a positive power of two."""
     b = k.b
     big = b.icmp_signed(">", x, I32(INT32_MAX >> bits))
     small = b.icmp_signed("<", x, I32(INT32_MIN >> bits))
@@ -142,9 +143,9 @@ def _one_over_one_plus_x(k: Kernel, a):
     x = b.add(I32(1515870810), requant.srdhm(k, half, I32(-1010580540)))
     for _ in range(3):
         product = requant.srdhm(k, half, x)
-        x = b.add(x, _shift_left_saturating(k, requant.srdhm(k, x, b.sub(I32(1 << 29),
+        x = b.add(x, shift_left_saturating(k, requant.srdhm(k, x, b.sub(I32(1 << 29),
                                                                          product)), 2))
-    return _shift_left_saturating(k, x, 1)
+    return shift_left_saturating(k, x, 1)
 
 
 def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> None:

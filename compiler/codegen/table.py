@@ -51,6 +51,7 @@ from compiler.codegen.qfully_connected_vnni import (
 )
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qlstm import emit_int_lstm_step
+from compiler.codegen.qnorm import emit_int_l2_normalize
 from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
 from compiler.codegen.qreduce import emit_int_reduce
 from compiler.codegen.qresize import emit_int_resize_bilinear
@@ -206,6 +207,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
                         ("IntReduce", emit_int_reduce)) for dtype in ("int8", "uint8")},
     ("IntRescaledSum", "int8"): (emit_int_rescaled_sum, _no_weights),
     ("IntSquaredDifference", "int8"): (emit_int_squared_difference, _no_weights),
+    ("IntL2Normalize", "int8"): (emit_int_l2_normalize, _no_weights),
     ("IntLSTMStep", "int8"): (emit_int_lstm_step,
                               lambda n: {1: n.inputs[1].data, 2: n.inputs[2].data}),
 }

@@ -23,6 +23,7 @@ from compiler.ops import (  # noqa: F401
     pool,
     qlinear,
     qlstm,
+    qnorm,
     qpool,
     qreduce,
     qresize,

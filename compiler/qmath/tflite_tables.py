@@ -208,7 +208,7 @@ def elu(in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
     return _table((rounded + f(out_zp)).astype(np.int64), "int8")
 
 
-def _inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
     """1 / sqrt(value) as a Q31 multiplier and a left shift (GetInvSqrtQuantizedMultiplierExp).
 
     gemmlowp's five Newton steps in FixedPoint<int32, 3>, reverse shift -1.
@@ -255,7 +255,7 @@ def rsqrt(in_scale, in_zp: int, out_scale, out_zp: int) -> np.ndarray:
         if value == 0:
             values.append(127)
             continue
-        m, s = _inv_sqrt_multiplier(value)
+        m, s = inv_sqrt_multiplier(value)
         data = int(multiply_by_quantized_multiplier(1, m, s + 20))
         values.append(int(multiply_by_quantized_multiplier(data, multiplier, out_shift - 20))
                       + out_zp)

@@ -110,6 +110,14 @@ def _unary(builtin: str, out_quant=(0.03, -5)):
     return build
 
 
+def _rows_at_zero_point(rng, shape):
+    """Codes near the zero point (3), some rows exactly at it: sums of squares of 0 and 1."""
+    x = rng.integers(-2, 9, shape).astype(np.int8)
+    x[..., ::2, :] = ZERO_POINT
+    x[0, 0, 0] = ZERO_POINT + 1
+    return x
+
+
 def _positive(rng, shape):
     return (np.abs(rng.standard_normal(shape)) + 0.1).astype(np.float32)
 
@@ -492,7 +500,9 @@ MATHS_CASES = [
     Case("FLOOR_MOD", "", _binary("FLOOR_MOD"), _FLOAT, _away_from_zero),
     Case("PRELU", "", _prelu(False)), Case("PRELU", "shared-alpha", _prelu(True)),
     Case("LOG_SOFTMAX", "", _unary("LOG_SOFTMAX"), _FLOAT),
-    Case("L2_NORMALIZATION", "", _unary("L2_NORMALIZATION"), _FLOAT),
+    Case("L2_NORMALIZATION", "", _unary("L2_NORMALIZATION", (1 / 128, 0))),
+    Case("L2_NORMALIZATION", "zero-rows", _unary("L2_NORMALIZATION", (1 / 128, 0)), ("int8",),
+         int8_domain=_rows_at_zero_point),
     Case("SUM", "", _sum),
     Case("ADD_N", "", lambda integer: two("ADD_N", (2, 3, 4), (2, 3, 4), (2, 3, 4), integer,
                                           count=3)),

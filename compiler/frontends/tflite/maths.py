@@ -155,10 +155,17 @@ def log_softmax(b: Builder, op: Operator) -> None:
 
 
 def l2_normalization(b: Builder, op: Operator) -> None:
-    """L2_NORMALIZATION over the last axis: x / max(sqrt(sum x^2), 1e-6), float."""
-    _float_only(b, op)
+    """L2_NORMALIZATION over the last axis: x / max(sqrt(sum x^2), 1e-6); int8 as TFLite Micro."""
     if int(getattr(op.options, "FusedActivationFunction", lambda: 0)()) != 0:
         raise ModelError("an L2_NORMALIZATION with a fused activation is not supported")
+    x_tensor = b.tensor(op.inputs[0])
+    if is_integer(x_tensor):
+        out = b.tensor(op.outputs[0])
+        b.add("IntL2Normalize", [b.value(op.inputs[0])], {
+            "x_zero_point": int(x_tensor.zero_point[0]), "y_scale": float(out.scale[0]),
+            "y_zero_point": int(out.zero_point[0])}, out=op.outputs[0])
+        return
+    _float_only(b, op)
     x = b.value(op.inputs[0])
     rank = len(b.tensor(op.inputs[0]).shape)
     squares = b.add("ReduceSum", [b.add("Mul", [x, x]), b.constant("axes", np.array(
