@@ -17,7 +17,8 @@ from compiler.ir.graph import Constant, Node
 _BINARY = ("QLinearAdd", "QLinearSub", "QLinearMul")
 # Operand slots by operator; any other operator's operand is slot 0 (QLinearConcat's are every
 # third slot from 2, after its output's scale and zero point).
-_OPERANDS = {**{op: (0, 3) for op in _BINARY}, "MatMulInteger": (0, 1)}
+_OPERANDS = {**{op: (0, 3) for op in _BINARY}, "MatMulInteger": (0, 1), "IntDiv": (0, 1),
+             "IntSquaredDifference": (0, 1)}
 
 _UNARY_PARAMETERS = {1: "input scale", 2: "input zero point", 3: "output scale",
                      4: "output zero point"}

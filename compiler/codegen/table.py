@@ -37,6 +37,7 @@ from compiler.codegen.qdepthwise_dot import (
     emit_qdepthwise_dot,
     qdepthwise_dot_weights,
 )
+from compiler.codegen.qdiv import emit_int_div
 from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
 from compiler.codegen.qfully_connected_dot import (
@@ -208,6 +209,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("IntRescaledSum", "int8"): (emit_int_rescaled_sum, _no_weights),
     ("IntSquaredDifference", "int8"): (emit_int_squared_difference, _no_weights),
     ("IntL2Normalize", "int8"): (emit_int_l2_normalize, _no_weights),
+    ("IntDiv", "int8"): (emit_int_div, _no_weights),
     ("IntLSTMStep", "int8"): (emit_int_lstm_step,
                               lambda n: {1: n.inputs[1].data, 2: n.inputs[2].data}),
 }

@@ -21,6 +21,7 @@ from compiler.ops import (  # noqa: F401
     matmul,
     norm,
     pool,
+    qdiv,
     qlinear,
     qlstm,
     qnorm,

@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
-from compiler.qmath.gemmlowp import exp_on_negative_values, one_over_one_plus_x
+from compiler.qmath.gemmlowp import exp_on_negative_values
 from compiler.qmath.requant import quantize_multiplier, rounding_divide_by_pot
 from compiler.qmath.requant import saturating_rounding_doubling_high_mul as _mul
+from compiler.qmath.tflite_div import get_reciprocal
 
 _SCALED_DIFF_BITS = 5  # Q5.26 for the rescaled differences
 _ACCUMULATION_BITS = 12  # Q12.19 for the sum of exponentials
@@ -34,12 +35,7 @@ def softmax_params(beta: float, input_scale: float) -> tuple[int, int, int]:
 
 def _reciprocal(total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """GetReciprocal(sum, 12): (1 / the sum scaled into [0.5, 1), num_bits_over_unit)."""
-    total = total.astype(np.int64)
-    _, exponent = np.frexp(np.maximum(total, 1).astype(np.float64))  # total < 2**exponent
-    leading = np.where(total <= 0, 32, 32 - exponent.astype(np.int64))  # CountLeadingZeros
-    bits_over_unit = _ACCUMULATION_BITS - leading
-    shifted = ((total << leading) & 0xFFFFFFFF) - (1 << 31)
-    return one_over_one_plus_x(shifted), bits_over_unit
+    return get_reciprocal(total, _ACCUMULATION_BITS)
 
 
 def softmax_int8(x: np.ndarray, input_scale: float, beta: float, low: int, high: int

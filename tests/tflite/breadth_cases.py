@@ -140,6 +140,35 @@ def _binary(builtin: str, options=None):
     return build
 
 
+def _div_scales(integer):
+    """A dividend that meets its zero point, a divisor whose zero point is out of the domain."""
+    tensors = [_t("a", (2, 3, 4, 5), True, (0.05, ZERO_POINT)),
+               _t("b", (1, 3, 1, 5), True, (0.02, -100)), _t("y", (2, 3, 4, 5), True, (0.1, -20))]
+    op = Op("DIV", [0, 1], [2], ("DivOptions", {"FusedActivationFunction": 0}))
+    return Model(tensors, [op], [0, 1], [2]), {"a": (2, 3, 4, 5), "b": (1, 3, 1, 5)}
+
+
+def _div_by_constant(integer):
+    """A divisor known at compile time (read from the weights), one per channel."""
+    divisor = T("d", (5,), "int8", np.array([-128, -40, 4, 90, 127], np.int8), scale=[0.03],
+                zero_point=[1])
+    tensors = [_t("a", (1, 3, 4, 5), True), divisor, _t("y", (1, 3, 4, 5), True, (0.2, 9))]
+    op = Op("DIV", [0, 1], [2], ("DivOptions", {"FusedActivationFunction": 3}))
+    return Model(tensors, [op], [0], [2]), {"a": (1, 3, 4, 5)}
+
+
+def _not_zero_point(rng, shape):
+    """Every code but the zero point (DIV's divisor may not be 0)."""
+    x = rng.integers(-128, 128, shape)
+    return np.where(x == ZERO_POINT, ZERO_POINT + 1, x).astype(np.int8)
+
+
+def _above(low: int):
+    def domain(rng, shape):
+        return rng.integers(low, 128, shape).astype(np.int8)
+    return domain
+
+
 def _squared_two_scales(integer):
     tensors = [_t("a", (1, 3, 4, 5), True, (0.04, -7)), _t("b", (1, 1, 4, 5), True, (0.1, 12)),
                _t("y", (1, 3, 4, 5), True, (0.5, -128))]
@@ -492,8 +521,10 @@ MATHS_CASES = [
          int8_domain=_at_least_zero_point),
     Case("RSQRT", "coarse", _unary("RSQRT", (0.5, -128)), ("int8",),
          int8_domain=_at_least_zero_point),
-    Case("DIV", "", _binary("DIV", ("DivOptions", {"FusedActivationFunction": 1})), _FLOAT,
-         _away_from_zero),
+    Case("DIV", "", _binary("DIV", ("DivOptions", {"FusedActivationFunction": 1})),
+         domain=_away_from_zero, int8_domain=_not_zero_point),
+    Case("DIV", "scales", _div_scales, ("int8",), int8_domain=_above(-60)),
+    Case("DIV", "constant-divisor", _div_by_constant, ("int8",)),
     Case("SQUARED_DIFFERENCE", "", _binary("SQUARED_DIFFERENCE")),
     Case("SQUARED_DIFFERENCE", "two-scales", _squared_two_scales, ("int8",)),
     Case("FLOOR_DIV", "", _binary("FLOOR_DIV"), _FLOAT, _away_from_zero),

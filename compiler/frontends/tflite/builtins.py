@@ -19,7 +19,7 @@ CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, 
 # The element types each builtin is read for: float32 and int8 unless listed here (the
 # generated cases in tests/tflite check each).
 FLOAT_ONLY = frozenset("""
-    CEIL COS DIV EXP FLOOR FLOOR_DIV FLOOR_MOD L2_POOL_2D LOG
+    CEIL COS EXP FLOOR FLOOR_DIV FLOOR_MOD L2_POOL_2D LOG
     LOG_SOFTMAX NEG ROUND SIN SQRT SQUARE
 """.split())
 BOOL_ONLY = frozenset(("LOGICAL_AND", "LOGICAL_NOT", "LOGICAL_OR", "REDUCE_ALL"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.errors import ModelError
-from compiler.frontends.tflite.activation import float_activation, is_integer
+from compiler.frontends.tflite.activation import float_activation, is_integer, output_range
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator
 from compiler.qmath import tflite_tables
@@ -88,10 +88,29 @@ def squared_difference_int8(b: Builder, op: Operator) -> None:
         "y_zero_point": int(out.zero_point[0])}, out=op.outputs[0])
 
 
+def div_int8(b: Builder, op: Operator) -> None:
+    """TFLite Micro's 8-bit DIV (IntDiv): multiplier in1 / (in2 out), scales' product in float."""
+    a, c, out = (b.tensor(i) for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
+    if c.dtype != "int8" or out.dtype != "int8":
+        raise ModelError("an 8-bit DIV takes int8 inputs and output")
+    f = np.float32
+    real = float(f(a.scale[0]) / (f(c.scale[0]) * f(out.scale[0])))
+    multiplier, shift = (int(v[0]) for v in quantize_multiplier(np.array([real])))
+    low, high = output_range(op, out) or (-128, 127)
+    b.add("IntDiv", [b.value(op.inputs[0]), b.value(op.inputs[1])], {
+        "a_zero_point": int(a.zero_point[0]), "b_zero_point": int(c.zero_point[0]),
+        "multiplier": multiplier, "shift": shift, "low": int(low), "high": int(high),
+        "y_scale": float(out.scale[0]), "y_zero_point": int(out.zero_point[0])},
+        out=op.outputs[0])
+
+
 def binary(b: Builder, op: Operator) -> None:
     """DIV (with a fused activation), SQUARED_DIFFERENCE, FLOOR_DIV, FLOOR_MOD, float."""
     if op.builtin == "SQUARED_DIFFERENCE" and is_integer(b.tensor(op.inputs[0])):
         squared_difference_int8(b, op)
+        return
+    if op.builtin == "DIV" and is_integer(b.tensor(op.inputs[0])):
+        div_int8(b, op)
         return
     _float_only(b, op)
     x, y = b.value(op.inputs[0]), b.value(op.inputs[1])
