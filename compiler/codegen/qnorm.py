@@ -20,20 +20,13 @@ _HALF_THREE = (1 << 28) + (1 << 27)  # 1.5 in Q3.28
 _SQRT_HALF = 1518500250  # sqrt(2) / 2 in Q0.31
 
 
-def _ctlz(k: Kernel, x: ir.Value) -> ir.Value:
-    module = k.fn.module
-    fn = module.globals.get("llvm.ctlz.i32") or ir.Function(
-        module, ir.FunctionType(I32, [I32, ir.IntType(1)]), "llvm.ctlz.i32")
-    return k.b.call(fn, [x, ir.Constant(ir.IntType(1), 0)])
-
-
 def inv_sqrt(k: Kernel, total: ir.Value) -> tuple[ir.Value, ir.Value]:
     """(Q31 multiplier, shift) of 1 / sqrt(total) for an int32 total >= 0."""
     b = k.b
     high = b.icmp_unsigned(">=", total, I32(1 << 29))  # one pair of bits off the top
     value = b.select(high, b.lshr(total, I32(2)), total)
     shift = b.select(high, I32(12), I32(11))
-    pairs = b.sub(b.sdiv(b.sub(_ctlz(k, value), I32(1)), I32(2)), I32(1))
+    pairs = b.sub(b.sdiv(b.sub(requant.ctlz(k, value), I32(1)), I32(2)), I32(1))
     shift = b.sub(shift, pairs)
     value = b.shl(value, b.mul(pairs, I32(2)))
     half_in = requant.rounding_divide_by_pot(k, b.ashr(value, I32(1)), I32(1))

@@ -115,7 +115,7 @@ def _row_tflite(k: Kernel, r, length: int, top, widen, sum_slot, low: int, high:
                                          ir.FunctionType(I32, [I32, ir.IntType(1)]))
     leading = b.call(ctlz, [total, ir.Constant(ir.IntType(1), 0)])
     shifted = b.sub(b.shl(total, leading), I32(INT32_MIN))  # wraps into [0, 2**31)
-    reciprocal = _one_over_one_plus_x(k, shifted)
+    reciprocal = one_over_one_plus_x(k, shifted)
     exponent = b.add(b.sub(I32(12), leading), I32(31 - 8))
     with k.loop(length) as c:
         d = distance(c)
@@ -135,7 +135,7 @@ def shift_left_saturating(k: Kernel, x, bits: int):
     return b.select(big, I32(INT32_MAX), b.select(small, I32(INT32_MIN), b.shl(x, I32(bits))))
 
 
-def _one_over_one_plus_x(k: Kernel, a):
+def one_over_one_plus_x(k: Kernel, a):
     """One over one plus a Q0.31 value in [0, 1), by gemmlowp's Newton-Raphson steps."""
     b = k.b
     i64 = ir.IntType(64)

@@ -207,3 +207,10 @@ def onnx(k: Kernel, acc: ir.Value, scale: ir.Value, zero_point: int, low: int, h
     value = b.add(b.fptosi(rint(k, value), _like(acc, I32)), const(acc, zero_point))
     return clamp(k, value, low, high)
 
+
+def ctlz(k: Kernel, x: ir.Value) -> ir.Value:
+    """CountLeadingZeros of an int32 (32 for 0), as llvm.ctlz."""
+    module = k.fn.module
+    fn = module.globals.get("llvm.ctlz.i32") or ir.Function(
+        module, ir.FunctionType(I32, [I32, ir.IntType(1)]), "llvm.ctlz.i32")
+    return k.b.call(fn, [x, ir.Constant(ir.IntType(1), 0)])

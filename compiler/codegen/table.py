@@ -51,6 +51,7 @@ from compiler.codegen.qfully_connected_vnni import (
     qgemm_vnni_weights,
 )
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
+from compiler.codegen.qlogsoftmax import emit_int_log_softmax
 from compiler.codegen.qlstm import emit_int_lstm_step
 from compiler.codegen.qnorm import emit_int_l2_normalize
 from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
@@ -210,6 +211,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("IntSquaredDifference", "int8"): (emit_int_squared_difference, _no_weights),
     ("IntL2Normalize", "int8"): (emit_int_l2_normalize, _no_weights),
     ("IntDiv", "int8"): (emit_int_div, _no_weights),
+    ("IntLogSoftmax", "int8"): (emit_int_log_softmax, _no_weights),
     ("IntLSTMStep", "int8"): (emit_int_lstm_step,
                               lambda n: {1: n.inputs[1].data, 2: n.inputs[2].data}),
 }

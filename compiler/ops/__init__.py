@@ -23,6 +23,7 @@ from compiler.ops import (  # noqa: F401
     pool,
     qdiv,
     qlinear,
+    qlogsoftmax,
     qlstm,
     qnorm,
     qpool,

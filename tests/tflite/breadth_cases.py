@@ -157,6 +157,18 @@ def _div_by_constant(integer):
     return Model(tensors, [op], [0], [2]), {"a": (1, 3, 4, 5)}
 
 
+def _log_softmax_scaled(scale: float, depth: int):
+    def build(integer):
+        return one("LOG_SOFTMAX", (3, depth), [(3, depth)], integer, out_quant=(16 / 256, 127),
+                   consts=()) if not integer else _log_softmax_int8(scale, depth)
+    return build
+
+
+def _log_softmax_int8(scale: float, depth: int):
+    tensors = [_t("x", (3, depth), True, (scale, -4)), _t("y", (3, depth), True, (16 / 256, 127))]
+    return Model(tensors, [Op("LOG_SOFTMAX", [0], [1])], [0], [1]), {"x": (3, depth)}
+
+
 def _not_zero_point(rng, shape):
     """Every code but the zero point (DIV's divisor may not be 0)."""
     x = rng.integers(-128, 128, shape)
@@ -530,7 +542,9 @@ MATHS_CASES = [
     Case("FLOOR_DIV", "", _binary("FLOOR_DIV"), _FLOAT, _away_from_zero),
     Case("FLOOR_MOD", "", _binary("FLOOR_MOD"), _FLOAT, _away_from_zero),
     Case("PRELU", "", _prelu(False)), Case("PRELU", "shared-alpha", _prelu(True)),
-    Case("LOG_SOFTMAX", "", _unary("LOG_SOFTMAX"), _FLOAT),
+    Case("LOG_SOFTMAX", "", _unary("LOG_SOFTMAX", (16 / 256, 127))),
+    Case("LOG_SOFTMAX", "fine-scale", _log_softmax_scaled(0.01, 300), ("int8",)),
+    Case("LOG_SOFTMAX", "coarse-scale", _log_softmax_scaled(0.3, 7), ("int8",)),
     Case("L2_NORMALIZATION", "", _unary("L2_NORMALIZATION", (1 / 128, 0))),
     Case("L2_NORMALIZATION", "zero-rows", _unary("L2_NORMALIZATION", (1 / 128, 0)), ("int8",),
          int8_domain=_rows_at_zero_point),

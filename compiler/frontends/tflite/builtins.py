@@ -20,7 +20,7 @@ CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, 
 # generated cases in tests/tflite check each).
 FLOAT_ONLY = frozenset("""
     CEIL COS EXP FLOOR FLOOR_DIV FLOOR_MOD L2_POOL_2D LOG
-    LOG_SOFTMAX NEG ROUND SIN SQRT SQUARE
+    NEG ROUND SIN SQRT SQUARE
 """.split())
 BOOL_ONLY = frozenset(("LOGICAL_AND", "LOGICAL_NOT", "LOGICAL_OR", "REDUCE_ALL"))
 CONVERTING = {"DEQUANTIZE": ("int8",), "CAST": ("float32", "int8", "int32", "bool")}

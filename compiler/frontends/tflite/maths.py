@@ -16,7 +16,7 @@ from compiler.errors import ModelError
 from compiler.frontends.tflite.activation import float_activation, is_integer, output_range
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator
-from compiler.qmath import tflite_tables
+from compiler.qmath import tflite_log_softmax, tflite_tables
 from compiler.qmath.requant import quantize_multiplier
 
 _UNARY = {"ABS": "Abs", "EXP": "Exp", "LOG": "Log", "NEG": "Neg", "SQRT": "Sqrt", "SIN": "Sin",
@@ -168,7 +168,16 @@ def prelu(b: Builder, op: Operator) -> None:
 
 
 def log_softmax(b: Builder, op: Operator) -> None:
-    """LOG_SOFTMAX over the last axis, float."""
+    """LOG_SOFTMAX over the last axis (int8: TFLite Micro's fixed point, IntLogSoftmax)."""
+    x, out = b.tensor(op.inputs[0]), b.tensor(op.outputs[0])
+    if is_integer(x):
+        if out.dtype != "int8" or not out.quantized or (
+                float(out.scale[0]), int(out.zero_point[0])) != (16 / 256, 127):
+            raise ModelError(f"its output {out.name} must be int8 at scale 16/256 and zero point "
+                             "127, as TFLite Micro's 8-bit LOG_SOFTMAX requires")
+        b.add("IntLogSoftmax", [b.value(op.inputs[0])],
+              tflite_log_softmax.params(float(np.float32(x.scale[0]))), out=op.outputs[0])
+        return
     _float_only(b, op)
     b.add("LogSoftmax", [b.value(op.inputs[0])], {"axis": -1}, out=op.outputs[0])
 
