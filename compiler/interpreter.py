@@ -13,6 +13,7 @@ import numpy as np
 from compiler import ops
 from compiler.errors import KilnError, ModelError, VerifyError
 from compiler.ir.graph import Graph, Node, Value
+from compiler.ir.state import initial_feeds
 from compiler.ir.types import TensorType
 
 NodeObserver = Callable[[Node, list[np.ndarray]], None]
@@ -25,10 +26,12 @@ def check_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[int, np.n
     if unknown:
         names = ", ".join(p.name for p in graph.inputs)
         raise ModelError(f"no graph input named {', '.join(sorted(unknown))} (inputs are: {names})")
+    defaults = initial_feeds(graph)  # a state input not given starts from its initial value
     for placeholder in graph.inputs:
-        if placeholder.name not in feeds:
+        if placeholder.name not in feeds and placeholder.name not in defaults:
             raise ModelError(f"no value given for graph input {placeholder.name!r}")
-        array = np.asarray(feeds[placeholder.name])
+        array = np.asarray(feeds[placeholder.name] if placeholder.name in feeds
+                           else defaults[placeholder.name])
         want = placeholder.type
         if array.dtype.name != want.dtype:
             raise ModelError(f"input {placeholder.name!r} must be {want.dtype}, got "

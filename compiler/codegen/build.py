@@ -16,6 +16,7 @@ from compiler.codegen.targets import Target
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
+from compiler.ir.state import variables
 from compiler.lowir.ir import Fusion, Instr, pair_window
 from compiler.memory.report import MemoryPlan
 
@@ -101,6 +102,37 @@ class CompiledNet:
     weights: str = "embedded"
     constant: bytes = b""
     kernels: list[KernelInfo] = field(default_factory=list)
+    state: list[StateSlot] = field(default_factory=list)
+
+    @property
+    def data_inputs(self) -> list[Tensor]:
+        """The inputs a caller writes: all but the state, which the network keeps itself."""
+        kept = {slot.input.name for slot in self.state}
+        return [t for t in self.inputs if t.name not in kept]
+
+    @property
+    def reset_symbol(self) -> str:
+        """`void NAME_reset_state(uint8_t *mutable)`: the state's initial values, written."""
+        return f"{self.name}_reset_state"
+
+
+@dataclass(frozen=True)
+class StateSlot:
+    """A state variable in the mutable region: where it is kept and where its update lands.
+
+    The entry point copies `output` onto `input` after every inference; `reset_state` writes
+    `initial` there.
+    """
+
+    name: str
+    input: Tensor
+    output: Tensor | None
+    initial: bytes
+
+    @property
+    def nbytes(self) -> int:
+        """The variable's size in bytes."""
+        return len(self.initial)
 
 
 def _location(plan: MemoryPlan, value: Value | str) -> tuple[int, int]:
@@ -109,6 +141,29 @@ def _location(plan: MemoryPlan, value: Value | str) -> tuple[int, int]:
     if storage in plan.mutable_offsets:
         return 1, plan.mutable_offsets[storage] + offset
     return 2, plan.arena.offsets[storage] + offset
+
+
+def _memcpy(b: ir.IRBuilder, dest: ir.Value, source: ir.Value, nbytes: int) -> None:
+    module = b.module
+    name = "llvm.memcpy.p0i8.p0i8.i32"
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(
+        ir.VoidType(), [I8P, I8P, I32, ir.IntType(1)]), name)
+    b.call(fn, [dest, source, I32(nbytes), ir.Constant(ir.IntType(1), 0)])
+
+
+def _copy(b: ir.IRBuilder, regions, source: tuple[int, int], dest: tuple[int, int],
+          nbytes: int) -> None:
+    """Copy `nbytes` between two (region argument, offset) places of the entry point."""
+    _memcpy(b, b.gep(regions[dest[0]], [I32(dest[1])], inbounds=True),
+            b.gep(regions[source[0]], [I32(source[1])], inbounds=True), nbytes)
+
+
+def _state_slots(graph: Graph, plan: MemoryPlan) -> list[StateSlot]:
+    by_name = {v.name: v for v in graph.values()}
+    return [StateSlot(var.name, _tensor(plan, by_name[var.input]),
+                      None if var.output is None else _tensor(plan, by_name[var.output]),
+                      np.ascontiguousarray(var.initial).tobytes())
+            for var in variables(graph)]
 
 
 def _tensor(plan: MemoryPlan, value: Value) -> Tensor:
@@ -384,8 +439,39 @@ class _Builder:
                                            sum(a.nbytes for a, _ in weights.values()),
                                            instr.fusion))
         emit_calls(b, [*entry.args, base], calls)
+        for var in variables(self.graph):
+            if var.output is not None:  # the update becomes the next inference's state
+                _copy(b, entry.args, _location(self.plan, var.output),
+                      _location(self.plan, var.input), var.initial.nbytes)
         b.ret(I32(0))
+        self._reset_state()
         return self.module
+
+    def _reset_state(self) -> None:
+        """`void NAME_reset_state(uint8_t *mutable)`: every state input's initial bytes."""
+        state = variables(self.graph)
+        if not state:
+            return
+        data = b"".join(np.ascontiguousarray(v.initial).tobytes() for v in state)
+        array = ir.ArrayType(ir.IntType(8), len(data))
+        initial = ir.GlobalVariable(self.module, array, f"{self.name}.initial_state")
+        initial.initializer = ir.Constant(array, bytearray(data))
+        initial.global_constant = True
+        initial.linkage = "internal"
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8P]),
+                         f"{self.name}_reset_state")
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        source = b.bitcast(initial, I8P)
+        start = 0
+        for var in state:
+            region, offset = _location(self.plan, var.input)
+            if region != 1:
+                raise KilnError(f"state {var.name} is not in the mutable region")
+            _memcpy(b, b.gep(fn.args[0], [I32(offset)], inbounds=True),
+                    b.gep(source, [I32(start)], inbounds=True), var.initial.nbytes)
+            start += var.initial.nbytes
+        b.ret_void()
 
 
 def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
@@ -412,4 +498,5 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
         obj, blob = embed(obj, f"{name}.weights", blob), b""
     return CompiledNet(name, target, graph, plan, text, obj,
                        [_tensor(plan, v) for v in graph.inputs],
-                       [_tensor(plan, v) for v in graph.outputs], weights, blob, kernels)
+                       [_tensor(plan, v) for v in graph.outputs], weights, blob, kernels,
+                       _state_slots(graph, plan))

@@ -45,11 +45,13 @@ def _macro_names(prefix: str, tensors: list[Tensor]) -> list[str]:
 def io_macros(net: CompiledNet) -> list[tuple[str, Tensor, str]]:
     """(kind "input"/"output", tensor, macro prefix) of every input then every output.
 
+    State inputs are not among them: the network keeps those itself (the STATE macros).
+
     NET.h defines PREFIX_OFFSET and PREFIX_BYTES for each; the example main.c uses the same names.
     """
     up = net.name.upper()
     return [(kind.lower(), tensor, macro)
-            for kind, tensors in (("INPUT", net.inputs), ("OUTPUT", net.outputs))
+            for kind, tensors in (("INPUT", net.data_inputs), ("OUTPUT", net.outputs))
             for tensor, macro in zip(tensors, _macro_names(f"{up}_{kind}", tensors))]
 
 
@@ -96,12 +98,41 @@ def header(net: CompiledNet) -> str:
                       f"#define {macro}_ZERO_POINT {quant.zero_point[0]}"]
         lines += [f"#define {macro}_OFFSET {tensor.offset}",
                   f"#define {macro}_BYTES {tensor_bytes(tensor)}"]
+    lines += _state_macros(net)
     lines += ["", "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
               "/* Runs the network once; returns 0 on success. */",
               f"int {net.name}(const uint8_t *constant_weights, uint8_t *mutable_weights, "
-              "uint8_t *activations);", "", "#ifdef __cplusplus", "}", "#endif", "",
-              f"#endif /* {up}_H */", ""]
+              "uint8_t *activations);"]
+    if net.state:
+        lines += ["", "/* Writes every state variable's initial value into the state region: "
+                      "call it once before the first inference, and to start a stream over. */",
+                  f"void {net.reset_symbol}(uint8_t *mutable_region);"]
+    lines += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {up}_H */", ""]
     return "\n".join(lines)
+
+
+def _state_macros(net: CompiledNet) -> list[str]:
+    """The state region: values the network keeps between inferences, inside the mutable one.
+
+    Each variable's place (where the next inference reads it; the entry point writes the update
+    there at its end), and the region's total, which must survive from one call to the next.
+    """
+    if not net.state:
+        return []
+    up = net.name.upper()
+    lines = ["", "/* State kept between inferences (in the mutable region; keep it intact between "
+                 f"calls, {net.reset_symbol} sets it to its start). */",
+             f"#define {up}_STATE_BYTES {sum(slot.nbytes for slot in net.state)}"]
+    slots = [slot.input for slot in net.state]
+    for slot, macro in zip(net.state, _macro_names(f"{up}_STATE", [
+            Tensor(s.name, t.region, t.offset, t.shape, t.dtype)
+            for s, t in zip(net.state, slots)])):
+        ctype = C_TYPES.get(slot.input.dtype, slot.input.dtype)
+        shape = ",".join(str(d) for d in slot.input.shape)
+        lines += [f"/* state {c_comment(slot.name)}: {ctype}[{shape}] */",
+                  f"#define {macro}_OFFSET {slot.input.offset}",
+                  f"#define {macro}_BYTES {slot.nbytes}"]
+    return lines
 
 
 def _layers(net: CompiledNet) -> list[dict]:
@@ -155,7 +186,12 @@ def report(net: CompiledNet, board: Board | str | None = None) -> dict:
            "sections": {**sizes.kinds, **sizes.sections},
            "symbols": [{"name": n, "bytes": b} for n, b in sizes.symbols],
            "regions": {"constant": len(net.constant), "mutable": plan.mutable,
-                       "activations": plan.arena.size, "alignment": plan.alignment},
+                       "activations": plan.arena.size, "alignment": plan.alignment,
+                       "state": sum(slot.nbytes for slot in net.state)},
+           "state": [{"name": slot.name, "input": slot.input.name, "offset": slot.input.offset,
+                      "bytes": slot.nbytes,
+                      "output": None if slot.output is None else slot.output.name}
+                     for slot in net.state],
            "inputs": [_tensor_json(t) for t in net.inputs],
            "outputs": [_tensor_json(t) for t in net.outputs],
            "layers": _layers(net),

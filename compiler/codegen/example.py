@@ -187,6 +187,8 @@ def main_c(net: CompiledNet, macros: list[tuple[str, Tensor, str]],
             lines += ["    " + line for line in _quantize(tensor, macro,
                                                           regions[tensor.region])]
         lines.append("    }")
+    if net.state:  # a stream starts from its state's initial values
+        lines.append(f"    {net.reset_symbol}(mutable_region);")
     lines += [f"    int status = {n}(constant, mutable_region, activations);",
               "    if (status != 0) {",
               f'        fprintf(stderr, "{n} returned %d\\n", status);',

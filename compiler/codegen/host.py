@@ -30,6 +30,7 @@ _SLACK = 256
 _REGIONS = ("mutable", "activations")
 # The entry point: int NAME(const void *constant, void *mutable, void *activations).
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_RESET = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # NAME_reset_state(mutable)
 
 
 def _aligned(size: int, alignment: int) -> np.ndarray:
@@ -81,7 +82,8 @@ class HostNet:
             obj.write_bytes(net.object)
         self._load(net.name, obj, net.object, cc, net.inputs, net.outputs, net.plan.alignment,
                    {"mutable": net.plan.mutable, "activations": net.plan.arena.size},
-                   net.constant if net.weights == "external" else None)
+                   net.constant if net.weights == "external" else None,
+                   {slot.input.name for slot in net.state})
         self.net: CompiledNet | None = net
 
     @classmethod
@@ -104,6 +106,7 @@ class HostNet:
                 raise ValueError(f"weights is {report['weights']!r}")
             inputs = [_tensor(t) for t in report["inputs"]]
             outputs = [_tensor(t) for t in report["outputs"]]
+            state = {str(v["input"]) for v in report.get("state", ())}
         except OSError as e:
             raise KilnError(f"cannot read {report_path}: {e.strerror}") from None
         except KeyError as e:
@@ -131,24 +134,34 @@ class HostNet:
         self = cls.__new__(cls)
         self._dir = tempfile.TemporaryDirectory(prefix="kiln-")
         self._load(name, folder / f"{name}.o", None, cc, inputs, outputs, alignment, sizes,
-                   constant)
+                   constant, state)
         self.net = None
         return self
 
     def _load(self, name: str, obj: Path, data: bytes | None, cc: str | None,
               inputs: list[Tensor], outputs: list[Tensor], alignment: int,
-              sizes: dict[str, int], constant: bytes | None) -> None:
-        """Load the object (its bytes `data`, else the file `obj`) and allocate the regions."""
+              sizes: dict[str, int], constant: bytes | None, state: set[str]) -> None:
+        """Load the object (its bytes `data`, else the file `obj`) and allocate the regions.
+
+        With state (names of the state inputs), the regions start from its initial values.
+        """
         self.name, self.inputs, self.outputs = name, inputs, outputs
+        self.state_inputs = frozenset(state)
+        reset = f"{name}_reset_state"
         if cc is None:
             self._code = LoadedObject(obj.read_bytes() if data is None else data, obj.name,
-                                      [name])
+                                      [name, reset] if state else [name])
             self._fn = _ENTRY(self._code.address(name))
+            self._reset = _RESET(self._code.address(reset)) if state else None
         else:
             self._code = ctypes.CDLL(str(_link(obj, name, Path(self._dir.name), cc)))
             self._fn = getattr(self._code, name)
             self._fn.restype = ctypes.c_int
             self._fn.argtypes = [ctypes.c_void_p] * 3
+            self._reset = getattr(self._code, reset) if state else None
+            if self._reset is not None:
+                self._reset.restype = None
+                self._reset.argtypes = [ctypes.c_void_p]
         self.regions = {r: _aligned(sizes[r], alignment) for r in _REGIONS}
         if constant is not None:
             self.regions["constant"] = _aligned(len(constant), max(alignment, WEIGHT_ALIGNMENT))
@@ -160,6 +173,12 @@ class HostNet:
         self._args = (None if base is None else base.ctypes.data,
                       self.regions["mutable"].ctypes.data,
                       self.regions["activations"].ctypes.data)
+        self.reset_state()
+
+    def reset_state(self) -> None:
+        """Put every state variable back to its initial value (a network without: nothing)."""
+        if self._reset is not None:
+            self._reset(self.regions["mutable"].ctypes.data)
 
     def _view(self, tensor: Tensor) -> np.ndarray:
         nbytes = int(np.prod(tensor.shape, dtype=np.int64)) * np.dtype(tensor.dtype).itemsize
@@ -183,6 +202,8 @@ class HostNet:
         """Copy the inputs by name into their places (shapes and element types must match)."""
         for name, dtype, view in self._in_views:
             if name not in feeds:
+                if name in self.state_inputs:
+                    continue  # kept by the network from the inference before
                 raise KilnError(f"input {name} is missing")
             value = np.asarray(feeds[name])
             if value.dtype != dtype or value.shape != view.shape:

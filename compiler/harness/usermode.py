@@ -124,8 +124,10 @@ def driver_object(net: CompiledNet, feeds: dict[str, np.ndarray]) -> bytes:
     def at(region: str, offset: int) -> ir.Value:
         return b.gep(regions[region], [I32(0), I32(offset)], inbounds=True)
 
+    initial = {slot.input.name: slot.initial for slot in net.state}  # one inference from reset
     for k, tensor in enumerate(net.inputs):
-        data = np.ascontiguousarray(feeds[tensor.name], tensor.dtype).tobytes()
+        data = (initial[tensor.name] if tensor.name in initial and tensor.name not in feeds
+                else np.ascontiguousarray(feeds[tensor.name], tensor.dtype).tobytes())
         blob = ir.GlobalVariable(module, ir.ArrayType(I8, len(data)), f"input{k}")
         blob.initializer = ir.Constant(blob.type.pointee, bytearray(data))
         blob.global_constant = True

@@ -96,13 +96,17 @@ def marker_functions() -> list[str]:
             for name in MARKERS]
 
 
-def main_c(net: CompiledNet, feeds: dict[str, np.ndarray]) -> str:
-    """A `main.c` that copies `feeds` into the regions, runs `net` once and prints its outputs.
+def main_c(net: CompiledNet, feeds: dict[str, np.ndarray] | list[dict[str, np.ndarray]]
+           ) -> str:
+    """A `main.c` that copies `feeds` into the regions, runs `net` and prints its outputs.
 
     Each output element is one line `<output index> <element index> <value>`; main returns the
-    entry point's status. The call is bracketed by the counting markers.
+    entry point's status. The call is bracketed by the counting markers. Given a list of feeds,
+    main runs one inference per entry in turn (state carried from one to the next) and prefixes
+    each line with `@<inference index> `. A network with state starts from its reset.
     """
     plan = net.plan
+    steps = feeds if isinstance(feeds, list) else [feeds]
     lines = ["#include <math.h>", "#include <stdint.h>", "#include <stdio.h>",
              "#include <string.h>", "",
              f"int {net.name}(const uint8_t *, uint8_t *, uint8_t *);", *marker_functions(), "",
@@ -110,27 +114,33 @@ def main_c(net: CompiledNet, feeds: dict[str, np.ndarray]) -> str:
              f"__attribute__((aligned({plan.alignment})));",
              f"static uint8_t activations[{max(plan.arena.size, 1)}] "
              f"__attribute__((aligned({plan.alignment})));"]
-    for i, tensor in enumerate(net.inputs):
-        ctype = _C_TYPES[tensor.dtype][0]
-        data = np.asarray(feeds[tensor.name], tensor.dtype).reshape(-1)
-        body = ",\n".join(", ".join(_c_literal(v, tensor.dtype) for v in data[j:j + 8])
-                          for j in range(0, len(data), 8))
-        lines += [f"static const {ctype} input{i}[{len(data)}] = {{", body, "};"]
+    if net.state:
+        lines.insert(6, f"void {net.reset_symbol}(uint8_t *);")
+    for s, step in enumerate(steps):
+        for i, tensor in enumerate(net.data_inputs):
+            ctype = _C_TYPES[tensor.dtype][0]
+            data = np.asarray(step[tensor.name], tensor.dtype).reshape(-1)
+            body = ",\n".join(", ".join(_c_literal(v, tensor.dtype) for v in data[j:j + 8])
+                               for j in range(0, len(data), 8))
+            lines += [f"static const {ctype} input{s}_{i}[{len(data)}] = {{", body, "};"]
     region = {"mutable": "mutable_region", "activations": "activations"}
-    lines += ["", "int main(void)", "{"]
-    for i, tensor in enumerate(net.inputs):
-        lines.append(f"    memcpy({region[tensor.region]} + {tensor.offset}, input{i}, "
-                     f"sizeof input{i});")
-    lines += [f"    {MARKERS[0]}();",
-              f"    int status = {net.name}(NULL, mutable_region, activations);",
-              f"    {MARKERS[1]}();"]
-    for i, tensor in enumerate(net.outputs):
-        ctype, fmt, cast = _C_TYPES[tensor.dtype]
-        count = int(np.prod(tensor.shape, dtype=np.int64))
-        lines += [f"    const {ctype} *output{i} = (const {ctype} *)({region[tensor.region]} + "
-                  f"{tensor.offset});",
-                  f"    for (int k = 0; k < {count}; k++)",
-                  f'        printf("{i} %d {fmt}\\n", k, {cast}output{i}[k]);']
+    lines += ["", "int main(void)", "{", "    int status = 0;"]
+    if net.state:
+        lines.append(f"    {net.reset_symbol}(mutable_region);")
+    for s in range(len(steps)):
+        prefix = f"@{s} " if isinstance(feeds, list) else ""
+        for i, tensor in enumerate(net.data_inputs):
+            lines.append(f"    memcpy({region[tensor.region]} + {tensor.offset}, input{s}_{i}, "
+                         f"sizeof input{s}_{i});")
+        lines += [f"    {MARKERS[0]}();",
+                  f"    status |= {net.name}(NULL, mutable_region, activations);",
+                  f"    {MARKERS[1]}();"]
+        for i, tensor in enumerate(net.outputs):
+            ctype, fmt, cast = _C_TYPES[tensor.dtype]
+            count = int(np.prod(tensor.shape, dtype=np.int64))
+            lines += [f"    for (int k = 0; k < {count}; k++)",
+                      f'        printf("{prefix}{i} %d {fmt}\\n", k, {cast}((const {ctype} *)'
+                      f"({region[tensor.region]} + {tensor.offset}))[k]);"]
     lines += ["    return status;", "}", ""]
     return "\n".join(lines)
 
@@ -201,11 +211,19 @@ def run(elf: Path, machine: str, timeout: float = TIMEOUT,
     return done.stdout, seconds
 
 
-def parse_outputs(net: CompiledNet, stdout: str) -> dict[str, np.ndarray]:
-    """The outputs printed by the generated main, by name, with their shapes and types."""
+def parse_outputs(net: CompiledNet, stdout: str, inference: int | None = None
+                  ) -> dict[str, np.ndarray]:
+    """The outputs printed by the generated main, by name, with their shapes and types.
+
+    `inference`: which of a list of feeds' inferences (lines prefixed `@<index> `).
+    """
     values: list[dict[int, str]] = [{} for _ in net.outputs]
+    prefix = "" if inference is None else f"@{inference} "
     for line in stdout.splitlines():
-        match = re.fullmatch(r"(\d+) (\d+) (\S+)", line.strip())
+        line = line.strip()
+        if prefix and not line.startswith(prefix):
+            continue
+        match = re.fullmatch(r"(\d+) (\d+) (\S+)", line[len(prefix):])
         if match:
             values[int(match[1])][int(match[2])] = match[3]
     results = {}

@@ -8,8 +8,11 @@ from compiler.lowir.ir import IN, INOUT, OUT, LowIR
 from compiler.memory.buffers import Buffer
 
 
-def lifetimes(ir: LowIR, io_in_arena: bool = False) -> list[Buffer]:
+def lifetimes(ir: LowIR, io_in_arena: bool = False,
+              persistent: frozenset[str] = frozenset()) -> list[Buffer]:
     """One buffer per activation storage (and per input/output storage when `io_in_arena`).
+
+    `persistent` storages (state kept between inferences) are never in the arena.
 
     A storage lives from the first step that writes it to the last step that reads it. Graph
     inputs are written by the caller before step 0; graph outputs are read after the last step.
@@ -29,7 +32,7 @@ def lifetimes(ir: LowIR, io_in_arena: bool = False) -> list[Buffer]:
     end = max(ir.steps - 1, 0)
     buffers = []
     for s in ir.storages.values():
-        if s.kind != "activation" and not io_in_arena:
+        if (s.kind != "activation" and not io_in_arena) or s.name in persistent:
             continue
         start = 0 if s.kind == "input" else first.get(s.name, 0)
         stop = end if s.name in ir.pinned else last.get(s.name, start)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.ir.graph import Graph
+from compiler.ir.state import state_inputs, state_outputs
 from compiler.lowir import LowIR, lower, verify_lowir
 from compiler.lowir.passes import ALL_LOWERING
 from compiler.memory.buffers import align_up, lower_bound
@@ -112,11 +113,21 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool, enabled: frozen
             continue  # another scheduler found the same order: same lowering, same bound
         seen.add(order)
         ir = lower(graph, nodes, enabled, int8_residual)
-        buffers = lifetimes(ir, io_in_arena)
+        buffers = lifetimes(ir, io_in_arena, persistent_storages(graph, ir))
         key = (lower_bound(buffers, alignment), result.candidates[name], name != result.method)
         if best is None or key < best[0]:
             best = (key, result.pick(name), ir, buffers)
     return best[1], best[2], best[3]
+
+
+def persistent_storages(graph: Graph, ir) -> frozenset[str]:
+    """Storages of the graph's state inputs and outputs: in the mutable region, never the arena.
+
+    A state input must outlive the inference (the next one reads it), and its state output is
+    copied onto it at the end.
+    """
+    names = state_inputs(graph) | state_outputs(graph)
+    return frozenset(ir.values[n][0] for n in names if n in ir.values)
 
 
 def distinct_constant_bytes(graph: Graph, alignment: int) -> int:
@@ -150,11 +161,11 @@ def plan_memory(graph: Graph, alignment: int = HOST_ALIGNMENT, io_in_arena: bool
     arena = plan_arena(buffers, alignment, climb_iterations)
     constant = distinct_constant_bytes(graph, alignment)
     offsets, mutable = {}, 0
-    if not io_in_arena:
-        for s in ir.storages.values():
-            if s.kind in ("input", "output"):
-                offsets[s.name] = mutable
-                mutable += align_up(s.size, alignment)
+    persistent = persistent_storages(graph, ir)
+    for s in ir.storages.values():
+        if (s.kind in ("input", "output") and not io_in_arena) or s.name in persistent:
+            offsets[s.name] = mutable
+            mutable += align_up(s.size, alignment)
     plan = MemoryPlan(order, ir, arena, constant, mutable, offsets, alignment, io_in_arena,
                       tuple(v.name for v in graph.outputs))
     check_memory(plan)

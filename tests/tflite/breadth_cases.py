@@ -140,6 +140,34 @@ def _binary(builtin: str, options=None):
     return build
 
 
+def streaming_model(integer: bool, history: int = 3, width: int = 4) -> tuple[Model, dict]:
+    """A streaming model: each inference joins its frame to the last `history` frames.
+
+    The history is a resource variable (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE) that an
+    initialization subgraph (CALL_ONCE) sets to zeros; the output is |history, frame|.
+    """
+    kept = history * width
+    zero = ZERO_POINT if integer else 0
+    start = np.full((1, kept), zero, np.int8 if integer else np.float32)
+    init = Model([T("handle", (), "resource"),
+                  _t("zeros", (1, kept), integer)],
+                 [Op("VAR_HANDLE", [], [0], ("VarHandleOptions", {"SharedName": "frames"})),
+                  Op("ASSIGN_VARIABLE", [0, 1], [])], [], [])
+    init.tensors[1].data = start
+    tensors = [_t("x", (1, width), integer), T("handle", (), "resource"),
+               _t("previous", (1, kept), integer), _t("joined", (1, kept + width), integer),
+               _const("begin", [0, width]), _const("size", [1, kept]),
+               _t("kept", (1, kept), integer), _t("y", (1, kept + width), integer)]
+    ops = [Op("CALL_ONCE", [], [], ("CallOnceOptions", {"InitSubgraphIndex": 1})),
+           Op("VAR_HANDLE", [], [1], ("VarHandleOptions", {"SharedName": "frames"})),
+           Op("READ_VARIABLE", [1], [2]),
+           Op("CONCATENATION", [2, 0], [3], ("ConcatenationOptions", {"Axis": 1})),
+           Op("SLICE", [3, 4, 5], [6]),
+           Op("ASSIGN_VARIABLE", [1, 6], []),
+           Op("ABS", [3], [7])]
+    return Model(tensors, ops, [0], [7], more=[init]), {"x": (1, width)}
+
+
 def _div_scales(integer):
     """A dividend that meets its zero point, a divisor whose zero point is out of the domain."""
     tensors = [_t("a", (2, 3, 4, 5), True, (0.05, ZERO_POINT)),
@@ -508,6 +536,8 @@ INDEXING_CASES = [
     Case("BATCH_MATMUL", "", _batch_matmul(False)),
     Case("BATCH_MATMUL", "adj-y", _batch_matmul(True)),
     Case("BATCH_MATMUL", "runtime-adjoint", _batch_matmul_runtime, ("float32",)),
+    *(Case(name, "", streaming_model)
+      for name in ("CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")),
     Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "", _lstm((2, 5, 3), 4, False, 0.0)),
     Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "time-major-clip", _lstm((6, 1, 3), 5, True, 0.8)),
     Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "wide-cell-scale",
@@ -590,22 +620,39 @@ def cases_of(dtype: str) -> list[Case]:
 def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
     """One model running every case side by side: (model, input shapes, input name -> case).
 
-    Tensor names take the case's id as a prefix; indices shift by the tensors before them.
+    Tensor names and variable names take the case's id as a prefix; indices shift by the
+    tensors before them, a CALL_ONCE's subgraph by the subgraphs before it.
     """
     tensors, ops, inputs, outputs, shapes, domains, versions = [], [], [], [], {}, {}, {}
+    more: list[Model] = []
     for case in cases:
         model, case_shapes = case.build(integer)
         base = len(tensors)
         prefix = case.id.replace("-", "_") + "_"
-        for t in model.tensors:
-            tensors.append(T(prefix + t.name, t.shape, t.dtype, t.data, t.scale, t.zero_point,
-                             t.axis, t.variable))
+        tensors += _prefixed(model.tensors, prefix)
         versions.update(model.versions)
-        for op in model.ops:
-            ops.append(Op(op.builtin, [i + base if i >= 0 else i for i in op.inputs],
-                          [i + base for i in op.outputs], op.options))
+        ops += [_shifted(op, base, prefix, len(more)) for op in model.ops]
+        more += [Model(_prefixed(g.tensors, prefix), [_shifted(op, 0, prefix, 0) for op in g.ops],
+                       g.inputs, g.outputs) for g in model.more]
         inputs += [i + base for i in model.inputs]
         outputs += [i + base for i in model.outputs]
         shapes.update({prefix + name: shape for name, shape in case_shapes.items()})
         domains.update({prefix + name: case for name in case_shapes})
-    return Model(tensors, ops, inputs, outputs, versions=versions), shapes, domains
+    return Model(tensors, ops, inputs, outputs, versions=versions, more=more), shapes, domains
+
+
+def _prefixed(tensors: list[T], prefix: str) -> list[T]:
+    return [T(prefix + t.name, t.shape, t.dtype, t.data, t.scale, t.zero_point, t.axis,
+              t.variable) for t in tensors]
+
+
+def _shifted(op: Op, base: int, prefix: str, subgraphs: int) -> Op:
+    """`op` with tensor indices moved by `base`, its variable and init subgraph renamed."""
+    options = op.options
+    if op.builtin == "VAR_HANDLE":
+        options = (options[0], {**options[1], "SharedName": prefix + options[1]["SharedName"]})
+    elif op.builtin == "CALL_ONCE":
+        index = options[1]["InitSubgraphIndex"]
+        options = (options[0], {"InitSubgraphIndex": index + subgraphs})
+    return Op(op.builtin, [i + base if i >= 0 else i for i in op.inputs],
+              [i + base for i in op.outputs], options)

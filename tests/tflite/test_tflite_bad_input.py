@@ -71,8 +71,36 @@ def test_a_negative_dimension_is_refused(tmp_path):
     assert "dimension -8" in _error(write(model), tmp_path)
 
 
-def test_two_subgraphs_are_refused(tmp_path):
-    assert "2 subgraphs" in _error(write(_fc(subgraphs=2)), tmp_path)
+def test_a_subgraph_no_operator_calls_is_ignored_as_tflite_micro_does():
+    """TFLite Micro runs subgraph 0; another is only run by CALL_ONCE, IF or WHILE."""
+    graph = load_model(write(_fc(subgraphs=2)))
+    assert len(graph.nodes) == 1 and graph.nodes[0].name.startswith("FULLY_CONNECTED")
+
+
+def test_control_flow_is_refused_by_name(tmp_path):
+    model = _fc(subgraphs=2)
+    model.ops = [Op("IF", [0], [2], ("IfOptions", {"ThenSubgraphIndex": 1,
+                                                   "ElseSubgraphIndex": 1}))]
+    assert "IF #0" in _error(write(model), tmp_path)
+
+
+def test_a_variable_read_before_any_assignment_is_refused(tmp_path):
+    model = Model([T("handle", (), "resource"), T("y", (1, 4))],
+                  [Op("VAR_HANDLE", [], [0], ("VarHandleOptions", {"SharedName": "v"})),
+                   Op("READ_VARIABLE", [0], [1])], [], [1])
+    message = _error(write(model), tmp_path)
+    assert "READ_VARIABLE #1" in message and "before any value is assigned" in message
+
+
+def test_an_initialization_that_computes_is_refused(tmp_path):
+    init = Model([T("handle", (), "resource"), T("a", (1, 4)), T("b", (1, 4))],
+                 [Op("VAR_HANDLE", [], [0], ("VarHandleOptions", {"SharedName": "v"})),
+                  Op("ABS", [1], [2]), Op("ASSIGN_VARIABLE", [0, 2], [])], [1], [])
+    model = Model([T("x", (1, 4)), T("y", (1, 4))],
+                  [Op("CALL_ONCE", [], [], ("CallOnceOptions", {"InitSubgraphIndex": 1})),
+                   Op("ABS", [0], [1])], [0], [1], more=[init])
+    message = _error(write(model), tmp_path)
+    assert "CALL_ONCE #0" in message and "subgraph 1" in message
 
 
 def test_a_scale_of_zero_names_the_tensor(tmp_path):

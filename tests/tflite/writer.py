@@ -12,7 +12,8 @@ import flatbuffers
 import numpy as np
 import tflite
 
-TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int8": 9, "int16": 7}
+TYPES = {"float32": 0, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int8": 9, "int16": 7,
+         "resource": 13}
 
 
 @dataclass
@@ -47,6 +48,9 @@ class Model:
     outputs: list
     subgraphs: int = 1
     extra_codes: list = field(default_factory=list)
+    # Further subgraphs after this one (a CALL_ONCE's initialization, say), each a Model whose
+    # own fields other than tensors, ops, inputs and outputs are ignored.
+    more: list = field(default_factory=list)
     versions: dict = field(default_factory=dict)  # builtin name -> operator version (1)
 
 
@@ -72,6 +76,8 @@ def _options(b, options):
     name, fields = options
     start = getattr(tflite, f"{name}Start")
     adders = {k: getattr(tflite, f"{name}Add{k}") for k in fields}
+    # Strings (a VAR_HANDLE's shared name) are written before the table that refers to them.
+    fields = {k: b.CreateString(v) if isinstance(v, str) else v for k, v in fields.items()}
     start(b)
     for k, v in fields.items():
         adders[k](b, v)
@@ -81,14 +87,19 @@ def _options(b, options):
 def write(model: Model) -> bytes:
     """The .tflite bytes of `model`."""
     b = flatbuffers.Builder(1024)
+    graphs = [model] * model.subgraphs + list(model.more)
     buffers = [None]
-    buffer_of = []
-    for t in model.tensors:
-        if t.data is None:
-            buffer_of.append(0)
-        else:
-            buffer_of.append(len(buffers))
-            buffers.append(np.ascontiguousarray(np.asarray(t.data, t.dtype)).tobytes())
+    buffer_of: dict[int, list[int]] = {}  # per distinct subgraph, per tensor
+    for graph in graphs:
+        if id(graph) in buffer_of:
+            continue  # the main subgraph repeated (a malformed file in tests) shares its data
+        own = buffer_of[id(graph)] = []
+        for t in graph.tensors:
+            if t.data is None:
+                own.append(0)
+            else:
+                own.append(len(buffers))
+                buffers.append(np.ascontiguousarray(np.asarray(t.data, t.dtype)).tobytes())
     buffer_offsets = []
     for data in buffers:
         vec = _bytes(b, data) if data else None
@@ -96,52 +107,7 @@ def write(model: Model) -> bytes:
         if vec is not None:
             tflite.BufferAddData(b, vec)
         buffer_offsets.append(tflite.BufferEnd(b))
-    tensor_offsets = []
-    for t, buf in zip(model.tensors, buffer_of):
-        name = b.CreateString(t.name)
-        shape = _vector(b, tflite.TensorStartShapeVector, t.shape, "int32")
-        quant = None
-        if t.scale is not None:
-            scale = _vector(b, tflite.QuantizationParametersStartScaleVector, t.scale, "float32")
-            zps = t.zero_point if t.zero_point is not None else [0] * len(t.scale)
-            zp = _vector(b, tflite.QuantizationParametersStartZeroPointVector, zps, "int64")
-            tflite.QuantizationParametersStart(b)
-            tflite.QuantizationParametersAddScale(b, scale)
-            tflite.QuantizationParametersAddZeroPoint(b, zp)
-            tflite.QuantizationParametersAddQuantizedDimension(b, t.axis)
-            quant = tflite.QuantizationParametersEnd(b)
-        tflite.TensorStart(b)
-        tflite.TensorAddShape(b, shape)
-        tflite.TensorAddType(b, TYPES[t.dtype])
-        tflite.TensorAddBuffer(b, buf)
-        tflite.TensorAddName(b, name)
-        if quant is not None:
-            tflite.TensorAddQuantization(b, quant)
-        if t.variable:
-            tflite.TensorAddIsVariable(b, True)
-        tensor_offsets.append(tflite.TensorEnd(b))
-    names = list(dict.fromkeys([op.builtin for op in model.ops] + model.extra_codes))
-    op_offsets = []
-    for op in model.ops:
-        ins = _vector(b, tflite.OperatorStartInputsVector, op.inputs, "int32")
-        outs = _vector(b, tflite.OperatorStartOutputsVector, op.outputs, "int32")
-        opts = _options(b, op.options) if op.options else None
-        tflite.OperatorStart(b)
-        tflite.OperatorAddOpcodeIndex(b, names.index(op.builtin))
-        tflite.OperatorAddInputs(b, ins)
-        tflite.OperatorAddOutputs(b, outs)
-        if opts is not None:
-            tflite.OperatorAddBuiltinOptionsType(b, opts[1])
-            tflite.OperatorAddBuiltinOptions(b, opts[0])
-        op_offsets.append(tflite.OperatorEnd(b))
-    code_offsets = []
-    for name in names:
-        code = getattr(tflite.BuiltinOperator, name)
-        tflite.OperatorCodeStart(b)
-        tflite.OperatorCodeAddBuiltinCode(b, code)
-        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
-        tflite.OperatorCodeAddVersion(b, model.versions.get(name, 1))
-        code_offsets.append(tflite.OperatorCodeEnd(b))
+    names = list(dict.fromkeys([op.builtin for g in graphs for op in g.ops] + model.extra_codes))
 
     def table_vector(start, offsets):
         start(b, len(offsets))
@@ -150,17 +116,28 @@ def write(model: Model) -> bytes:
         return b.EndVector()
 
     subgraphs = []
-    for _ in range(model.subgraphs):
+    for graph in graphs:
+        tensor_offsets = [_tensor(b, t, buf) for t, buf in zip(graph.tensors,
+                                                                buffer_of[id(graph)])]
+        op_offsets = [_operator(b, op, names) for op in graph.ops]
         tensors = table_vector(tflite.SubGraphStartTensorsVector, tensor_offsets)
         ops = table_vector(tflite.SubGraphStartOperatorsVector, op_offsets)
-        inputs = _vector(b, tflite.SubGraphStartInputsVector, model.inputs, "int32")
-        outputs = _vector(b, tflite.SubGraphStartOutputsVector, model.outputs, "int32")
+        inputs = _vector(b, tflite.SubGraphStartInputsVector, graph.inputs, "int32")
+        outputs = _vector(b, tflite.SubGraphStartOutputsVector, graph.outputs, "int32")
         tflite.SubGraphStart(b)
         tflite.SubGraphAddTensors(b, tensors)
         tflite.SubGraphAddOperators(b, ops)
         tflite.SubGraphAddInputs(b, inputs)
         tflite.SubGraphAddOutputs(b, outputs)
         subgraphs.append(tflite.SubGraphEnd(b))
+    code_offsets = []
+    for name in names:
+        code = getattr(tflite.BuiltinOperator, name)
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddBuiltinCode(b, code)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
+        tflite.OperatorCodeAddVersion(b, model.versions.get(name, 1))
+        code_offsets.append(tflite.OperatorCodeEnd(b))
     subgraph_vec = table_vector(tflite.ModelStartSubgraphsVector, subgraphs)
     codes = table_vector(tflite.ModelStartOperatorCodesVector, code_offsets)
     buffer_vec = table_vector(tflite.ModelStartBuffersVector, buffer_offsets)
@@ -173,3 +150,42 @@ def write(model: Model) -> bytes:
     tflite.ModelAddBuffers(b, buffer_vec)
     b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
     return bytes(b.Output())
+
+
+def _tensor(b, t: T, buf: int):
+    name = b.CreateString(t.name)
+    shape = _vector(b, tflite.TensorStartShapeVector, t.shape, "int32")
+    quant = None
+    if t.scale is not None:
+        scale = _vector(b, tflite.QuantizationParametersStartScaleVector, t.scale, "float32")
+        zps = t.zero_point if t.zero_point is not None else [0] * len(t.scale)
+        zp = _vector(b, tflite.QuantizationParametersStartZeroPointVector, zps, "int64")
+        tflite.QuantizationParametersStart(b)
+        tflite.QuantizationParametersAddScale(b, scale)
+        tflite.QuantizationParametersAddZeroPoint(b, zp)
+        tflite.QuantizationParametersAddQuantizedDimension(b, t.axis)
+        quant = tflite.QuantizationParametersEnd(b)
+    tflite.TensorStart(b)
+    tflite.TensorAddShape(b, shape)
+    tflite.TensorAddType(b, TYPES[t.dtype])
+    tflite.TensorAddBuffer(b, buf)
+    tflite.TensorAddName(b, name)
+    if quant is not None:
+        tflite.TensorAddQuantization(b, quant)
+    if t.variable:
+        tflite.TensorAddIsVariable(b, True)
+    return tflite.TensorEnd(b)
+
+
+def _operator(b, op: Op, names: list[str]):
+    ins = _vector(b, tflite.OperatorStartInputsVector, op.inputs, "int32")
+    outs = _vector(b, tflite.OperatorStartOutputsVector, op.outputs, "int32")
+    opts = _options(b, op.options) if op.options else None
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, names.index(op.builtin))
+    tflite.OperatorAddInputs(b, ins)
+    tflite.OperatorAddOutputs(b, outs)
+    if opts is not None:
+        tflite.OperatorAddBuiltinOptionsType(b, opts[1])
+        tflite.OperatorAddBuiltinOptions(b, opts[0])
+    return tflite.OperatorEnd(b)

@@ -38,6 +38,9 @@ class Builder:
         self.op: Operator | None = None  # the operator being converted
         # Node id -> the TFLite operator it comes from (shown on the canvas and in Properties).
         self.sources: dict[str, dict] = {}
+        # Resource variables (frontends/tflite/variables.py): by name, and handle tensor -> name.
+        self.variables: dict[str, object] = {}
+        self.handles: dict[int, str] = {}
 
     def tensor(self, index: int) -> Tensor:
         """The record of tensor `index` (an omitted input is an error of the caller's op)."""

@@ -12,9 +12,10 @@ from compiler.frontends.tflite.lstm import LSTM
 from compiler.frontends.tflite.maths import MATHS
 from compiler.frontends.tflite.movement import MOVEMENT
 from compiler.frontends.tflite.transpose_conv import TRANSPOSE_CONV
+from compiler.frontends.tflite.variables import VARIABLES
 
 CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, **INDEXING,
-              **TRANSPOSE_CONV, **BATCH_MATMUL, **LSTM}
+              **TRANSPOSE_CONV, **BATCH_MATMUL, **LSTM, **VARIABLES}
 
 # The element types each builtin is read for: float32 and int8 unless listed here (the
 # generated cases in tests/tflite check each).
@@ -27,11 +28,6 @@ CONVERTING = {"DEQUANTIZE": ("int8",), "CAST": ("float32", "int8", "int32", "boo
 
 # Builtins TFLite Micro registers that Kiln does not read, and why.
 UNREAD = {
-    "VAR_HANDLE": "resource variables keep state between inferences; Kiln's bundles have no "
-                  "persistent state region yet",
-    "READ_VARIABLE": "reads a resource variable (see VAR_HANDLE)",
-    "ASSIGN_VARIABLE": "writes a resource variable (see VAR_HANDLE)",
-    "CALL_ONCE": "runs a subgraph once to initialize resource variables (see VAR_HANDLE)",
     "SVDF": "keeps its activation history between inferences (see VAR_HANDLE)",
     "IF": "control flow between subgraphs; Kiln compiles one graph",
     "WHILE": "control flow between subgraphs; Kiln compiles one graph",

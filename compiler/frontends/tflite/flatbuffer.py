@@ -24,6 +24,7 @@ _DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: No
            7: "int16", 8: None, 9: "int8", 10: "float64", 15: "uint32", 16: "uint16"}
 _TYPE_NAMES = {5: "STRING", 8: "COMPLEX64", 11: "COMPLEX128", 12: "UINT64", 13: "RESOURCE",
                14: "VARIANT", 17: "INT4"}
+RESOURCE = 13  # a resource variable's handle: no data of its own (VAR_HANDLE's output)
 
 
 @dataclass
@@ -83,7 +84,7 @@ class Operator:
 
 @dataclass
 class Model:
-    """The one subgraph of a .tflite file, read and checked."""
+    """The main subgraph of a .tflite file, read and checked, with the others it may call."""
 
     tensors: list[Tensor]
     operators: list[Operator]
@@ -92,6 +93,8 @@ class Model:
     description: str = ""
     version: int = 0
     unsupported: list[str] = field(default_factory=list)
+    # Subgraphs 1, 2, ... (a CALL_ONCE's initialization, IF's branches), each read the same way.
+    subgraphs: list[Model] = field(default_factory=list)
 
 
 _NOT_OPTIONS = {"Init", "GetRootAs"}
@@ -108,25 +111,39 @@ def read_model(data: bytes) -> Model:
         raise ModelError("not a TFLite model (the flatbuffer identifier TFL3 is missing; the "
                          "file may be truncated or of another format)")
     model = tflite.Model.GetRootAs(data, 0)
-    if model.SubgraphsLength() != 1:
-        raise ModelError(f"the TFLite model has {model.SubgraphsLength()} subgraphs; Kiln reads "
-                         "models of exactly one (control flow is not supported)")
-    graph = model.Subgraphs(0)
+    if model.SubgraphsLength() < 1:
+        raise ModelError("the TFLite model has no subgraph")
     limit = len(data) // 4  # a table vector holds 4-byte offsets: more cannot fit in the file
     codes = [(_opcode_name(model.OperatorCodes(i)), int(model.OperatorCodes(i).Version()))
              for i in range(_count(model.OperatorCodesLength(), "operator codes", limit))]
     buffers = [model.Buffers(i) for i in range(_count(model.BuffersLength(), "buffers", limit))]
-    tensors = [_tensor(graph.Tensors(i), i, buffers)
-               for i in range(_count(graph.TensorsLength(), "tensors", limit))]
-    operators = [_operator(graph.Operators(i), i, codes, len(tensors))
-                 for i in range(_count(graph.OperatorsLength(), "operators", limit))]
-    inputs = [_index(int(i), len(tensors), "graph input") for i in _ints(graph.InputsAsNumpy())]
-    outputs = [_index(int(i), len(tensors), "graph output")
-               for i in _ints(graph.OutputsAsNumpy())]
-    if not outputs:
+    graphs = [_subgraph(model.Subgraphs(i), i, codes, buffers, limit)
+              for i in range(_count(model.SubgraphsLength(), "subgraphs", limit))]
+    main = graphs[0]
+    if not main.outputs:
         raise ModelError("the subgraph has no outputs")
-    description = (model.Description() or b"").decode("utf-8", "replace")
-    return Model(tensors, operators, inputs, outputs, description, int(model.Version()))
+    main.description = (model.Description() or b"").decode("utf-8", "replace")
+    main.version = int(model.Version())
+    main.subgraphs = graphs[1:]
+    return main
+
+
+def _subgraph(graph, number: int, codes, buffers, limit: int) -> Model:
+    """Subgraph `number` as a Model of its own (messages name it when it is not the main one)."""
+    try:
+        tensors = [_tensor(graph.Tensors(i), i, buffers)
+                   for i in range(_count(graph.TensorsLength(), "tensors", limit))]
+        operators = [_operator(graph.Operators(i), i, codes, len(tensors))
+                     for i in range(_count(graph.OperatorsLength(), "operators", limit))]
+        inputs = [_index(int(i), len(tensors), "graph input")
+                  for i in _ints(graph.InputsAsNumpy())]
+        outputs = [_index(int(i), len(tensors), "graph output")
+                   for i in _ints(graph.OutputsAsNumpy())]
+    except ModelError as exc:
+        if number == 0:
+            raise
+        raise ModelError(f"subgraph {number}: {exc.reason}") from None
+    return Model(tensors, operators, inputs, outputs)
 
 
 def _count(n: int, what: str, limit: int) -> int:
@@ -164,6 +181,8 @@ def _tensor(t, index: int, buffers) -> Tensor:
     name = (t.Name() or b"").decode("utf-8", "replace").split(";")[-1] or f"tensor_{index}"
     where = f"tensor {index} ({name})"
     type_code = int(t.Type())
+    if type_code == RESOURCE:
+        return Tensor(index, name, (), "resource")
     dtype = _DTYPES.get(type_code)
     if dtype is None:
         kind = _TYPE_NAMES.get(type_code, f"type {type_code}")
@@ -255,6 +274,7 @@ _OPTIONS = {
     "RESIZE_BILINEAR": tflite.ResizeBilinearOptions, "BATCH_MATMUL": tflite.BatchMatMulOptions,
     "REDUCE_ALL": tflite.ReducerOptions,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": tflite.UnidirectionalSequenceLSTMOptions,
+    "VAR_HANDLE": tflite.VarHandleOptions, "CALL_ONCE": tflite.CallOnceOptions,
 }
 
 

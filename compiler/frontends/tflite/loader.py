@@ -19,6 +19,7 @@ from compiler.frontends.tflite.builder import Builder, tensor_type
 from compiler.frontends.tflite.builtins import CONVERTERS
 from compiler.frontends.tflite.checks import check_operator, check_version
 from compiler.frontends.tflite.flatbuffer import read_model
+from compiler.frontends.tflite.variables import finish as finish_variables
 from compiler.ir.graph import Graph
 from compiler.qmath.check import check_quantization
 from compiler.qmath.requant import REQUANT_KEY
@@ -63,10 +64,11 @@ def load_tflite(source: str | os.PathLike | bytes,
                 raise ModelError(f"graph output {model.tensors[index].name} is produced by no "
                                  "operator")
             graph.outputs.append(builder.values[index])
+        finish_variables(builder)  # state outputs after the model's own
         check_quantization(graph)
-        graph.metadata = {"format": "tflite", "description": model.description,
-                          "tflite_version": model.version, REQUANT_KEY: "tflite",
-                          SOURCE_OPS: builder.sources}
+        graph.metadata.update({"format": "tflite", "description": model.description,
+                               "tflite_version": model.version, REQUANT_KEY: "tflite",
+                               SOURCE_OPS: builder.sources})
         graph.next_id = max(len(graph.nodes), graph.next_id)
         return graph
     except ModelError as exc:
