@@ -45,6 +45,7 @@ COMPILE_TIME: dict[str, dict[int, str]] = {
     "ConvInteger": {1: "weights", 2: "input zero point", 3: "weight zero point"},
     "MatMulInteger": {2: "A zero point", 3: "B zero point"},
     "IntLSTMStep": {1: "input weights", 2: "recurrent weights", 3: "bias"},
+    "IntSVDF": {1: "feature weights", 2: "time weights", 3: "bias"},
 }
 
 

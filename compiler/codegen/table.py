@@ -59,6 +59,7 @@ from compiler.codegen.qreduce import emit_int_reduce
 from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
+from compiler.codegen.qsvdf import emit_int_svdf
 from compiler.codegen.reduce import (
     emit_hardmax,
     emit_layer_norm,
@@ -212,6 +213,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("IntL2Normalize", "int8"): (emit_int_l2_normalize, _no_weights),
     ("IntDiv", "int8"): (emit_int_div, _no_weights),
     ("IntLogSoftmax", "int8"): (emit_int_log_softmax, _no_weights),
+    ("IntSVDF", "int8"): (emit_int_svdf, lambda n: {i: n.inputs[i].data for i in (1, 2, 3)}),
     ("IntLSTMStep", "int8"): (emit_int_lstm_step,
                               lambda n: {1: n.inputs[1].data, 2: n.inputs[2].data}),
 }

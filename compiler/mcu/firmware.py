@@ -35,7 +35,8 @@ MARKERS = ("kiln_count_begin", "kiln_count_end")
 MACHINES = {b.qemu_machine: b for b in BOARDS.values() if b.qemu_machine}
 
 _C_TYPES = {"float32": ("float", "%.9g", "(double)"), "int8": ("int8_t", "%d", "(int)"),
-            "uint8": ("uint8_t", "%d", "(int)"), "int32": ("int32_t", "%ld", "(long)"),
+            "uint8": ("uint8_t", "%d", "(int)"), "int16": ("int16_t", "%d", "(int)"),
+            "int32": ("int32_t", "%ld", "(long)"),
             "int64": ("int64_t", "%lld", "(long long)"), "bool": ("uint8_t", "%d", "(int)")}
 
 

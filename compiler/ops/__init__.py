@@ -30,6 +30,7 @@ from compiler.ops import (  # noqa: F401
     qreduce,
     qresize,
     qsum,
+    qsvdf,
     qtables,
     quant,
     recurrent,

@@ -168,6 +168,46 @@ def streaming_model(integer: bool, history: int = 3, width: int = 4) -> tuple[Mo
     return Model(tensors, ops, [0], [7], more=[init]), {"x": (1, width)}
 
 
+def svdf_model(integer: bool, state_dtype: str = "int16", rank: int = 2, units: int = 3,
+               memory: int = 4, activation: int = 0, seed: int = 8) -> tuple[Model, dict]:
+    """An SVDF layer (TFLite Micro's keyword-spotting building block) on a 2 x 5 input.
+
+    In int8 the time weights and the activation state are `state_dtype` (TFLite Micro takes
+    int16 or int8), the bias int32 at state scale x time scale.
+    """
+    rng = np.random.default_rng(seed)
+    filters, batch, width = units * rank, 2, 5
+    features = rng.standard_normal((filters, width)) * 0.4
+    times = rng.standard_normal((filters, memory)) * 0.4
+    bias = rng.standard_normal(units) * 0.2
+    if integer:
+        state_scale = 0.02 if state_dtype == "int8" else 0.002
+        wide = np.iinfo(state_dtype).max
+        f_scale = float(np.float32(np.abs(features).max() / 127))
+        t_scale = float(np.float32(np.abs(times).max() / wide))
+        bias_scale = float(np.float32(np.float32(state_scale) * np.float32(t_scale)))
+        state_zp = -3 if state_dtype == "int8" else 0
+        tensors = [_t("x", (batch, width), True),
+                   T("features", features.shape, "int8", np.round(features / f_scale),
+                     scale=[f_scale], zero_point=[0]),
+                   T("times", times.shape, state_dtype, np.round(times / t_scale),
+                     scale=[t_scale], zero_point=[0]),
+                   T("bias", (units,), "int32", np.round(bias / bias_scale), scale=[bias_scale],
+                     zero_point=[0]),
+                   T("state", (batch, filters * memory), state_dtype, scale=[state_scale],
+                     zero_point=[state_zp], variable=True),
+                   _t("y", (batch, units), True, (0.1, 2))]
+    else:
+        tensors = [T("x", (batch, width)), T("features", features.shape,
+                                             data=features.astype(np.float32)),
+                   T("times", times.shape, data=times.astype(np.float32)),
+                   T("bias", (units,), data=bias.astype(np.float32)),
+                   T("state", (batch, filters * memory), variable=True), T("y", (batch, units))]
+    op = Op("SVDF", [0, 1, 2, 3, 4], [5], ("SVDFOptions", {
+        "Rank": rank, "FusedActivationFunction": activation}))
+    return Model(tensors, [op], [0], [5], versions={"SVDF": 4}), {"x": (batch, width)}
+
+
 def _div_scales(integer):
     """A dividend that meets its zero point, a divisor whose zero point is out of the domain."""
     tensors = [_t("a", (2, 3, 4, 5), True, (0.05, ZERO_POINT)),
@@ -538,6 +578,10 @@ INDEXING_CASES = [
     Case("BATCH_MATMUL", "runtime-adjoint", _batch_matmul_runtime, ("float32",)),
     *(Case(name, "", streaming_model)
       for name in ("CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")),
+    Case("SVDF", "", svdf_model), Case("SVDF", "int8-state",
+                                        lambda integer: svdf_model(integer, "int8"), ("int8",)),
+    Case("SVDF", "rank-1-relu", lambda integer: svdf_model(integer, rank=1, activation=1),
+         ("float32",)),
     Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "", _lstm((2, 5, 3), 4, False, 0.0)),
     Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "time-major-clip", _lstm((6, 1, 3), 5, True, 0.8)),
     Case("UNIDIRECTIONAL_SEQUENCE_LSTM", "wide-cell-scale",

@@ -1,9 +1,10 @@
 """State kept between inferences: a streaming model, inference after inference, as TFLite Micro.
 
-The model (breadth_cases.streaming_model) joins each frame to a history held in a resource
-variable. Six inferences in a row must give TFLite Micro's outputs in the interpreter (the
-loaded and the final graph, state carried by `Stream`), compiled for the host (the network
-keeps its state in the mutable region) and on Cortex-M7 under QEMU; a reset starts over.
+The streaming model (breadth_cases.streaming_model) joins each frame to a history held in a
+resource variable; an LSTM keeps its hidden and cell state in variable tensors. Six inferences
+in a row must give TFLite Micro's outputs in the interpreter (the loaded and the final graph,
+state carried by `Stream`), compiled for the host (the network keeps its state in the mutable
+region) and on Cortex-M7 under QEMU; a reset starts over.
 """
 
 from __future__ import annotations
@@ -20,21 +21,32 @@ from compiler.frontends.load import load_model
 from compiler.interpreter import run
 from compiler.ir.state import Stream, data_inputs, variables
 from tests.codegen import firmware
-from tests.tflite.breadth_cases import streaming_model
+from tests.tflite.breadth_cases import (
+    lstm_int8_model,
+    lstm_model,
+    streaming_model,
+    svdf_model,
+)
 from tests.tflite.oracles import compare_outputs, tflm
 from tests.tflite.writer import write
 
 STEPS = 6
 
 
-def _frames(integer: bool) -> list[dict]:
+MODELS = {"stream": streaming_model, "svdf": svdf_model,
+          "lstm": lambda integer: (lstm_int8_model if integer else lstm_model)(
+              (2, 3, 3), 4, False, 0.0)}
+
+
+def _frames(shapes: dict, integer: bool) -> list[dict]:
     rng = np.random.default_rng(3)
-    if integer:
-        return [{"x": rng.integers(-128, 128, (1, 4)).astype(np.int8)} for _ in range(STEPS)]
-    return [{"x": rng.standard_normal((1, 4)).astype(np.float32)} for _ in range(STEPS)]
+    return [{name: (rng.integers(-128, 128, shape).astype(np.int8) if integer
+                    else rng.standard_normal(shape).astype(np.float32))
+             for name, shape in shapes.items()} for _ in range(STEPS)]
 
 
 def _oracle(data: bytes, frames: list[dict]) -> list[np.ndarray]:
+    """TFLite Micro's outputs, one interpreter for every inference (its state carried over)."""
     runtime = tflm(data)
     outputs = []
     for feeds in frames:
@@ -44,13 +56,23 @@ def _oracle(data: bytes, frames: list[dict]) -> list[np.ndarray]:
     return outputs
 
 
+def _prepared(kind: str, integer: bool):
+    model, shapes = MODELS[kind](integer)
+    data = write(model)
+    frames = _frames(shapes, integer)
+    return data, frames, _oracle(data, frames), integer
+
+
 @pytest.fixture(params=[False, True], ids=["float32", "int8"])
 def streaming(request):
-    integer = request.param
-    model, _ = streaming_model(integer)
-    data = write(model)
-    frames = _frames(integer)
-    return data, frames, _oracle(data, frames), integer
+    return _prepared("stream", request.param)
+
+
+@pytest.fixture(params=[(k, i) for k in MODELS for i in (False, True)],
+                ids=[f"{k}-{'int8' if i else 'float32'}" for k in MODELS for i in (False, True)])
+def stateful(request):
+    """Every model with state: the resource variable stream, an LSTM's variable tensors."""
+    return _prepared(*request.param)
 
 
 def test_the_model_reads_as_one_state_variable(streaming):
@@ -62,8 +84,8 @@ def test_the_model_reads_as_one_state_variable(streaming):
     assert var.initial.shape == (1, 12)
 
 
-def test_the_interpreter_carries_state_like_tflite_micro(streaming):
-    data, frames, want, integer = streaming
+def test_the_interpreter_carries_state_like_tflite_micro(stateful):
+    data, frames, want, integer = stateful
     for graph in (load_model(data), compilation(load_model(data)).final):
         stream = Stream(graph)
         for step, (feeds, expected) in enumerate(zip(frames, want)):
@@ -71,14 +93,12 @@ def test_the_interpreter_carries_state_like_tflite_micro(streaming):
             compare_outputs({"y": got}, {"y": expected}, integer, f"inference {step}")
 
 
-def test_a_compiled_network_keeps_its_state_on_the_host(streaming):
-    data, frames, want, integer = streaming
+def test_a_compiled_network_keeps_its_state_on_the_host(stateful):
+    data, frames, want, integer = stateful
     final = compilation(load_model(data)).final
     for io_in_arena in (False, True):
         net = compile_graph(final, "host", name="stream", io_in_arena=io_in_arena)
-        (slot,) = net.state
-        assert slot.input.region == "mutable"
-        assert slot.nbytes == 12 * np.dtype(slot.input.dtype).itemsize
+        assert net.state and all(slot.input.region == "mutable" for slot in net.state)
         runner = HostNet(net)
         for round_ in range(2):  # the second round after a reset starts over
             for step, (feeds, expected) in enumerate(zip(frames, want)):
@@ -101,9 +121,9 @@ def test_the_bundle_names_its_state_region(streaming):
     assert doc["regions"]["state"] == net.state[0].nbytes
 
 
-def test_a_compiled_network_keeps_its_state_on_cortex_m7(streaming, tmp_path):
+def test_a_compiled_network_keeps_its_state_on_cortex_m7(stateful, tmp_path):
     firmware.require_tools()
-    data, frames, want, integer = streaming
+    data, frames, want, integer = stateful
     net = compile_graph(compilation(load_model(data)).final, "cortex-m7", name="stream")
     machine = firmware.board_for("cortex-m7").qemu_machine
     elf = firmware.build(net, firmware.main_c(net, frames), machine, tmp_path)

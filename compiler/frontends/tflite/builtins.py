@@ -11,11 +11,12 @@ from compiler.frontends.tflite.logic import LOGIC
 from compiler.frontends.tflite.lstm import LSTM
 from compiler.frontends.tflite.maths import MATHS
 from compiler.frontends.tflite.movement import MOVEMENT
+from compiler.frontends.tflite.svdf import SVDF
 from compiler.frontends.tflite.transpose_conv import TRANSPOSE_CONV
 from compiler.frontends.tflite.variables import VARIABLES
 
 CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, **INDEXING,
-              **TRANSPOSE_CONV, **BATCH_MATMUL, **LSTM, **VARIABLES}
+              **TRANSPOSE_CONV, **BATCH_MATMUL, **LSTM, **VARIABLES, **SVDF}
 
 # The element types each builtin is read for: float32 and int8 unless listed here (the
 # generated cases in tests/tflite check each).
@@ -28,7 +29,6 @@ CONVERTING = {"DEQUANTIZE": ("int8",), "CAST": ("float32", "int8", "int32", "boo
 
 # Builtins TFLite Micro registers that Kiln does not read, and why.
 UNREAD = {
-    "SVDF": "keeps its activation history between inferences (see VAR_HANDLE)",
     "IF": "control flow between subgraphs; Kiln compiles one graph",
     "WHILE": "control flow between subgraphs; Kiln compiles one graph",
 }

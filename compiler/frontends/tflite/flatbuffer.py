@@ -39,6 +39,7 @@ class Tensor:
     scale: np.ndarray | None = None
     zero_point: np.ndarray | None = None
     axis: int = 0
+    variable: bool = False  # kept by the runtime between inferences (an LSTM's state)
 
     @property
     def quantized(self) -> bool:
@@ -195,7 +196,7 @@ def _tensor(t, index: int, buffers) -> Tensor:
         count *= d
     check_tensor_bytes(count * np.dtype(dtype).itemsize, where)
     data = _buffer_data(t, buffers, shape, dtype, where)
-    tensor = Tensor(index, name, shape, dtype, data)
+    tensor = Tensor(index, name, shape, dtype, data, variable=bool(t.IsVariable()))
     q = t.Quantization()
     if q is not None and q.ScaleLength():
         scale = np.asarray(q.ScaleAsNumpy(), np.float32).reshape(-1)
@@ -275,6 +276,7 @@ _OPTIONS = {
     "REDUCE_ALL": tflite.ReducerOptions,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": tflite.UnidirectionalSequenceLSTMOptions,
     "VAR_HANDLE": tflite.VarHandleOptions, "CALL_ONCE": tflite.CallOnceOptions,
+    "SVDF": tflite.SVDFOptions,
 }
 
 

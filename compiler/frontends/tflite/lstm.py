@@ -8,9 +8,10 @@ previous hidden state by the four gates' weights at once, then runs the gates: o
 step's products are alive at a time, so the arena holds a few state vectors. In int8 each step
 is one IntLSTMStep node, TFLite Micro's integer arithmetic (int16 gates and cell state; its
 parameters in compiler.frontends.tflite.qlstm). Every node is one the code generator compiles,
-and the memory planner sees each step's hidden and cell state as ordinary tensors. The state
-starts from TFLite Micro's reset on every inference (it keeps it in variable tensors between
-invocations until they are reset).
+and the memory planner sees each step's hidden and cell state as ordinary tensors. The hidden
+and cell state are TFLite Micro's variable tensors: the first step reads them as state inputs
+(from its reset: zeros, the zero point in int8) and the last step's become the state the next
+inference starts from (compiler.ir.state), as TFLite Micro carries them over.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from compiler.frontends.tflite.activation import is_integer
 from compiler.frontends.tflite.builder import Builder
 from compiler.frontends.tflite.flatbuffer import Operator
 from compiler.frontends.tflite.qlstm import step_attributes
+from compiler.frontends.tflite.variables import set_tensor_state, tensor_state
 from compiler.ir.graph import Value
 
 _INPUT_WEIGHTS = (1, 2, 3, 4)  # input to input, forget, cell, output
@@ -30,6 +32,7 @@ _BIASES = (12, 13, 14, 15)
 _PEEPHOLES = (9, 10, 11)
 _PROJECTION = (16, 17)
 _LAYER_NORM = (20, 21, 22, 23)
+_HIDDEN, _CELL = 18, 19  # the variable tensors it keeps between inferences
 _CELL_ACTIVATIONS = {0: None, 1: "Relu", 3: "Relu6", 4: "Tanh"}
 
 
@@ -108,7 +111,8 @@ def unidirectional_sequence_lstm(b: Builder, op: Operator) -> None:
     recurrent = b.constant("lstm_r", r)
     step = _integer_step(b, op, clip, code, weights, recurrent, biases) if integer else \
         _float_step(b, code, clip, weights, recurrent, biases, cells)
-    state: tuple = ()
+    state = tuple(_state(b, op.inputs[slot], what, (batch, cells))
+                  for slot, what in ((_HIDDEN, "hidden state"), (_CELL, "cell state")))
     outputs = []
     for t in range(steps):
         frame = b.add("Reshape", [_slice(b, sequence, t, t + 1, time_axis),
@@ -117,6 +121,19 @@ def unidirectional_sequence_lstm(b: Builder, op: Operator) -> None:
         shape = [1, batch, cells] if time_major else [batch, 1, cells]
         outputs.append(b.add("Reshape", [state[0], b.constant("shape", np.array(shape))]))
     b.add("Concat", outputs, {"axis": time_axis}, out=op.outputs[0])
+    set_tensor_state(b, op.inputs[_HIDDEN], state[0])
+    set_tensor_state(b, op.inputs[_CELL], state[1])
+
+
+def _state(b: Builder, index: int, what: str, shape: tuple[int, int]) -> Value:
+    """A state tensor's value at the start, as (batch, cells) (TFLite lets it be flat)."""
+    value = tensor_state(b, index, what)
+    if tuple(value.type.shape) != shape:
+        if value.type.numel != shape[0] * shape[1]:
+            raise ModelError(f"its {what} {b.tensor(index).name} holds {value.type.numel} "
+                             f"values, not batch x cells = {shape[0] * shape[1]}")
+        value = b.add("Reshape", [value, b.constant("shape", np.array(shape))])
+    return value
 
 
 def _float_step(b: Builder, code: int, clip: float, weights: Value, recurrent: Value,

@@ -120,6 +120,35 @@ def _constant(init: Model, op: Operator, where: str) -> np.ndarray:
     return np.array(t.data)
 
 
+def tensor_state(b: Builder, index: int, what: str) -> Value:
+    """A variable tensor's value as the inference starts: a state input, from TFLite Micro's reset.
+
+    TFLite Micro keeps variable tensors (an LSTM's hidden and cell state) from one inference to
+    the next and resets them to 0 (int8: the zero point) when the interpreter starts.
+    """
+    t = b.tensor(index)
+    if not t.variable:
+        raise ModelError(f"its {what} {t.name} is not a variable tensor, as TFLite Micro "
+                         "requires of state it keeps between inferences")
+    key = f"tensor {index}"
+    var = b.variables.get(key)
+    if var is None:
+        zero = int(t.zero_point[0]) if t.dtype == "int8" and t.quantized else 0
+        want = tensor_type(t)
+        var = b.variables[key] = Variable(t.name, np.full(want.shape, zero, want.dtype))
+        var.input = b.graph.add_input(b.graph.unique_name(f"state_{t.name}"), want)
+        var.current = var.input
+    return var.current
+
+
+def set_tensor_state(b: Builder, index: int, value: Value) -> None:
+    """What a variable tensor holds when the inference ends (the next one starts from it)."""
+    var = b.variables[f"tensor {index}"]
+    if tuple(value.type.shape) != tuple(var.input.type.shape):
+        value = b.add("Reshape", [value, b.constant("shape", np.array(var.input.type.shape))])
+    var.current = value
+
+
 def finish(b: Builder) -> None:
     """Declare each variable the model reads, its last assigned value a graph output."""
     for var in b.variables.values():
