@@ -208,6 +208,37 @@ def svdf_model(integer: bool, state_dtype: str = "int16", rank: int = 2, units: 
     return Model(tensors, [op], [0], [5], versions={"SVDF": 4}), {"x": (batch, width)}
 
 
+def if_model(integer: bool) -> tuple[Model, dict]:
+    """IF on a bool input: ABS in the then branch, RELU in the else branch."""
+    def branch(builtin):
+        return Model([_t("a", (1, 2, 4), integer), _t("b", (1, 2, 4), integer)],
+                     [Op(builtin, [0], [1])], [0], [1])
+    main = Model([T("condition", (1,), "bool"), _t("x", (1, 2, 4), integer),
+                  _t("y", (1, 2, 4), integer)],
+                 [Op("IF", [0, 1], [2], ("IfOptions", {"ThenSubgraphIndex": 1,
+                                                       "ElseSubgraphIndex": 2}))],
+                 [0, 1], [2], more=[branch("ABS"), branch("RELU")])
+    return main, {"condition": (1,), "x": (1, 2, 4)}
+
+
+def while_model(integer: bool, runs: int = 3) -> tuple[Model, dict]:
+    """WHILE counted by constants: `runs` times, x becomes x + x (saturating in int8)."""
+    counter = ()
+    cond = Model([T("i", counter, "int32"), _t("a", (1, 4), integer),
+                  _const("limit", np.array(runs, np.int32)), T("go", counter, "bool")],
+                 [Op("LESS", [0, 2], [3])], [0, 1], [3])
+    body = Model([T("i", counter, "int32"), _t("a", (1, 4), integer),
+                  _const("one", np.array(1, np.int32)), T("next", counter, "int32"),
+                  _t("doubled", (1, 4), integer)],
+                 [Op("ADD", [0, 2], [3]), Op("ADD", [1, 1], [4])], [0, 1], [3, 4])
+    main = Model([_t("x", (1, 4), integer), _const("start", np.array(0, np.int32)),
+                  T("count", counter, "int32"), _t("y", (1, 4), integer)],
+                 [Op("WHILE", [1, 0], [2, 3], ("WhileOptions", {"CondSubgraphIndex": 1,
+                                                                "BodySubgraphIndex": 2}))],
+                 [0], [3], more=[cond, body])
+    return main, {"x": (1, 4)}
+
+
 def _div_scales(integer):
     """A dividend that meets its zero point, a divisor whose zero point is out of the domain."""
     tensors = [_t("a", (2, 3, 4, 5), True, (0.05, ZERO_POINT)),
@@ -578,6 +609,7 @@ INDEXING_CASES = [
     Case("BATCH_MATMUL", "runtime-adjoint", _batch_matmul_runtime, ("float32",)),
     *(Case(name, "", streaming_model)
       for name in ("CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")),
+    Case("IF", "", if_model), Case("WHILE", "", while_model),
     Case("SVDF", "", svdf_model), Case("SVDF", "int8-state",
                                         lambda integer: svdf_model(integer, "int8"), ("int8",)),
     Case("SVDF", "rank-1-relu", lambda integer: svdf_model(integer, rank=1, activation=1),
@@ -665,7 +697,7 @@ def merged(cases: list[Case], integer: bool) -> tuple[Model, dict, dict]:
     """One model running every case side by side: (model, input shapes, input name -> case).
 
     Tensor names and variable names take the case's id as a prefix; indices shift by the
-    tensors before them, a CALL_ONCE's subgraph by the subgraphs before it.
+    tensors before them, the subgraphs CALL_ONCE, IF and WHILE run by the subgraphs before.
     """
     tensors, ops, inputs, outputs, shapes, domains, versions = [], [], [], [], {}, {}, {}
     more: list[Model] = []
@@ -695,8 +727,7 @@ def _shifted(op: Op, base: int, prefix: str, subgraphs: int) -> Op:
     options = op.options
     if op.builtin == "VAR_HANDLE":
         options = (options[0], {**options[1], "SharedName": prefix + options[1]["SharedName"]})
-    elif op.builtin == "CALL_ONCE":
-        index = options[1]["InitSubgraphIndex"]
-        options = (options[0], {"InitSubgraphIndex": index + subgraphs})
+    elif op.builtin in ("CALL_ONCE", "IF", "WHILE"):  # subgraph indices move along
+        options = (options[0], {key: index + subgraphs for key, index in options[1].items()})
     return Op(op.builtin, [i + base if i >= 0 else i for i in op.inputs],
               [i + base for i in op.outputs], options)

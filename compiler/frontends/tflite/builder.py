@@ -41,6 +41,9 @@ class Builder:
         # Resource variables (frontends/tflite/variables.py): by name, and handle tensor -> name.
         self.variables: dict[str, object] = {}
         self.handles: dict[int, str] = {}
+        # (builder, operator) -> None: converts one operator (set by the loader; subgraphs that
+        # IF and WHILE inline convert theirs through it too).
+        self.convert = None
 
     def tensor(self, index: int) -> Tensor:
         """The record of tensor `index` (an omitted input is an error of the caller's op)."""
@@ -60,7 +63,7 @@ class Builder:
 
     def constant(self, hint: str, array: np.ndarray) -> Value:
         """A new constant holding `array`."""
-        value = self.graph.add_constant(hint, np.ascontiguousarray(array))
+        value = self.graph.add_constant(hint, np.require(array, requirements="C"))  # keeps 0-d
         self.known[id(value)] = value.data
         return value
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compiler.frontends.tflite.arrange import ARRANGE
 from compiler.frontends.tflite.batch_matmul import BATCH_MATMUL
+from compiler.frontends.tflite.control import CONTROL
 from compiler.frontends.tflite.elementwise import ELEMENTWISE
 from compiler.frontends.tflite.indexing import INDEXING
 from compiler.frontends.tflite.layers import LAYERS
@@ -16,7 +17,8 @@ from compiler.frontends.tflite.transpose_conv import TRANSPOSE_CONV
 from compiler.frontends.tflite.variables import VARIABLES
 
 CONVERTERS = {**LAYERS, **ELEMENTWISE, **MOVEMENT, **ARRANGE, **MATHS, **LOGIC, **INDEXING,
-              **TRANSPOSE_CONV, **BATCH_MATMUL, **LSTM, **VARIABLES, **SVDF}
+              **TRANSPOSE_CONV, **BATCH_MATMUL, **LSTM, **VARIABLES, **SVDF,
+              **CONTROL}
 
 # The element types each builtin is read for: float32 and int8 unless listed here (the
 # generated cases in tests/tflite check each).
@@ -28,10 +30,7 @@ BOOL_ONLY = frozenset(("LOGICAL_AND", "LOGICAL_NOT", "LOGICAL_OR", "REDUCE_ALL")
 CONVERTING = {"DEQUANTIZE": ("int8",), "CAST": ("float32", "int8", "int32", "bool")}
 
 # Builtins TFLite Micro registers that Kiln does not read, and why.
-UNREAD = {
-    "IF": "control flow between subgraphs; Kiln compiles one graph",
-    "WHILE": "control flow between subgraphs; Kiln compiles one graph",
-}
+UNREAD: dict[str, str] = {}
 
 
 def element_types(builtin: str) -> tuple[str, ...]:

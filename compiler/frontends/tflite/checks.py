@@ -43,6 +43,7 @@ VERSIONS = {
     "RESIZE_BILINEAR": 4, "BATCH_MATMUL": 4, "BROADCAST_ARGS": 1, "FILL": 5, "REDUCE_ALL": 1,
     "ZEROS_LIKE": 1, "UNIDIRECTIONAL_SEQUENCE_LSTM": 4, "DYNAMIC_UPDATE_SLICE": 6,
     "VAR_HANDLE": 1, "READ_VARIABLE": 1, "ASSIGN_VARIABLE": 1, "CALL_ONCE": 1, "SVDF": 4,
+    "IF": 1, "WHILE": 1,
 }
 
 _LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
@@ -52,7 +53,7 @@ _DATA_INPUT = {"SPLIT": 1, "SELECT_V2": 1, "EMBEDDING_LOOKUP": 1, "TRANSPOSE_CON
 # Builtins whose output type may differ from their first input's.
 _CONVERTING = ("QUANTIZE", "DEQUANTIZE", "SHAPE", "EQUAL", "NOT_EQUAL", "GREATER",
                "GREATER_EQUAL", "LESS", "LESS_EQUAL", "ARG_MAX", "ARG_MIN", "CAST",
-               "EMBEDDING_LOOKUP", "READ_VARIABLE")
+               "EMBEDDING_LOOKUP", "READ_VARIABLE", "IF", "WHILE")
 # pooling_common.cc: input and output scales of a pool may differ by this much, no more.
 _POOL_SCALE_TOLERANCE = 1.0e-6
 # kernel_util.cc GetQuantizedConvolutionMultipler: |in * w - bias scale| / out scale at most.

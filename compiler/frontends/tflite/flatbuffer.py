@@ -276,7 +276,7 @@ _OPTIONS = {
     "REDUCE_ALL": tflite.ReducerOptions,
     "UNIDIRECTIONAL_SEQUENCE_LSTM": tflite.UnidirectionalSequenceLSTMOptions,
     "VAR_HANDLE": tflite.VarHandleOptions, "CALL_ONCE": tflite.CallOnceOptions,
-    "SVDF": tflite.SVDFOptions,
+    "SVDF": tflite.SVDFOptions, "IF": tflite.IfOptions, "WHILE": tflite.WhileOptions,
 }
 
 

@@ -44,6 +44,7 @@ def load_tflite(source: str | os.PathLike | bytes,
         model = read_model(data)
         graph = Graph(Path(label).stem or "model", opset=13)
         builder = Builder(model, graph)
+        builder.convert = convert
         _add_inputs(builder, shapes or {})
         _check_supported(model)
         for op in model.operators:
@@ -52,7 +53,7 @@ def load_tflite(source: str | os.PathLike | bytes,
             try:
                 check_version(op)
                 check_operator(model, op)
-                CONVERTERS[op.builtin](builder, op)
+                convert(builder, op)
             except ModelError as exc:
                 raise ModelError(exc.reason, node=exc.node or op.label) from None
             except KilnError as exc:
@@ -79,6 +80,13 @@ def load_tflite(source: str | os.PathLike | bytes,
             UnicodeDecodeError, MemoryError, RecursionError, struct.error) as exc:
         raise ModelError(f"{where} is malformed: its offsets or sizes contradict the flatbuffer "
                          "format, so it cannot be read", file=label) from exc
+
+
+def convert(builder: Builder, op) -> None:
+    """Add the nodes of one operator (of the main subgraph or one IF or WHILE inlines)."""
+    if op.builtin not in CONVERTERS:
+        raise ModelError(f"{op.builtin} is an operator Kiln does not support yet")
+    CONVERTERS[op.builtin](builder, op)
 
 
 def _check_supported(model) -> None:
