@@ -91,7 +91,7 @@ def test_report_sizes_come_from_the_object(sample_graph, target):
     assert weights >= sum(c.data.nbytes for c in sample_graph.used_constants())
     assert doc["regions"] == {"constant": 0, "mutable": net.plan.mutable,
                               "activations": net.plan.arena.size,
-                              "alignment": net.plan.alignment}
+                              "alignment": net.plan.alignment, "state": 0}
     assert doc["weights"] == "embedded" and doc["io_in_arena"] is False
 
 

@@ -21,13 +21,13 @@ from compiler.frontends.load import load_model
 from compiler.interpreter import run
 from compiler.ir.state import Stream, data_inputs, variables
 from tests.codegen import firmware
-from tests.tflite.breadth_cases import (
+from tests.tflite.oracles import compare_outputs, tflm
+from tests.tflite.stateful_cases import (
     lstm_int8_model,
     lstm_model,
     streaming_model,
     svdf_model,
 )
-from tests.tflite.oracles import compare_outputs, tflm
 from tests.tflite.writer import write
 
 STEPS = 6

@@ -113,7 +113,7 @@ def read_model(data: bytes) -> Model:
                          "file may be truncated or of another format)")
     model = tflite.Model.GetRootAs(data, 0)
     if model.SubgraphsLength() < 1:
-        raise ModelError("the TFLite model has no subgraph")
+        raise ModelError("the TFLite model has 0 subgraphs; it needs one to run")
     limit = len(data) // 4  # a table vector holds 4-byte offsets: more cannot fit in the file
     codes = [(_opcode_name(model.OperatorCodes(i)), int(model.OperatorCodes(i).Version()))
              for i in range(_count(model.OperatorCodesLength(), "operator codes", limit))]
