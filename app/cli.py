@@ -337,12 +337,18 @@ def cmd_compile(args) -> int:
     print(f"{Path(args.model).name} -> {target.name} ({target.triple}), weights {doc['weights']}"
           f": text {s['text']:,} B, rodata {s['rodata']:,} B, data {s['data']:,} B, bss "
           f"{s['bss']:,} B; constant {doc['regions']['constant']:,} B, mutable "
-          f"{net.plan.mutable:,} B, activations {net.plan.arena.size:,} B")
+          f"{net.plan.mutable:,} B{_state_note(doc)}, activations {net.plan.arena.size:,} B")
     for path in paths:
         print(f"  wrote {path}")
     if board is not None:
         _print_budget(doc["board"])
     return 0
+
+
+def _state_note(doc: dict) -> str:
+    """The summary line's note on the state a network keeps between inferences, if any."""
+    state = doc["regions"].get("state", 0)
+    return f" (state {state:,} B kept between inferences)" if state else ""
 
 
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
