@@ -14,6 +14,7 @@ from compiler.codegen.gather import emit_gather
 from compiler.codegen.intbinary import emit_integer_binary
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.logic import emit_compare, emit_integer_extreme, emit_logical, emit_where
+from compiler.codegen.loss import emit_loss
 from compiler.codegen.lrn import emit_lrn
 from compiler.codegen.matmul import emit_matmul
 from compiler.codegen.movement import emit_concat, emit_copy, emit_transpose
@@ -202,6 +203,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for op in ("LayerNormalization", "RMSNormalization")},
     ("LpNormalization", "float32"): (emit_lp_normalization, _constants),
     ("Hardmax", "float32"): (emit_hardmax, _constants),
+    **{(op, "float32"): (emit_loss, _constants)
+       for op in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")},
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_extreme, _constants)
        for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32")},
