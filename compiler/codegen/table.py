@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compiler.codegen.attention import emit_attention
 from compiler.codegen.conv import conv_weights, emit_conv
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
@@ -203,6 +204,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for op in ("LayerNormalization", "RMSNormalization")},
     ("LpNormalization", "float32"): (emit_lp_normalization, _constants),
     ("Hardmax", "float32"): (emit_hardmax, _constants),
+    ("Attention", "float32"): (emit_attention, _constants),
     **{(op, "float32"): (emit_loss, _constants)
        for op in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")},
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
