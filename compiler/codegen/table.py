@@ -12,6 +12,7 @@ from compiler.codegen.conv import conv_weights, emit_conv
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
+from compiler.codegen.gemm import emit_gemm
 from compiler.codegen.intbinary import emit_integer_binary
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.logic import emit_compare, emit_integer_extreme, emit_logical, emit_where
@@ -205,6 +206,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("LpNormalization", "float32"): (emit_lp_normalization, _constants),
     ("Hardmax", "float32"): (emit_hardmax, _constants),
     ("Attention", "float32"): (emit_attention, _constants),
+    **{("Gemm", dtype): (emit_gemm, _constants) for dtype in ("float32", "int32", "int64")},
     **{(op, "float32"): (emit_loss, _constants)
        for op in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")},
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
