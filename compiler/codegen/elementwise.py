@@ -6,6 +6,7 @@ over the output; inputs broadcast numpy-style through zero strides, all known at
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import ExitStack
 
@@ -120,7 +121,81 @@ SMOOTH_OPS: dict[str, tuple[Callable, tuple[tuple[str, float], ...]]] = {
         k.b.fmul(x, x), _const(x, 1.0))))), ()),
     "Atanh": (lambda k, x: k.b.fmul(_const(x, 0.5), intrinsic(k, "log", k.b.fdiv(
         k.b.fadd(_const(x, 1.0), x), k.b.fsub(_const(x, 1.0), x)))), ()),
+    "Asin": (lambda k, x: _asin(k, x), ()),
+    "Acos": (lambda k, x: _acos(k, x), ()),
+    "Atan": (lambda k, x: _atan(k, x), ()),
+    "Erf": (lambda k, x: _erf(k, x), ()),
+    "Gelu": (lambda k, x: _gelu(k, x), ()),
+    "Swish": (lambda k, x, alpha: k.b.fmul(x, _sigmoid(k, k.b.fmul(_const(x, alpha), x))),
+              (("alpha", 1.0),)),
+    "Shrink": (lambda k, x, lambd, bias: k.b.select(
+        k.b.fcmp_ordered("<", x, _const(x, -lambd)), k.b.fadd(x, _const(x, bias)),
+        k.b.select(k.b.fcmp_ordered(">", x, _const(x, lambd)), k.b.fsub(x, _const(x, bias)),
+                   _const(x, 0.0))), (("lambd", 0.5), ("bias", 0.0))),
 }
+
+
+def _atan(k, x):
+    """Arctangent, inline, by Cephes' atanf polynomial on |x| <= tan(pi/8).
+
+    Larger arguments are reduced first: atan(x) = pi/2 - atan(1/x) above tan(3pi/8), and
+    pi/4 + atan((x - 1) / (x + 1)) above tan(pi/8).
+    """
+    b = k.b
+    a = intrinsic(k, "fabs", x)
+    big = b.fcmp_ordered(">", a, _const(x, 2.414213562373095))
+    mid = b.fcmp_ordered(">", a, _const(x, 0.4142135623730950))
+    reduced = b.select(big, b.fdiv(_const(x, -1.0), a), b.select(
+        mid, b.fdiv(b.fsub(a, _const(x, 1.0)), b.fadd(a, _const(x, 1.0))), a))
+    base = b.select(big, _const(x, math.pi / 2), b.select(mid, _const(x, math.pi / 4),
+                                                          _const(x, 0.0)))
+    z = b.fmul(reduced, reduced)
+    poly = _const(x, 8.05374449538e-2)
+    for c in (-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1):
+        poly = b.fadd(b.fmul(poly, z), _const(x, c))
+    y = b.fadd(base, b.fadd(b.fmul(b.fmul(poly, z), reduced), reduced))
+    return b.select(_below_zero(k, x), b.fneg(y), y)
+
+
+def _asin(k, x):
+    """Asin x = atan(x / sqrt((1 - x)(1 + x))): pi/2 at 1, NaN beyond."""
+    b = k.b
+    one = _const(x, 1.0)
+    root = intrinsic(k, "sqrt", b.fmul(b.fsub(one, x), b.fadd(one, x)))
+    return _atan(k, b.fdiv(x, root))
+
+
+def _acos(k, x):
+    """Acos x = 2 atan(sqrt((1 - x) / (1 + x))), accurate near 1 where pi/2 - asin is not."""
+    b = k.b
+    one = _const(x, 1.0)
+    ratio = intrinsic(k, "sqrt", b.fdiv(b.fsub(one, x), b.fadd(one, x)))
+    return b.fmul(_const(x, 2.0), _atan(k, ratio))
+
+
+def _erf(k, x):
+    """erf, inline: Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7)."""
+    b = k.b
+    a = intrinsic(k, "fabs", x)
+    t = b.fdiv(_const(x, 1.0), b.fadd(_const(x, 1.0), b.fmul(_const(x, 0.3275911), a)))
+    poly = _const(x, 1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly = b.fadd(b.fmul(poly, t), _const(x, c))
+    tail = b.fmul(b.fmul(poly, t), intrinsic(k, "exp", b.fneg(b.fmul(a, a))))
+    y = b.fsub(_const(x, 1.0), tail)
+    return b.select(_below_zero(k, x), b.fneg(y), y)
+
+
+def _gelu(k, x):
+    """0.5 x (1 + erf(x / sqrt 2)), or with approximate=tanh its tanh form (ONNX Gelu)."""
+    if k.node.attrs.get("approximate") == "tanh":
+        cube = k.b.fmul(k.b.fmul(x, x), x)
+        inner = k.b.fmul(_const(x, math.sqrt(2 / math.pi)),
+                         k.b.fadd(x, k.b.fmul(_const(x, 0.044715), cube)))
+        shape = intrinsic(k, "tanh", inner)
+    else:
+        shape = _erf(k, k.b.fmul(x, _const(x, 1 / math.sqrt(2))))
+    return k.b.fmul(k.b.fmul(_const(x, 0.5), x), k.b.fadd(_const(x, 1.0), shape))
 
 
 def _hard_sigmoid(k, x, alpha=0.2, beta=0.5):
