@@ -85,6 +85,13 @@ from compiler.codegen.select import (
     emit_trilu,
 )
 from compiler.codegen.slice import emit_slice, emit_split
+from compiler.codegen.tabled import (
+    CONSTANT_OPERANDS,
+    REARRANGING,
+    SHAPE_ONLY,
+    emit_known_output,
+    emit_rearranged,
+)
 from compiler.codegen.targets import Target
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Node
@@ -206,6 +213,9 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("LpNormalization", "float32"): (emit_lp_normalization, _constants),
     ("Hardmax", "float32"): (emit_hardmax, _constants),
     ("Attention", "float32"): (emit_attention, _constants),
+    **{(op, dtype): (emit_rearranged, _data_only) for op in REARRANGING for dtype in _CODE_TYPES},
+    **{(op, dtype): (emit_known_output, _no_weights)
+       for op in (*CONSTANT_OPERANDS, *SHAPE_ONLY) for dtype in _CODE_TYPES},
     **{("Gemm", dtype): (emit_gemm, _constants) for dtype in ("float32", "int32", "int64")},
     **{(op, "float32"): (emit_loss, _constants)
        for op in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")},
