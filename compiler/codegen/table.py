@@ -63,6 +63,7 @@ from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
 from compiler.codegen.qsvdf import emit_int_svdf
+from compiler.codegen.ranking import emit_one_hot, emit_scatter_nd, emit_top_k
 from compiler.codegen.reduce import (
     emit_hardmax,
     emit_layer_norm,
@@ -213,6 +214,9 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("LpNormalization", "float32"): (emit_lp_normalization, _constants),
     ("Hardmax", "float32"): (emit_hardmax, _constants),
     ("Attention", "float32"): (emit_attention, _constants),
+    **{(op, dtype): (emit, _constants) for op, emit in (
+        ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
+       for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_rearranged, _data_only) for op in REARRANGING for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_known_output, _no_weights)
        for op in (*CONSTANT_OPERANDS, *SHAPE_ONLY) for dtype in _CODE_TYPES},
