@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler.codegen.attention import emit_attention
 from compiler.codegen.conv import conv_weights, emit_conv
+from compiler.codegen.conv_transpose import emit_conv_transpose
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
@@ -214,6 +215,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("LpNormalization", "float32"): (emit_lp_normalization, _constants),
     ("Hardmax", "float32"): (emit_hardmax, _constants),
     ("Attention", "float32"): (emit_attention, _constants),
+    ("ConvTranspose", "float32"): (emit_conv_transpose, _constants),
     **{(op, dtype): (emit, _constants) for op, emit in (
         ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
        for dtype in _CODE_TYPES},

@@ -134,7 +134,7 @@ register(OpDef("Conv", "conv", _conv_infer, convolve, attrs={**CONV_ATTRS, **ACT
 
 # -- ConvTranspose ------------------------------------------------------------------------------
 
-def _transpose_geometry(node, in_spatial, kernel) -> tuple[list[int], list[int], list[int]]:
+def transpose_geometry(node, in_spatial, kernel) -> tuple[list[int], list[int], list[int]]:
     """(begin crop, output size, full size) per spatial axis of a ConvTranspose.
 
     The full output is where every input position's kernel lands; the output is the part of it
@@ -179,7 +179,7 @@ def _transpose_infer(node, ins, values):
     if w.shape[0] != shape[1]:
         fail(f"weights of shape {list(w.shape)} expect {w.shape[0]} input channels, the input "
              f"has {shape[1]}")
-    _, out, _ = _transpose_geometry(node, shape[2:], w.shape[2:])
+    _, out, _ = transpose_geometry(node, shape[2:], w.shape[2:])
     y = (shape[0], w.shape[1] * group, *out)
     return [TensorType(layout_shape(y, layout_of(node)), ins[0].dtype)]
 
@@ -194,7 +194,7 @@ def _conv_transpose(node, x, w, b=None):
     rank = len(in_spatial)
     kernel = w.shape[2:]
     mg = w.shape[1]
-    begin, out, full = _transpose_geometry(node, in_spatial, kernel)
+    begin, out, full = transpose_geometry(node, in_spatial, kernel)
     strides = per_axis(node, "strides", rank, 1)
     dilations = per_axis(node, "dilations", rank, 1)
     xs = x.astype(work, copy=False).reshape(n, group, c // group, -1).transpose(1, 0, 3, 2)

@@ -1,0 +1,83 @@
+"""ConvTranspose in any spatial rank: each output element gathers the taps that land on it.
+
+An input position i reaches output position o through tap t when o = i s + t d - begin
+(compiler/ops/conv.py's geometry: stride s, dilation d, the crop `begin` that auto_pad, pads
+or output_shape give), so o gathers, per input channel of its group and per tap, x[i] w[t] for
+every t with (o + begin - t d) divisible by s and the quotient inside the input. No scatter,
+no scratch; channels-first or channels-last as the node's layout says.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.kernel import I32, Kernel
+from compiler.ops._spatial import layout_of, per_axis
+from compiler.ops.conv import transpose_geometry
+
+F32 = ir.FloatType()
+
+
+def _strides(shape) -> list[int]:
+    return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+
+
+def emit_conv_transpose(k: Kernel) -> None:
+    """Y = b + sum over the group's input channels and the taps landing on each output."""
+    node, b = k.node, k.b
+    nhwc = layout_of(node) == "NHWC"
+    x_shape = node.inputs[0].type.shape
+    y_shape = node.output.type.shape
+    w_shape = node.inputs[1].type.shape  # [C_in, C_out / group, *kernel]
+    if nhwc:
+        batch, *in_spatial, channels = x_shape
+        out_spatial, out_channels = list(y_shape[1:-1]), y_shape[-1]
+    else:
+        batch, channels, *in_spatial = x_shape
+        out_spatial, out_channels = list(y_shape[2:]), y_shape[1]
+    rank = len(in_spatial)
+    kernel = list(w_shape[2:])
+    group = node.attrs["group"]
+    per_group_in, per_group_out = channels // group, w_shape[1]
+    begin, _, _ = transpose_geometry(node, in_spatial, kernel)
+    strides = per_axis(node, "strides", rank, 1)
+    dilations = per_axis(node, "dilations", rank, 1)
+    x_st, y_st, w_st = _strides(x_shape), _strides(y_shape), _strides(w_shape)
+    bias = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    total = k.alloca(F32)
+
+    def x_at(n, c, pos):
+        dims = [n, *pos, c] if nhwc else [n, c, *pos]
+        return k.index(*zip(dims, x_st))
+
+    with ExitStack() as stack:
+        n = stack.enter_context(k.loop(batch))
+        oc = stack.enter_context(k.loop(out_channels))
+        out = [stack.enter_context(k.loop(size)) for size in out_spatial]
+        g = b.udiv(oc, I32(per_group_out)) if group > 1 else I32(0)
+        m = b.urem(oc, I32(per_group_out)) if group > 1 else oc
+        b.store(k.load(bias, oc) if bias is not None else F32(0.0), total)
+        with ExitStack() as inner:
+            ic = inner.enter_context(k.loop(per_group_in))
+            taps = [inner.enter_context(k.loop(size)) for size in kernel]
+            reach = ir.Constant(ir.IntType(1), 1)
+            positions = []
+            for o, t, first, s, d, size in zip(out, taps, begin, strides, dilations, in_spatial):
+                shifted = b.sub(b.add(o, I32(first)), b.mul(t, I32(d)))
+                i = b.sdiv(shifted, I32(s)) if s > 1 else shifted
+                ok = b.and_(b.icmp_signed(">=", shifted, I32(0)),
+                            b.icmp_signed("<", i, I32(size)))
+                if s > 1:
+                    ok = b.and_(ok, b.icmp_signed("==", b.srem(shifted, I32(s)), I32(0)))
+                reach = b.and_(reach, ok)
+                positions.append(b.select(ok, i, I32(0)))
+            channel = b.add(b.mul(g, I32(per_group_in)), ic)
+            xv = k.load(k.args[0], x_at(n, channel, positions))
+            wv = k.load(k.args[1], k.index(*zip([channel, m, *taps], w_st)))
+            term = b.select(reach, b.fmul(xv, wv), F32(0.0))
+            b.store(b.fadd(b.load(total), term), total)
+        dims = [n, *out, oc] if nhwc else [n, oc, *out]
+        k.store(b.load(total), k.outs[0], k.index(*zip(dims, y_st)))
