@@ -24,6 +24,7 @@ from compiler.codegen.movement import emit_concat, emit_copy, emit_transpose
 from compiler.codegen.operands import constant_operands, refuse_runtime_parameters
 from compiler.codegen.pad import emit_pad
 from compiler.codegen.pool import avg_divisors_any, emit_pool_any
+from compiler.codegen.pool_nd import emit_pool_nd
 from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
 from compiler.codegen.qconcat import emit_qconcat, qconcat_tables
 from compiler.codegen.qconv import emit_qconv, qconv_weights
@@ -283,12 +284,25 @@ def refuse_unsupported_geometry(node: Node) -> None:
                             "pipeline did not run")
 
 
+def _pooled_in_general(node: Node) -> bool:
+    """A float pooling the 2-D channels-last kernels do not take (another rank or layout)."""
+    if node.output.type.dtype != "float32":
+        return False
+    if node.op in ("LpPool", "GlobalMaxPool", "GlobalLpPool"):
+        return True
+    if node.op not in ("MaxPool", "AveragePool") or len(node.outputs) > 1:
+        return False
+    return node.inputs[0].type.rank not in (3, 4) or node.attrs.get("layout") != "NHWC"
+
+
 def lookup(node: Node, target: Target | None = None
            ) -> tuple[Callable[[Kernel], None], Prepare]:
     """The emitter of `node` on `target`, or a KilnError naming the operator and element type.
 
     The weight arrangement goes with the emitter, so both come from one choice.
     """
+    if _pooled_in_general(node):
+        return emit_pool_nd, _with_operands(_no_weights)
     refuse_unsupported_geometry(node)
     refuse_runtime_parameters(node)
     for op, suits, emit, prepare in SPECIALIZED:
