@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler.codegen.attention import emit_attention
 from compiler.codegen.conv import conv_weights, emit_conv
+from compiler.codegen.conv_direct import emit_causal_conv, emit_conv_direct, runtime_weights
 from compiler.codegen.conv_transpose import emit_conv_transpose
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
@@ -217,6 +218,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("Hardmax", "float32"): (emit_hardmax, _constants),
     ("Attention", "float32"): (emit_attention, _constants),
     ("ConvTranspose", "float32"): (emit_conv_transpose, _constants),
+    ("CausalConvWithState", "float32"): (emit_causal_conv, _constants),
     **{(op, dtype): (emit, _constants) for op, emit in (
         ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
        for dtype in _CODE_TYPES},
@@ -303,6 +305,8 @@ def lookup(node: Node, target: Target | None = None
     """
     if _pooled_in_general(node):
         return emit_pool_nd, _with_operands(_no_weights)
+    if runtime_weights(node):
+        return emit_conv_direct, _with_operands(_constants)
     refuse_unsupported_geometry(node)
     refuse_runtime_parameters(node)
     for op, suits, emit, prepare in SPECIALIZED:

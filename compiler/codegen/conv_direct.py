@@ -1,0 +1,119 @@
+"""Conv with weights computed at run time, in any spatial rank and either layout.
+
+The tuned convolution kernels arrange their weights at compile time; when a graph computes its
+weights (a depthwise filter made from an input, an expanded function's reshaped parameters),
+this kernel reads them as they are: per output element, the sum over its group's input
+channels and the taps inside the input of x times w, plus the bias. The window geometry
+(pads, auto_pad, strides, dilations) is compiler/ops' own.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import numpy as np
+from llvmlite import ir
+
+from compiler.codegen.elementwise import intrinsic
+from compiler.codegen.kernel import I32, Kernel, activate
+from compiler.ir.graph import Constant
+from compiler.ops._spatial import layout_of, nchw_shape, window
+
+F32 = ir.FloatType()
+
+
+def runtime_weights(node) -> bool:
+    """A float Conv whose weights (input 1) are computed at run time."""
+    return (node.op == "Conv" and node.output.type.dtype == "float32"
+            and not isinstance(node.inputs[1], Constant))
+
+
+def _strides(dims) -> list[int]:
+    return [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims))]
+
+
+def emit_conv_direct(k: Kernel) -> None:
+    """Y = b + sum over the group's input channels and in-bounds taps of x w, activated."""
+    node, b = k.node, k.b
+    layout = layout_of(node)
+    batch, channels, *spatial = nchw_shape(node.inputs[0].type.shape, layout)
+    w_shape = node.inputs[1].type.shape  # [C_out, C_in / group, *kernel]
+    out_channels, per_group_in, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
+    group = node.attrs["group"]
+    per_group_out = out_channels // group
+    win = window(node, spatial, kernel)
+    x_st = _strides(list(node.inputs[0].type.shape))
+    y_st = _strides(list(node.output.type.shape))
+    w_st = _strides(list(w_shape))
+    bias = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    total = k.alloca(F32)
+
+    def at(n, c, pos, st):
+        dims = [n, *pos, c] if layout == "NHWC" else [n, c, *pos]
+        return k.index(*zip(dims, st))
+
+    with ExitStack() as stack:
+        n = stack.enter_context(k.loop(batch))
+        oc = stack.enter_context(k.loop(out_channels))
+        out = [stack.enter_context(k.loop(size)) for size in win.out]
+        g = b.udiv(oc, I32(per_group_out)) if group > 1 else I32(0)
+        b.store(k.load(bias, oc) if bias is not None else F32(0.0), total)
+        with ExitStack() as inner:
+            ic = inner.enter_context(k.loop(per_group_in))
+            taps = [inner.enter_context(k.loop(size)) for size in kernel]
+            inside = ir.Constant(ir.IntType(1), 1)
+            pos = []
+            for o, t, s, d, first, size in zip(out, taps, win.strides, win.dilations,
+                                               win.begin, spatial):
+                i = b.add(b.sub(b.mul(o, I32(s)), I32(first)), b.mul(t, I32(d)))
+                ok = b.and_(b.icmp_signed(">=", i, I32(0)), b.icmp_signed("<", i, I32(size)))
+                inside = b.and_(inside, ok)
+                pos.append(b.select(ok, i, I32(0)))
+            channel = b.add(b.mul(g, I32(per_group_in)), ic)
+            xv = k.load(k.args[0], at(n, channel, pos, x_st))
+            wv = k.load(k.args[1], k.index(*zip([oc, ic, *taps], w_st)))
+            term = b.select(inside, b.fmul(xv, wv), F32(0.0))
+            b.store(b.fadd(b.load(total), term), total)
+        k.store(activate(k, b.load(total)), k.outs[0], at(n, oc, out, y_st))
+
+
+def emit_causal_conv(k: Kernel) -> None:
+    """CausalConvWithState: the depthwise causal convolution over [past, x], and its new state.
+
+    Position p of the joined sequence is the past's when p < k - 1, the input's after; a missing
+    past is zeros. The state output is the joined sequence's last k - 1 positions.
+    """
+    node, b = k.node, k.b
+    batch, channels, length = node.inputs[0].type.shape
+    taps = node.inputs[1].type.shape[2]
+    keep = taps - 1
+    args = list(k.args) + [None] * (4 - len(k.args))
+    x, w, bias, past = args[:4]
+
+    def joined(n, c, p):
+        from_x = k.load(x, k.index((n, channels * length), (c, length),
+                                   (b.select(b.icmp_signed(">=", p, I32(keep)),
+                                             b.sub(p, I32(keep)), I32(0)), 1)))
+        if past is None or keep == 0:
+            old = F32(0.0)
+        else:
+            old = k.load(past, k.index((n, channels * keep), (c, keep),
+                                       (b.select(b.icmp_signed("<", p, I32(keep)), p, I32(0)),
+                                        1)))
+        return b.select(b.icmp_signed("<", p, I32(keep)), old, from_x)
+
+    total = k.alloca(F32)
+    with k.loop(batch) as n, k.loop(channels) as c:
+        with k.loop(length) as t:
+            b.store(k.load(bias, c) if bias is not None else F32(0.0), total)
+            with k.loop(taps) as j:
+                term = b.fmul(k.load(w, k.index((c, taps), (j, 1))), joined(n, c, b.add(t, j)))
+                b.store(b.fadd(b.load(total), term), total)
+            out = b.load(total)
+            if node.attrs["activation"] in ("silu", "swish"):
+                out = b.fdiv(out, b.fadd(F32(1.0), intrinsic(k, "exp", b.fneg(out))))
+            k.store(out, k.outs[0], k.index((n, channels * length), (c, length), (t, 1)))
+        if len(k.outs) > 1 and k.outs[1] is not None and keep:
+            with k.loop(keep) as s:
+                k.store(joined(n, c, b.add(s, I32(length))), k.outs[1],
+                        k.index((n, channels * keep), (c, keep), (s, 1)))
