@@ -74,6 +74,7 @@ from compiler.codegen.reduce import (
     emit_reduce,
 )
 from compiler.codegen.resize import emit_resize
+from compiler.codegen.rotary import emit_rotary
 from compiler.codegen.select import (
     emit_arg_extreme,
     emit_cast,
@@ -219,6 +220,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("Attention", "float32"): (emit_attention, _constants),
     ("ConvTranspose", "float32"): (emit_conv_transpose, _constants),
     ("CausalConvWithState", "float32"): (emit_causal_conv, _constants),
+    ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     **{(op, dtype): (emit, _constants) for op, emit in (
         ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
        for dtype in _CODE_TYPES},
