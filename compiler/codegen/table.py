@@ -17,6 +17,7 @@ from compiler.codegen.gather import emit_gather
 from compiler.codegen.gemm import emit_gemm
 from compiler.codegen.intbinary import emit_integer_binary
 from compiler.codegen.kernel import Kernel
+from compiler.codegen.linear_attention import emit_linear_attention
 from compiler.codegen.logic import emit_compare, emit_integer_extreme, emit_logical, emit_where
 from compiler.codegen.loss import emit_loss
 from compiler.codegen.lrn import emit_lrn
@@ -221,6 +222,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("ConvTranspose", "float32"): (emit_conv_transpose, _constants),
     ("CausalConvWithState", "float32"): (emit_causal_conv, _constants),
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
+    ("LinearAttention", "float32"): (emit_linear_attention, _constants),
     **{(op, dtype): (emit, _constants) for op, emit in (
         ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
        for dtype in _CODE_TYPES},
