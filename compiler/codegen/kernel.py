@@ -76,6 +76,14 @@ class Kernel:
         """A scalar slot in the entry block (mem2reg turns it into a register)."""
         return self._entry.alloca(ty)
 
+    def alloca_array(self, ty: ir.Type, count: int) -> ir.Value:
+        """`count` elements of `ty` on the stack (entry block), as an element pointer.
+
+        For small scratch state only (a recurrent state the node does not output).
+        """
+        space = self._entry.alloca(ir.ArrayType(ty, count))
+        return self._entry.bitcast(space, ty.as_pointer())
+
     def finish(self) -> None:
         """Close the function: entry falls through to the body, the body returns."""
         self._entry.branch(self.fn.blocks[1])

@@ -35,8 +35,7 @@ def emit_linear_attention(k: Kernel) -> None:
     if len(k.outs) > 1 and k.outs[1] is not None:
         state = k.outs[1]
     else:
-        space = k._entry.alloca(ir.ArrayType(F32, state_size))
-        state = k._entry.bitcast(space, F32.as_pointer())
+        state = k.alloca_array(F32, state_size)
     with k.loop(state_size) as i:
         k.store(k.load(past, i) if past is not None else F32(0.0), state, i)
 
