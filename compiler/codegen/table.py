@@ -68,6 +68,7 @@ from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
 from compiler.codegen.qsvdf import emit_int_svdf
 from compiler.codegen.ranking import emit_one_hot, emit_scatter_nd, emit_top_k
+from compiler.codegen.recurrent import emit_recurrent
 from compiler.codegen.reduce import (
     emit_hardmax,
     emit_layer_norm,
@@ -223,6 +224,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("CausalConvWithState", "float32"): (emit_causal_conv, _constants),
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
+    **{(op, "float32"): (emit_recurrent, _constants) for op in ("RNN", "GRU", "LSTM")},
     **{(op, dtype): (emit, _constants) for op, emit in (
         ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
        for dtype in _CODE_TYPES},
