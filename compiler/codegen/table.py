@@ -15,6 +15,7 @@ from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_soft
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
 from compiler.codegen.gemm import emit_gemm
+from compiler.codegen.grid_sample import emit_grid_sample
 from compiler.codegen.intbinary import emit_integer_binary
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.linear_attention import emit_linear_attention
@@ -224,6 +225,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("CausalConvWithState", "float32"): (emit_causal_conv, _constants),
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
+    ("GridSample", "float32"): (emit_grid_sample, _constants),
     **{(op, "float32"): (emit_recurrent, _constants) for op in ("RNN", "GRU", "LSTM")},
     **{(op, dtype): (emit, _constants) for op, emit in (
         ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
