@@ -94,3 +94,38 @@ def emit_integer_extreme(k: Kernel) -> None:
         larger = k.b.icmp_signed(sign, a, b) if signed else k.b.icmp_unsigned(sign, a, b)
         return k.b.select(larger, a, b)
     _each(k, body)
+
+
+def emit_is_inf(k: Kernel) -> None:
+    """IsInf: +inf and -inf as detect_positive and detect_negative ask."""
+    node = k.node
+    positive, negative = node.attrs["detect_positive"], node.attrs["detect_negative"]
+
+    def body(operand):
+        x = operand(0)
+        hit = ir.Constant(ir.IntType(1), 0)
+        if positive:
+            hit = k.b.or_(hit, k.b.fcmp_ordered("==", x, ir.Constant(x.type, float("inf"))))
+        if negative:
+            hit = k.b.or_(hit, k.b.fcmp_ordered("==", x, ir.Constant(x.type, float("-inf"))))
+        return _truth(k, hit)
+    _each(k, body)
+
+
+def emit_integer_unary(k: Kernel) -> None:
+    """BitwiseNot (all bits flipped) and Clip with integer bounds (missing ones: no bound)."""
+    node = k.node
+    signed = node.output.type.dtype not in ("uint8",)
+    present = [i for i in (1, 2) if i < len(node.inputs) and node.inputs[i] is not None]
+
+    def body(operand):
+        x = operand(0)
+        if node.op == "BitwiseNot":
+            return k.b.xor(x, ir.Constant(x.type, -1))
+        for i in present:
+            bound = operand(i)
+            beyond = (k.b.icmp_signed if signed else k.b.icmp_unsigned)(
+                "<" if i == 1 else ">", x, bound)
+            x = k.b.select(beyond, bound, x)
+        return x
+    _each(k, body)

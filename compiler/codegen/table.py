@@ -19,7 +19,14 @@ from compiler.codegen.grid_sample import emit_grid_sample
 from compiler.codegen.intbinary import emit_integer_binary
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.linear_attention import emit_linear_attention
-from compiler.codegen.logic import emit_compare, emit_integer_extreme, emit_logical, emit_where
+from compiler.codegen.logic import (
+    emit_compare,
+    emit_integer_extreme,
+    emit_integer_unary,
+    emit_is_inf,
+    emit_logical,
+    emit_where,
+)
 from compiler.codegen.loss import emit_loss
 from compiler.codegen.lrn import emit_lrn
 from compiler.codegen.matmul import emit_matmul
@@ -226,6 +233,9 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
     ("GridSample", "float32"): (emit_grid_sample, _constants),
+    ("IsInf", "bool"): (emit_is_inf, _constants),
+    **{(op, dtype): (emit_integer_unary, _constants) for op in ("BitwiseNot", "Clip")
+       for dtype in ("int8", "uint8", "int32", "int64")},
     **{(op, "float32"): (emit_recurrent, _constants) for op in ("RNN", "GRU", "LSTM")},
     **{(op, dtype): (emit, _constants) for op, emit in (
         ("TopK", emit_top_k), ("OneHot", emit_one_hot), ("ScatterND", emit_scatter_nd))
