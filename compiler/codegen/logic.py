@@ -55,7 +55,7 @@ def emit_compare(k: Kernel) -> None:
             return _truth(k, k.b.fcmp_ordered(float_op, a, b))
         if dtype in ("uint8", "bool"):
             return _truth(k, k.b.icmp_unsigned(int_op, a, b))
-        if dtype in ("int8", "int32"):
+        if dtype in ("int8", "int32", "int64"):
             return _truth(k, k.b.icmp_signed(int_op, a, b))
         raise KilnError(f"cannot generate {node.op} {node.name} for {dtype} inputs")
     _each(k, body)
@@ -86,7 +86,7 @@ def emit_integer_extreme(k: Kernel) -> None:
     if len(node.inputs) != 2:
         raise KilnError(f"cannot generate {node.op} {node.name} of {len(node.inputs)} integer "
                         "inputs (two only)")
-    signed = node.output.type.dtype in ("int8", "int32")
+    signed = node.output.type.dtype in ("int8", "int32", "int64")
     sign = ">" if node.op == "Max" else "<"
 
     def body(operand):
@@ -97,12 +97,15 @@ def emit_integer_extreme(k: Kernel) -> None:
 
 
 def emit_is_inf(k: Kernel) -> None:
-    """IsInf: +inf and -inf as detect_positive and detect_negative ask."""
+    """IsInf (+inf and -inf as detect_positive and detect_negative ask) and IsNaN."""
     node = k.node
-    positive, negative = node.attrs["detect_positive"], node.attrs["detect_negative"]
+    positive = node.attrs.get("detect_positive", 0)
+    negative = node.attrs.get("detect_negative", 0)
 
     def body(operand):
         x = operand(0)
+        if node.op == "IsNaN":
+            return _truth(k, k.b.fcmp_unordered("uno", x, x))
         hit = ir.Constant(ir.IntType(1), 0)
         if positive:
             hit = k.b.or_(hit, k.b.fcmp_ordered("==", x, ir.Constant(x.type, float("inf"))))

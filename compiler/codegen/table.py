@@ -233,7 +233,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
     ("GridSample", "float32"): (emit_grid_sample, _constants),
-    ("IsInf", "bool"): (emit_is_inf, _constants),
+    **{(op, "bool"): (emit_is_inf, _constants) for op in ("IsInf", "IsNaN")},
     **{(op, dtype): (emit_integer_unary, _constants) for op in ("BitwiseNot", "Clip")
        for dtype in ("int8", "uint8", "int32", "int64")},
     **{(op, "float32"): (emit_recurrent, _constants) for op in ("RNN", "GRU", "LSTM")},
@@ -248,7 +248,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for op in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")},
     **{("Trilu", dtype): (emit_trilu, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_extreme, _constants)
-       for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32")},
+       for op in ("Max", "Min") for dtype in ("int8", "uint8", "int32", "int64")},
     **{(op, dtype): (emit, _no_weights)
        for op, emit in (("IntResizeBilinear", emit_int_resize_bilinear),
                         ("IntReduce", emit_int_reduce)) for dtype in ("int8", "uint8")},
