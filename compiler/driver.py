@@ -212,7 +212,6 @@ class Compilation:
     def _plan_of(self, key: PlanKey) -> MemoryPlan:
         with self._lock:
             if key not in self._plans:
-                _refuse_empty_inputs(self.prepared)
                 alignment, io_in_arena, enabled, int8_residual = key
                 self._plans[key] = plan_memory(self.prepared, alignment, io_in_arena,
                                                int8_residual=int8_residual, enabled=enabled)
@@ -267,25 +266,6 @@ class Compilation:
         net = self.net(options)
         return (write_bundle(net, folder, board, force=force, extra=extra, check=check),
                 report(net, board))
-
-
-def _refuse_empty_inputs(graph: Graph) -> None:
-    """Refuse an input or a result with a dimension of 0, naming it.
-
-    Planning and code generation would fail less clearly. It is valid ONNX and runs in the
-    interpreter, but has no bytes to place or loop over.
-    """
-    for value in graph.inputs:
-        if 0 in value.type.shape:
-            raise KilnError(f"graph input {value.name!r} has a dimension of 0 in "
-                            f"{list(value.type.shape)}: an empty tensor cannot be compiled; "
-                            f"give its size with --shape {value.name}=d0,d1,...")
-    for node in graph.nodes:  # (an empty constant may be an omitted input: Resize's roi)
-        for value in node.outputs:
-            if 0 in value.type.shape:
-                raise KilnError(f"cannot generate {node.op} {node.name}: {value.name} has a "
-                                f"dimension of 0 in {list(value.type.shape)}, and an empty "
-                                "tensor cannot be compiled")
 
 
 _LOCK = threading.Lock()
