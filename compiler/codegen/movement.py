@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
+from llvmlite import ir
+
 from compiler.codegen.kernel import Kernel, strides
 
 
@@ -46,3 +48,13 @@ def emit_copy(k: Kernel) -> None:
     """
     with k.loop(k.node.output.type.numel) as i:
         k.store(k.load(k.args[0], i), k.outs[0], i)
+
+
+def emit_bitcast(k: Kernel) -> None:
+    """BitCast: the input's bytes, reinterpreted as the output's element type."""
+    b = k.b
+    nbytes = k.node.inputs[0].type.nbytes
+    byte = ir.PointerType(ir.IntType(8))
+    source, target = b.bitcast(k.args[0], byte), b.bitcast(k.outs[0], byte)
+    with k.loop(nbytes) as i:
+        k.store(k.load(source, i), target, i)

@@ -59,3 +59,37 @@ def emit_dequantize(k: Kernel) -> None:
     with k.loop(node.output.type.numel) as i:
         q = b.sub(widen(k.load(k.args[0], i), I32), I32(zp))
         k.store(b.fmul(b.sitofp(q, F32), scale), k.outs[0], i)
+
+
+def emit_dynamic_quantize(k: Kernel) -> None:
+    """DynamicQuantizeLinear: uint8 codes, with the scale and zero point of the data's range.
+
+    The range always holds 0: scale = (max(0, max x) - min(0, min x)) / 255 and the zero point
+    rint(-low / scale), both saturated as the reference does (a zero scale gives zeros).
+    """
+    b = k.b
+    n = k.node.inputs[0].type.numel
+    f32 = ir.FloatType()
+    low, high = k.alloca(f32), k.alloca(f32)
+    b.store(f32(0.0), low)
+    b.store(f32(0.0), high)
+    with k.loop(n) as i:
+        x = k.load(k.args[0], i)
+        b.store(b.select(b.fcmp_ordered("<", x, b.load(low)), x, b.load(low)), low)
+        b.store(b.select(b.fcmp_ordered(">", x, b.load(high)), x, b.load(high)), high)
+    scale = b.fdiv(b.fsub(b.load(high), b.load(low)), f32(255.0))
+    empty = b.fcmp_ordered("==", scale, f32(0.0))
+    safe = b.select(empty, f32(1.0), scale)
+
+    def saturate(v):
+        v = b.select(b.fcmp_ordered("<", v, f32(0.0)), f32(0.0), v)
+        return b.select(b.fcmp_ordered(">", v, f32(255.0)), f32(255.0), v)
+    zero = saturate(_unary(k, "rint", b.fdiv(b.fneg(b.load(low)), safe)))
+    zero = b.select(empty, f32(0.0), zero)
+    byte = ir.IntType(8)
+    with k.loop(n) as i:
+        q = saturate(b.fadd(_unary(k, "rint", b.fdiv(k.load(k.args[0], i), safe)), zero))
+        q = b.select(empty, f32(0.0), q)
+        k.store(b.fptoui(q, byte), k.outs[0], i)
+    k.store(scale, k.outs[1], I32(0))
+    k.store(b.fptoui(zero, byte), k.outs[2], I32(0))

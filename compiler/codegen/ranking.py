@@ -137,3 +137,31 @@ def emit_scatter_nd(k: Kernel) -> None:
             at = b.add(offset, s)
             new = k.load(k.args[2], k.index((row, slice_size), (s, 1)))
             k.store(_combine(k, reduction, k.load(k.outs[0], at), new), k.outs[0], at)
+
+
+def emit_gather_nd(k: Kernel) -> None:
+    """GatherND: per batch (batch_dims leading axes) and index row, the slice it addresses."""
+    node, b = k.node, k.b
+    data_shape = node.inputs[0].type.shape
+    index_shape = node.inputs[1].type.shape
+    batch_dims = node.attrs["batch_dims"]
+    depth = index_shape[-1]
+    batch = int(np.prod(data_shape[:batch_dims], dtype=np.int64))
+    rows = int(np.prod(index_shape[batch_dims:-1], dtype=np.int64))
+    inner = data_shape[batch_dims:]
+    slice_size = int(np.prod(inner[depth:], dtype=np.int64))
+    block = int(np.prod(inner, dtype=np.int64))
+    strides = [int(np.prod(inner[i + 1:], dtype=np.int64)) for i in range(depth)]
+    with k.loop(batch) as bb, k.loop(rows) as row:
+        offset = b.mul(bb, I32(block))
+        for j in range(depth):
+            raw = k.load(k.args[1], k.index((bb, rows * depth), (row, depth), base=j))
+            raw = b.trunc(raw, I32) if raw.type.width > 32 else raw
+            size = I32(inner[j])
+            raw = b.select(b.icmp_signed("<", raw, I32(0)), b.add(raw, size), raw)
+            raw = b.select(b.icmp_signed("<", raw, I32(0)), I32(0), raw)
+            raw = b.select(b.icmp_signed(">=", raw, size), I32(inner[j] - 1), raw)
+            offset = b.add(offset, b.mul(raw, I32(strides[j])))
+        with k.loop(slice_size) as s:
+            k.store(k.load(k.args[0], b.add(offset, s)), k.outs[0],
+                    k.index((bb, rows * slice_size), (row, slice_size), (s, 1)))

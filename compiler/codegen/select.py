@@ -120,31 +120,34 @@ def emit_gather_runtime(k: Kernel) -> None:
 
 
 def emit_cumsum(k: Kernel) -> None:
-    """Running sums along an axis, in order.
+    """Running sums (CumSum) or products (CumProd) along an axis, in order, float or integer.
 
-    Reversed, the sums run from the end; exclusive, each element is left out of its own sum.
+    Reversed, they run from the end; exclusive, each element is left out of its own.
     """
     node = k.node
+    b = k.b
     shape = node.inputs[0].type.shape
     axis = int(np.asarray(node.inputs[1].data).reshape(-1)[0]) % len(shape)
     outer = int(np.prod(shape[:axis], dtype=np.int64))
     inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
     dim = shape[axis]
     ty = llvm_type(node.output.type.dtype)
-    if node.output.type.dtype != "float32":
-        raise KilnError(f"cannot generate CumSum {node.name} for {node.output.type.dtype}")
+    is_float = isinstance(ty, ir.FloatType)
+    product = node.op == "CumProd"
+    start = ir.Constant(ty, (1.0 if product else 0.0) if is_float else int(product))
+    step = ((b.fmul if product else b.fadd) if is_float else (b.mul if product else b.add))
     total = k.alloca(ty)
     with k.loop(outer) as o, k.loop(inner) as i:
-        k.b.store(ir.Constant(ty, 0.0), total)
+        b.store(start, total)
         with k.loop(dim) as j:
-            at = k.b.sub(I32(dim - 1), j) if node.attrs["reverse"] else j
+            at = b.sub(I32(dim - 1), j) if node.attrs["reverse"] else j
             where = k.index((o, dim * inner), (at, inner), (i, 1))
             x = k.load(k.args[0], where)
             if node.attrs["exclusive"]:
-                k.store(k.b.load(total), k.outs[0], where)
-            k.b.store(k.b.fadd(k.b.load(total), x), total)
+                k.store(b.load(total), k.outs[0], where)
+            b.store(step(b.load(total), x), total)
             if not node.attrs["exclusive"]:
-                k.store(k.b.load(total), k.outs[0], where)
+                k.store(b.load(total), k.outs[0], where)
 
 
 def emit_trilu(k: Kernel) -> None:

@@ -30,11 +30,12 @@ from compiler.codegen.logic import (
 from compiler.codegen.loss import emit_loss
 from compiler.codegen.lrn import emit_lrn
 from compiler.codegen.matmul import emit_matmul
-from compiler.codegen.movement import emit_concat, emit_copy, emit_transpose
+from compiler.codegen.movement import emit_bitcast, emit_concat, emit_copy, emit_transpose
 from compiler.codegen.operands import constant_operands, refuse_runtime_parameters
 from compiler.codegen.pad import emit_pad
 from compiler.codegen.pool import avg_divisors_any, emit_pool_any
 from compiler.codegen.pool_nd import emit_pool_nd
+from compiler.codegen.power import emit_power
 from compiler.codegen.qbinary import emit_qbinary, emit_table, table_weights
 from compiler.codegen.qconcat import emit_qconcat, qconcat_tables
 from compiler.codegen.qconv import emit_qconv, qconv_weights
@@ -53,7 +54,7 @@ from compiler.codegen.qdepthwise_dot import (
     qdepthwise_dot_weights,
 )
 from compiler.codegen.qdiv import emit_int_div
-from compiler.codegen.qelementwise import emit_dequantize, emit_quantize
+from compiler.codegen.qelementwise import emit_dequantize, emit_dynamic_quantize, emit_quantize
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
 from compiler.codegen.qfully_connected_dot import (
     emit_qgemm_dot,
@@ -75,7 +76,7 @@ from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
 from compiler.codegen.qsvdf import emit_int_svdf
-from compiler.codegen.ranking import emit_one_hot, emit_scatter_nd, emit_top_k
+from compiler.codegen.ranking import emit_gather_nd, emit_one_hot, emit_scatter_nd, emit_top_k
 from compiler.codegen.recurrent import emit_recurrent
 from compiler.codegen.reduce import (
     emit_hardmax,
@@ -213,7 +214,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     **{(op, dtype): (emit_cast, _constants) for op in ("Cast", "CastLike")
        for dtype in _CODE_TYPES},
     **{("Expand", dtype): (emit_expand, _data_only) for dtype in _CODE_TYPES},
-    ("CumSum", "float32"): (emit_cumsum, _data_only),
+    **{(op, dtype): (emit_cumsum, _data_only) for op in ("CumSum", "CumProd")
+       for dtype in ("float32", "int32", "int64")},
     **{(op, "int64"): (emit_known_value, _no_weights) for op in ("Shape", "Size")},
     **{("Dropout", dtype): (emit_dropout, _data_only) for dtype in _CODE_TYPES},
     **{(op, dtype): (emit, _data_only) for op, emit in (
@@ -233,6 +235,10 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
     ("GridSample", "float32"): (emit_grid_sample, _constants),
+    **{("GatherND", dtype): (emit_gather_nd, _constants) for dtype in _CODE_TYPES},
+    **{("BitCast", dtype): (emit_bitcast, _data_only) for dtype in _CODE_TYPES},
+    ("DynamicQuantizeLinear", "uint8"): (emit_dynamic_quantize, _no_weights),
+    **{("Pow", dtype): (emit_power, _constants) for dtype in ("int32", "int64")},
     **{(op, "bool"): (emit_is_inf, _constants) for op in ("IsInf", "IsNaN")},
     **{(op, dtype): (emit_integer_unary, _constants) for op in ("BitwiseNot", "Clip")
        for dtype in ("int8", "uint8", "int32", "int64")},
@@ -325,6 +331,8 @@ def lookup(node: Node, target: Target | None = None
         return emit_pool_nd, _with_operands(_no_weights)
     if runtime_weights(node):
         return emit_conv_direct, _with_operands(_constants)
+    if node.op == "Pow" and node.inputs[0].type.dtype != node.inputs[1].type.dtype:
+        return emit_power, _with_operands(_constants)  # float base, integer exponent
     refuse_unsupported_geometry(node)
     refuse_runtime_parameters(node)
     for op, suits, emit, prepare in SPECIALIZED:
