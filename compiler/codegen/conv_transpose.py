@@ -81,3 +81,51 @@ def emit_conv_transpose(k: Kernel) -> None:
             b.store(b.fadd(b.load(total), term), total)
         dims = [n, *out, oc] if nhwc else [n, oc, *out]
         k.store(b.load(total), k.outs[0], k.index(*zip(dims, y_st)))
+
+
+def emit_col2im(k: Kernel) -> None:
+    """Col2Im: each image position gathers the block entries that land on it.
+
+    As in a transposed convolution, block offset t at position q lands on t d + q s - pad.
+    """
+    node, b = k.node, k.b
+    image = [int(v) for v in node.inputs[1].data]
+    block = [int(v) for v in node.inputs[2].data]
+    rank = len(image)
+    strides = list(node.attrs["strides"] or [1] * rank)
+    dilations = list(node.attrs["dilations"] or [1] * rank)
+    pads = list(node.attrs["pads"] or [0] * (2 * rank))
+    counts = [(image[i] + pads[i] + pads[i + rank] - dilations[i] * (block[i] - 1) - 1)
+              // strides[i] + 1 for i in range(rank)]
+    batch, columns = node.output.type.shape[:2]
+    per_block = int(np.prod(block))
+    x_shape = node.inputs[0].type.shape
+    block_st = _strides(block)
+    count_st = _strides(counts)
+    total = k.alloca(F32)
+    with ExitStack() as stack:
+        n = stack.enter_context(k.loop(batch))
+        c = stack.enter_context(k.loop(columns))
+        pos = [stack.enter_context(k.loop(size)) for size in image]
+        b.store(F32(0.0), total)
+        with ExitStack() as inner:
+            taps = [inner.enter_context(k.loop(size)) for size in block]
+            reach = ir.Constant(ir.IntType(1), 1)
+            where = []
+            for p, t, s, d, pad, count in zip(pos, taps, strides, dilations, pads, counts):
+                shifted = b.sub(b.add(p, I32(pad)), b.mul(t, I32(d)))
+                q = b.sdiv(shifted, I32(s)) if s > 1 else shifted
+                ok = b.and_(b.icmp_signed(">=", shifted, I32(0)),
+                            b.icmp_signed("<", q, I32(count)))
+                if s > 1:
+                    ok = b.and_(ok, b.icmp_signed("==", b.srem(shifted, I32(s)), I32(0)))
+                reach = b.and_(reach, ok)
+                where.append(b.select(ok, q, I32(0)))
+            row = b.add(b.mul(c, I32(per_block)), k.index(*zip(taps, block_st)))
+            at = k.index((n, x_shape[1] * x_shape[2]), (row, x_shape[2]),
+                         *zip(where, count_st))
+            value = b.select(reach, k.load(k.args[0], at), F32(0.0))
+            b.store(b.fadd(b.load(total), value), total)
+        plane = int(np.prod(image))
+        k.store(b.load(total), k.outs[0], k.index((n, columns * plane), (c, plane),
+                                                  *zip(pos, _strides(image))))

@@ -10,7 +10,7 @@ import numpy as np
 from compiler.codegen.attention import emit_attention
 from compiler.codegen.conv import conv_weights, emit_conv
 from compiler.codegen.conv_direct import emit_causal_conv, emit_conv_direct, runtime_weights
-from compiler.codegen.conv_transpose import emit_conv_transpose
+from compiler.codegen.conv_transpose import emit_col2im, emit_conv_transpose
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
@@ -231,6 +231,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("Hardmax", "float32"): (emit_hardmax, _constants),
     ("Attention", "float32"): (emit_attention, _constants),
     ("ConvTranspose", "float32"): (emit_conv_transpose, _constants),
+    ("Col2Im", "float32"): (emit_col2im, _data_only),
     ("CausalConvWithState", "float32"): (emit_causal_conv, _constants),
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
