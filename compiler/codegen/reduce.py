@@ -218,3 +218,45 @@ def emit_hardmax(k: Kernel) -> None:
             hot = b.icmp_signed("==", j, b.load(where))
             k.store(b.select(hot, ir.Constant(ty, 1.0), ir.Constant(ty, 0.0)), k.outs[0],
                     k.index((o, length * inner), (j, inner), (i, 1)))
+
+
+def emit_channel_norm(k: Kernel) -> None:
+    """InstanceNormalization and GroupNormalization on (N, C, ...).
+
+    Each item's channel (or group of channels, contiguous) is standardized by its own mean and
+    variance, then scaled and shifted per channel (per group before opset 21).
+    """
+    node, b = k.node, k.b
+    shape = node.inputs[0].type.shape
+    batch, channels = shape[0], shape[1]
+    spatial = int(np.prod(shape[2:], dtype=np.int64))
+    groups = node.attrs["num_groups"] if node.op == "GroupNormalization" else channels
+    per_group = channels // groups
+    span = per_group * spatial
+    per_scale_group = node.op == "GroupNormalization" and node.attrs["scale_per_group"]
+    f32 = ir.FloatType()
+    total, mean_slot = k.alloca(f32), k.alloca(f32)
+    with k.loop(batch) as n, k.loop(groups) as g:
+        base = k.index((n, channels * spatial), (g, span))
+        b.store(f32(0.0), total)
+        with k.loop(span) as i:
+            b.store(b.fadd(b.load(total), k.load(k.args[0], b.add(base, i))), total)
+        b.store(b.fdiv(b.load(total), f32(float(span))), mean_slot)
+        mean = b.load(mean_slot)
+        b.store(f32(0.0), total)
+        with k.loop(span) as i:
+            d = b.fsub(k.load(k.args[0], b.add(base, i)), mean)
+            b.store(b.fadd(b.load(total), b.fmul(d, d)), total)
+        variance = b.fdiv(b.load(total), f32(float(span)))
+        inverse = b.fdiv(f32(1.0), intrinsic(k, "sqrt", b.fadd(
+            variance, f32(float(node.attrs["epsilon"])))))
+        with k.loop(span) as i:
+            if per_scale_group:
+                c = g
+            else:
+                c = b.add(b.mul(g, I32(per_group)), b.udiv(i, I32(spatial))) \
+                    if per_group > 1 else g
+            at = b.add(base, i)
+            y = b.fmul(b.fsub(k.load(k.args[0], at), mean), inverse)
+            y = b.fadd(b.fmul(y, k.load(k.args[1], c)), k.load(k.args[2], c))
+            k.store(y, k.outs[0], at)

@@ -79,6 +79,7 @@ from compiler.codegen.qsvdf import emit_int_svdf
 from compiler.codegen.ranking import emit_gather_nd, emit_one_hot, emit_scatter_nd, emit_top_k
 from compiler.codegen.recurrent import emit_recurrent
 from compiler.codegen.reduce import (
+    emit_channel_norm,
     emit_hardmax,
     emit_layer_norm,
     emit_lp_normalization,
@@ -236,6 +237,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
     ("GridSample", "float32"): (emit_grid_sample, _constants),
+    **{(op, "float32"): (emit_channel_norm, _constants)
+       for op in ("InstanceNormalization", "GroupNormalization")},
     **{("GatherND", dtype): (emit_gather_nd, _constants) for dtype in _CODE_TYPES},
     **{("BitCast", dtype): (emit_bitcast, _data_only) for dtype in _CODE_TYPES},
     ("DynamicQuantizeLinear", "uint8"): (emit_dynamic_quantize, _no_weights),
