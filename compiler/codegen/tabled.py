@@ -1,11 +1,11 @@
 """Operators whose work is a table made at compile time by the operator's own reference.
 
-Two kinds. Outputs that do not depend on any run-time value (Range and ConstantOfShape with
-constant operands, EyeLike, which reads only its input's shape): the reference's result is
-stored in the code and copied out. Pure rearrangements (SpaceToDepth, DepthToSpace, Tile with
-constant repeats, ReverseSequence with constant lengths): the reference applied to the element
-numbers 0..n-1 of the input gives, for every output element, the input element it copies, so
-the kernel is one indexed load per element.
+Two kinds. Outputs that do not depend on any run-time value (Range, ConstantOfShape and
+Unique with constant operands, Constant, EyeLike, which reads only its input's shape): the
+reference's result is stored in the code and copied out. Pure rearrangements (SpaceToDepth,
+DepthToSpace, Tile with constant repeats, ReverseSequence with constant lengths): the
+reference applied to the element numbers 0..n-1 of the input gives, for every output element,
+the input element it copies, so the kernel is one indexed load per element.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from compiler.ops.registry import lookup
 REARRANGING = ("SpaceToDepth", "DepthToSpace", "Tile", "ReverseSequence")
 # Operators whose output is known once their constant operands and input shapes are.
 SHAPE_ONLY = {"EyeLike": (0,)}  # slots read for their shape only
-CONSTANT_OPERANDS = ("Range", "ConstantOfShape")
+CONSTANT_OPERANDS = ("Range", "ConstantOfShape", "Unique", "Constant")
 
 
 def _constant(node, slot: int) -> np.ndarray:
@@ -39,13 +39,17 @@ def emit_known_output(k: Kernel) -> None:
     shape_only = SHAPE_ONLY.get(node.op, ())
     arrays = [np.zeros(v.type.shape, v.type.dtype) if i in shape_only else _constant(node, i)
               for i, v in enumerate(node.inputs) if v is not None]
-    result = lookup(node.op).reference(node, *arrays)
-    flat = np.asarray(result).reshape(-1)
-    if flat.dtype == np.bool_:
-        flat = flat.astype(np.uint8)
-    data = table(k, "value", flat, llvm_type(node.output.type.dtype))
-    with k.loop(flat.size) as i:
-        k.store(k.load(data, i), k.outs[0], i)
+    results = lookup(node.op).reference(node, *arrays)
+    results = results if isinstance(results, tuple) else (results,)
+    for value, result, out in zip(node.outputs, results, k.outs):
+        if value is None or out is None:
+            continue
+        flat = np.asarray(result).reshape(-1)
+        if flat.dtype == np.bool_:
+            flat = flat.astype(np.uint8)
+        data = table(k, "value", flat, llvm_type(value.type.dtype))
+        with k.loop(flat.size) as i:
+            k.store(k.load(data, i), out, i)
 
 
 def source_indices(node) -> np.ndarray:
