@@ -219,10 +219,13 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
        for dtype in ("float32", "int32", "int64")},
     **{(op, "int64"): (emit_known_value, _no_weights) for op in ("Shape", "Size")},
     **{("Dropout", dtype): (emit_dropout, _data_only) for dtype in _CODE_TYPES},
-    **{(op, dtype): (emit, _data_only) for op, emit in (
+    # Indices and updates may be constants too: read from the weights as the data is.
+    **{(op, dtype): (emit, _constants) for op, emit in (
         ("GatherElements", emit_gather_elements), ("ScatterElements", emit_scatter_elements),
-        ("Scatter", emit_scatter_elements), ("CenterCropPad", emit_center_crop_pad),
-        ("Compress", emit_compress)) for dtype in _CODE_TYPES},
+        ("Scatter", emit_scatter_elements)) for dtype in _CODE_TYPES},
+    **{(op, dtype): (emit, _data_only) for op, emit in (
+        ("CenterCropPad", emit_center_crop_pad), ("Compress", emit_compress))
+       for dtype in _CODE_TYPES},
     **{(op, dtype): (emit_integer_binary, _constants)
        for op in ("Add", "Sub", "Mul", "Div", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
                   "BitwiseXor") for dtype in ("int8", "uint8", "int32", "int64")},
