@@ -1,4 +1,4 @@
-"""QuantizeLinear and DequantizeLinear at the float boundaries of an 8-bit graph, per tensor.
+"""QuantizeLinear and DequantizeLinear at the float boundaries of an 8-bit graph.
 
 Quantize: x / scale in float32, rounded half to even (llvm.rint; the onnx rule) or half away
 from zero (llvm.round; TFLite Micro's QUANTIZE), plus the zero point, saturated, NaN to the low
@@ -8,11 +8,15 @@ correctly rounded product, as onnxruntime and TFLite Micro compute it.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel, constant_input
 from compiler.errors import KilnError
+from compiler.ir.graph import Constant
+from compiler.ops._util import normalize_axis
 from compiler.qmath.requant import RANGES
 
 F32 = ir.FloatType()
@@ -93,3 +97,65 @@ def emit_dynamic_quantize(k: Kernel) -> None:
         k.store(b.fptoui(q, byte), k.outs[0], i)
     k.store(scale, k.outs[1], I32(0))
     k.store(b.fptoui(zero, byte), k.outs[2], I32(0))
+
+
+def general_parameters(node) -> bool:
+    """A Quantize or DequantizeLinear whose scale is not one constant.
+
+    Per axis, blocked, or computed at run time; the per-tensor kernels above take the rest.
+    """
+    if node.op not in ("QuantizeLinear", "DequantizeLinear") or len(node.inputs) < 2:
+        return False
+    scale = node.inputs[1]
+    return not isinstance(scale, Constant) or scale.type.numel != 1
+
+
+def _parameter_index(k: Kernel, idx, shape, scale_shape, axis: int | None, block: int):
+    """The scale's element for the element at coordinates `idx`."""
+    b = k.b
+    if axis is None:
+        return I32(0)
+    if not block:
+        return idx[axis]
+    steps = [int(np.prod(scale_shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    terms = [(b.udiv(i, I32(block)) if a == axis else i, s)
+             for a, (i, s) in enumerate(zip(idx, steps))]
+    return k.index(*terms)
+
+
+def emit_quantize_general(k: Kernel) -> None:
+    """Quantize or dequantize each element with its own scale and zero point."""
+    node, b = k.node, k.b
+    shape = node.inputs[0].type.shape
+    scale_type = node.inputs[1].type
+    per_tensor = scale_type.numel == 1 and scale_type.rank <= 1
+    axis = None if per_tensor else normalize_axis(node.attrs["axis"], len(shape))
+    block = 0 if per_tensor else node.attrs["block_size"]
+    zero = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    quantize = node.op == "QuantizeLinear"
+    steps = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in shape]
+        at = k.index(*zip(idx, steps))
+        p = _parameter_index(k, idx, shape, scale_type.shape, axis, block)
+        scale = k.load(k.args[1], p)
+        zp = F32(0.0)
+        if zero is not None:
+            raw = k.load(zero, p)
+            signed = node.inputs[2].type.dtype not in ("uint8",)
+            zp = b.sitofp(raw, F32) if signed else b.uitofp(raw, F32)
+        x = k.load(k.args[0], at)
+        if quantize:
+            rounding = "round" if node.attrs.get("requant") == "tflite" else "rint"
+            q = b.fadd(_unary(k, rounding, b.fdiv(x, scale)), zp)
+            low, high = RANGES[node.output.type.dtype]
+            lo, hi = F32(float(low)), F32(float(high))
+            q = b.select(b.fcmp_unordered("uno", q, q), lo, q)
+            q = b.select(b.fcmp_ordered("<", q, lo), lo, b.select(b.fcmp_ordered(">", q, hi),
+                                                                  hi, q))
+            k.store(b.fptosi(q, ir.IntType(8)) if low < 0 else b.fptoui(q, ir.IntType(8)),
+                    k.outs[0], at)
+        else:
+            signed = node.inputs[0].type.dtype not in ("uint8",)
+            wide = b.sitofp(x, F32) if signed else b.uitofp(x, F32)
+            k.store(b.fmul(b.fsub(wide, zp), scale), k.outs[0], at)

@@ -54,7 +54,13 @@ from compiler.codegen.qdepthwise_dot import (
     qdepthwise_dot_weights,
 )
 from compiler.codegen.qdiv import emit_int_div
-from compiler.codegen.qelementwise import emit_dequantize, emit_dynamic_quantize, emit_quantize
+from compiler.codegen.qelementwise import (
+    emit_dequantize,
+    emit_dynamic_quantize,
+    emit_quantize,
+    emit_quantize_general,
+    general_parameters,
+)
 from compiler.codegen.qfully_connected import emit_qgemm, qgemm_weights
 from compiler.codegen.qfully_connected_dot import (
     emit_qgemm_dot,
@@ -338,6 +344,8 @@ def lookup(node: Node, target: Target | None = None
         return emit_pool_nd, _with_operands(_no_weights)
     if runtime_weights(node):
         return emit_conv_direct, _with_operands(_constants)
+    if general_parameters(node):
+        return emit_quantize_general, _with_operands(_constants)
     if node.op == "Pow" and node.inputs[0].type.dtype != node.inputs[1].type.dtype:
         return emit_power, _with_operands(_constants)  # float base, integer exponent
     refuse_unsupported_geometry(node)
