@@ -75,6 +75,7 @@ from compiler.codegen.qfully_connected_vnni import (
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qlogsoftmax import emit_int_log_softmax
 from compiler.codegen.qlstm import emit_int_lstm_step
+from compiler.codegen.qmatmul_general import emit_qlinear_matmul_general, runtime_b
 from compiler.codegen.qnorm import emit_int_l2_normalize
 from compiler.codegen.qpool import emit_qaverage_pool, emit_qglobal_average_pool, qaverage_divisors
 from compiler.codegen.qreduce import emit_int_reduce
@@ -344,6 +345,8 @@ def lookup(node: Node, target: Target | None = None
         return emit_pool_nd, _with_operands(_no_weights)
     if runtime_weights(node):
         return emit_conv_direct, _with_operands(_constants)
+    if runtime_b(node):
+        return emit_qlinear_matmul_general, _with_operands(_constants)
     if general_parameters(node):
         return emit_quantize_general, _with_operands(_constants)
     if node.op == "Pow" and node.inputs[0].type.dtype != node.inputs[1].type.dtype:
