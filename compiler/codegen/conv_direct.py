@@ -14,10 +14,14 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
+from compiler.codegen import requant
 from compiler.codegen.elementwise import intrinsic
 from compiler.codegen.kernel import I32, Kernel, activate
+from compiler.errors import KilnError
 from compiler.ir.graph import Constant
 from compiler.ops._spatial import layout_of, nchw_shape, window
+from compiler.ops.qlinear import requant_rule
+from compiler.qmath.requant import RANGES, onnx_scale
 
 F32 = ir.FloatType()
 
@@ -117,3 +121,93 @@ def emit_causal_conv(k: Kernel) -> None:
             with k.loop(keep) as s:
                 k.store(joined(n, c, b.add(s, I32(length))), k.outs[1],
                         k.index((n, channels * keep), (c, keep), (s, 1)))
+
+
+def runtime_integer_weights(node) -> bool:
+    """A ConvInteger or QLinearConv (onnx rule) whose weights are computed at run time."""
+    slot = {"ConvInteger": 1, "QLinearConv": 3}.get(node.op)
+    if slot is None or isinstance(node.inputs[slot], Constant):
+        return False
+    return node.op == "ConvInteger" or requant_rule(node) == "onnx"
+
+
+def _first(node, slot: int) -> float:
+    value = node.inputs[slot] if slot < len(node.inputs) else None
+    if value is None:
+        return 0
+    if not isinstance(value, Constant) or value.data.size != 1:
+        raise KilnError(f"cannot generate {node.op} {node.name}: input {slot} must be one "
+                        "constant")
+    return value.data.reshape(-1)[0]
+
+
+def emit_conv_integer_direct(k: Kernel) -> None:
+    """Sum (x - zx)(w - zw) over the window, stored (ConvInteger) or requantized.
+
+    QLinearConv adds its bias to the sum and requantizes it by the onnx rule.
+    """
+    node, b = k.node, k.b
+    q = node.op == "QLinearConv"
+    x_slot, w_slot = (0, 3) if q else (0, 1)
+    layout = layout_of(node)
+    batch, channels, *spatial = nchw_shape(node.inputs[0].type.shape, layout)
+    w_shape = node.inputs[w_slot].type.shape
+    out_channels, per_group_in, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
+    group = node.attrs["group"]
+    per_group_out = out_channels // group
+    win = window(node, spatial, kernel)
+    zx = int(_first(node, 2))
+    zw_slot = 5 if q else 3
+    zw_value = node.inputs[zw_slot] if zw_slot < len(node.inputs) else None
+    x_st = _strides(list(node.inputs[0].type.shape))
+    y_st = _strides(list(node.output.type.shape))
+    w_st = _strides(list(w_shape))
+    total = k.alloca(I32)
+
+    def widen(value, dtype):
+        return b.zext(value, I32) if dtype == "uint8" else b.sext(value, I32)
+
+    def weight_zero(oc):
+        """The weights' zero point: none, one, or one per output channel (run time or not)."""
+        if zw_value is None:
+            return I32(0)
+        per_channel = zw_value.type.numel > 1
+        return widen(k.load(k.args[zw_slot], oc if per_channel else I32(0)),
+                     zw_value.type.dtype)
+
+    def at(n, c, pos, st):
+        dims = [n, *pos, c] if layout == "NHWC" else [n, c, *pos]
+        return k.index(*zip(dims, st))
+
+    with ExitStack() as stack:
+        n = stack.enter_context(k.loop(batch))
+        oc = stack.enter_context(k.loop(out_channels))
+        out = [stack.enter_context(k.loop(size)) for size in win.out]
+        g = b.udiv(oc, I32(per_group_out)) if group > 1 else I32(0)
+        bias = k.args[8] if q and len(node.inputs) > 8 and node.inputs[8] is not None else None
+        b.store(k.load(bias, oc) if bias is not None else I32(0), total)
+        with ExitStack() as inner:
+            ic = inner.enter_context(k.loop(per_group_in))
+            taps = [inner.enter_context(k.loop(size)) for size in kernel]
+            inside = ir.Constant(ir.IntType(1), 1)
+            pos = []
+            for o, t, s, d, first, size in zip(out, taps, win.strides, win.dilations,
+                                               win.begin, spatial):
+                i = b.add(b.sub(b.mul(o, I32(s)), I32(first)), b.mul(t, I32(d)))
+                ok = b.and_(b.icmp_signed(">=", i, I32(0)), b.icmp_signed("<", i, I32(size)))
+                inside = b.and_(inside, ok)
+                pos.append(b.select(ok, i, I32(0)))
+            channel = b.add(b.mul(g, I32(per_group_in)), ic)
+            xv = b.sub(widen(k.load(k.args[x_slot], at(n, channel, pos, x_st)),
+                             node.inputs[x_slot].type.dtype), I32(zx))
+            wv = b.sub(widen(k.load(k.args[w_slot], k.index(*zip([oc, ic, *taps], w_st))),
+                             node.inputs[w_slot].type.dtype), weight_zero(oc))
+            b.store(b.add(b.load(total), b.select(inside, b.mul(xv, wv), I32(0))), total)
+        value = b.load(total)
+        if q:
+            scale = ir.Constant(F32, float(onnx_scale(_first(node, 1), _first(node, 4),
+                                                      _first(node, 6)).reshape(-1)[0]))
+            low, high = RANGES[node.output.type.dtype]
+            value = b.trunc(requant.onnx(k, value, scale, int(_first(node, 7)), low, high),
+                            ir.IntType(8))
+        k.store(value, k.outs[0], at(n, oc, out, y_st))

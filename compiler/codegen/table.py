@@ -9,7 +9,13 @@ import numpy as np
 
 from compiler.codegen.attention import emit_attention
 from compiler.codegen.conv import conv_weights, emit_conv
-from compiler.codegen.conv_direct import emit_causal_conv, emit_conv_direct, runtime_weights
+from compiler.codegen.conv_direct import (
+    emit_causal_conv,
+    emit_conv_direct,
+    emit_conv_integer_direct,
+    runtime_integer_weights,
+    runtime_weights,
+)
 from compiler.codegen.conv_transpose import emit_col2im, emit_conv_transpose
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
@@ -345,6 +351,8 @@ def lookup(node: Node, target: Target | None = None
         return emit_pool_nd, _with_operands(_no_weights)
     if runtime_weights(node):
         return emit_conv_direct, _with_operands(_constants)
+    if runtime_integer_weights(node):
+        return emit_conv_integer_direct, _with_operands(_constants)
     if runtime_b(node):
         return emit_qlinear_matmul_general, _with_operands(_constants)
     if general_parameters(node):
