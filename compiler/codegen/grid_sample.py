@@ -15,6 +15,7 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
+from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import intrinsic
 from compiler.codegen.kernel import I32, Kernel
 
@@ -129,3 +130,29 @@ def emit_grid_sample(k: Kernel) -> None:
                 term = b.select(inside, b.fmul(value, weight), F32(0.0))
                 b.store(b.fadd(b.load(total), term), total)
             k.store(b.load(total), k.outs[0], k.index(*zip([n, c, *pos], y_strides)))
+
+
+def emit_affine_grid(k: Kernel) -> None:
+    """AffineGrid: each output position's normalized coordinates (x, y[, z], 1) times theta^T.
+
+    The coordinates are a compile-time table (linspace(-1, 1) with align_corners, pixel
+    centres without), as compiler/ops/image.py builds them.
+    """
+    node, b = k.node, k.b
+    size = [int(v) for v in node.inputs[1].data]
+    spatial = size[2:]
+    rank = len(spatial)
+    align = bool(node.attrs["align_corners"])
+    axes = [np.linspace(-1, 1, s) if align else (np.arange(s) * 2 + 1) / s - 1 for s in spatial]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    base = np.stack([*mesh[::-1], np.ones(spatial)], axis=-1).reshape(-1, rank + 1)
+    points = base.shape[0]
+    coords = table(k, "coords", base.astype(np.float32), F32)
+    total = k.alloca(F32)
+    with k.loop(size[0]) as n, k.loop(points) as p, k.loop(rank) as r:
+        b.store(F32(0.0), total)
+        with k.loop(rank + 1) as j:
+            theta = k.load(k.args[0], k.index((n, rank * (rank + 1)), (r, rank + 1), (j, 1)))
+            b.store(b.fadd(b.load(total), b.fmul(k.load(coords, k.index((p, rank + 1), (j, 1))),
+                                                  theta)), total)
+        k.store(b.load(total), k.outs[0], k.index((n, points * rank), (p, rank), (r, 1)))

@@ -11,6 +11,8 @@ outside it.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 from llvmlite import ir
 
@@ -165,3 +167,38 @@ def emit_gather_nd(k: Kernel) -> None:
         with k.loop(slice_size) as s:
             k.store(k.load(k.args[0], b.add(offset, s)), k.outs[0],
                     k.index((bb, rows * slice_size), (row, slice_size), (s, 1)))
+
+
+def emit_tensor_scatter(k: Kernel) -> None:
+    """TensorScatter: the cache, each batch item's update written from its write index.
+
+    Positions along the axis wrap in circular mode and are clamped otherwise.
+    """
+    node, b = k.node, k.b
+    cache = node.inputs[0].type.shape
+    update = node.inputs[1].type.shape
+    axis = normalize_axis(node.attrs["axis"], len(cache))
+    size = cache[axis]
+    circular = node.attrs["mode"] == "circular"
+    total = int(np.prod(cache, dtype=np.int64))
+    with k.loop(total) as i:
+        k.store(k.load(k.args[0], i), k.outs[0], i)
+    writes = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    c_st = [int(np.prod(cache[i + 1:], dtype=np.int64)) for i in range(len(cache))]
+    u_st = [int(np.prod(update[i + 1:], dtype=np.int64)) for i in range(len(update))]
+    with ExitStack() as stack:
+        idx = [stack.enter_context(k.loop(n)) for n in update]
+        start = I32(0)
+        if writes is not None:
+            raw = k.load(writes, idx[0])
+            start = b.trunc(raw, I32) if raw.type.width > 32 else raw
+        pos = b.add(start, idx[axis])
+        if circular:
+            pos = b.srem(pos, I32(size))
+            pos = b.select(b.icmp_signed("<", pos, I32(0)), b.add(pos, I32(size)), pos)
+        else:
+            pos = b.select(b.icmp_signed("<", pos, I32(0)), I32(0), pos)
+            pos = b.select(b.icmp_signed(">=", pos, I32(size)), I32(size - 1), pos)
+        target = [pos if a == axis else i for a, i in enumerate(idx)]
+        k.store(k.load(k.args[1], k.index(*zip(idx, u_st))), k.outs[0],
+                k.index(*zip(target, c_st)))

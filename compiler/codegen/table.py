@@ -21,7 +21,7 @@ from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_soft
 from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
 from compiler.codegen.gather import emit_gather
 from compiler.codegen.gemm import emit_gemm
-from compiler.codegen.grid_sample import emit_grid_sample
+from compiler.codegen.grid_sample import emit_affine_grid, emit_grid_sample
 from compiler.codegen.intbinary import emit_integer_binary
 from compiler.codegen.kernel import Kernel
 from compiler.codegen.linear_attention import emit_linear_attention
@@ -89,7 +89,13 @@ from compiler.codegen.qresize import emit_int_resize_bilinear
 from compiler.codegen.qsoftmax import emit_qsoftmax, qsoftmax_tables
 from compiler.codegen.qsum import emit_int_rescaled_sum, emit_int_squared_difference
 from compiler.codegen.qsvdf import emit_int_svdf
-from compiler.codegen.ranking import emit_gather_nd, emit_one_hot, emit_scatter_nd, emit_top_k
+from compiler.codegen.ranking import (
+    emit_gather_nd,
+    emit_one_hot,
+    emit_scatter_nd,
+    emit_tensor_scatter,
+    emit_top_k,
+)
 from compiler.codegen.recurrent import emit_recurrent
 from compiler.codegen.reduce import (
     emit_channel_norm,
@@ -253,6 +259,8 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("RotaryEmbedding", "float32"): (emit_rotary, _constants),
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
     ("GridSample", "float32"): (emit_grid_sample, _constants),
+    ("AffineGrid", "float32"): (emit_affine_grid, _data_only),
+    **{("TensorScatter", dtype): (emit_tensor_scatter, _constants) for dtype in _CODE_TYPES},
     **{(op, "float32"): (emit_channel_norm, _constants)
        for op in ("InstanceNormalization", "GroupNormalization")},
     **{("GatherND", dtype): (emit_gather_nd, _constants) for dtype in _CODE_TYPES},
