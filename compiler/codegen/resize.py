@@ -23,22 +23,41 @@ from compiler.ops.resize import _axis_taps, _is_identity, _plan, _source_coordin
 MAX_TAPS = 64
 
 
-def axis_taps(k: Kernel) -> list[tuple[np.ndarray, np.ndarray | None] | None]:
-    """Per axis: None when left alone, else (clamped indices [out, taps], weights or None)."""
+def _rois(k: Kernel, plan) -> dict[int, tuple[float, float]]:
+    """tf_crop_and_resize's region per resized axis (start, end), from its constant roi."""
     node = k.node
-    if node.attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
-        raise KilnError(f"cannot generate Resize {node.name}: coordinate transformation mode "
-                        "tf_crop_and_resize")
+    if node.attrs["coordinate_transformation_mode"] != "tf_crop_and_resize":
+        return {}
+    roi = constant_input(k, 1, "roi")
+    if roi is None:
+        raise KilnError(f"cannot generate Resize {node.name}: tf_crop_and_resize needs a "
+                        "constant roi")
+    roi = np.asarray(roi, np.float32).reshape(2, -1)
+    return {axis: (roi[0, i], roi[1, i]) for i, axis in enumerate(plan.axes)}
+
+
+def axis_taps(k: Kernel) -> list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]
+                                  | None]:
+    """Per axis: None when left alone, else (indices, weights, outside).
+
+    Indices [out, taps] are clamped into the axis; weights are None for nearest; outside marks
+    the positions beyond the input (tf_crop_and_resize only, else None).
+    """
+    node = k.node
+    mode = node.attrs["coordinate_transformation_mode"]
     shape = node.inputs[0].type.shape
     plan = _plan(node, shape, constant_input(k, 2, "scales"), constant_input(k, 3, "sizes"))
+    rois = _rois(k, plan)
     taps: list = [None] * len(shape)
     for axis in plan.axes:
-        if _is_identity(node, plan, shape, axis, (0.0, 1.0)):
+        roi = rois.get(axis)
+        if _is_identity(node, plan, shape, axis, roi if roi is not None else (0.0, 1.0)):
             continue
-        x = _source_coordinates(node.attrs["coordinate_transformation_mode"], plan.out[axis],
-                                shape[axis], plan.scales[axis], None)
+        x = _source_coordinates(mode, plan.out[axis], shape[axis], plan.scales[axis], roi)
         index, weights = _axis_taps(node, x, shape[axis], plan.scales[axis])
-        taps[axis] = (np.clip(index, 0, max(shape[axis] - 1, 0)), weights)
+        outside = ((x < 0) | (x > shape[axis] - 1)).astype(np.int32) if roi is not None \
+            else None
+        taps[axis] = (np.clip(index, 0, max(shape[axis] - 1, 0)), weights, outside)
     return taps
 
 
@@ -59,6 +78,8 @@ def emit_resize(k: Kernel) -> None:
                     for a, t in enumerate(taps)]
     weight_tables = [None if t is None or t[1] is None else table(k, f"w{a}", t[1], ty)
                      for a, t in enumerate(taps)]
+    outside_tables = [None if t is None or t[2] is None else table(k, f"out{a}", t[2])
+                      for a, t in enumerate(taps)]
     b = k.b
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in out]
@@ -80,4 +101,9 @@ def emit_resize(k: Kernel) -> None:
             x = k.load(k.args[0], src)
             term = x if weight is None else b.fmul(x, weight, flags=FAST)
             total = term if total is None else b.fadd(total, term, flags=FAST)
+        for a, outside in enumerate(outside_tables):
+            if outside is not None:  # tf_crop_and_resize: beyond the input, the fill value
+                beyond = b.icmp_signed("!=", k.load(outside, idx[a]), ir.Constant(idx[a].type, 0))
+                fill = ir.Constant(ty, float(node.attrs["extrapolation_value"]))
+                total = b.select(beyond, fill, total)
         k.store(total, k.outs[0], k.index(*zip(idx, y_strides)))
