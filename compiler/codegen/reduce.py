@@ -260,3 +260,53 @@ def emit_channel_norm(k: Kernel) -> None:
             y = b.fmul(b.fsub(k.load(k.args[0], at), mean), inverse)
             y = b.fadd(b.fmul(y, k.load(k.args[1], c)), k.load(k.args[2], c))
             k.store(y, k.outs[0], at)
+
+
+def emit_det(k: Kernel) -> None:
+    """Det: each square matrix's determinant by Gaussian elimination with partial pivoting.
+
+    A copy of the matrix is reduced in stack scratch; a row swap flips the sign, the product of
+    the pivots is the determinant (0 once a pivot is 0).
+    """
+    node, b = k.node, k.b
+    shape = node.inputs[0].type.shape
+    n = shape[-1]
+    count = int(np.prod(shape[:-2], dtype=np.int64))
+    f32 = ir.FloatType()
+    a = k.alloca_array(f32, n * n)
+    det, best, best_row, factor = k.alloca(f32), k.alloca(f32), k.alloca(I32), k.alloca(f32)
+    with k.loop(count) as m:
+        with k.loop(n * n) as i:
+            k.store(k.load(k.args[0], b.add(b.mul(m, I32(n * n)), i)), a, i)
+        b.store(f32(1.0), det)
+        with k.loop(n) as col:
+            b.store(f32(-1.0), best)
+            b.store(col, best_row)
+            with k.loop(n) as r:
+                size = intrinsic(k, "fabs", k.load(a, k.index((r, n), (col, 1))))
+                better = b.and_(b.icmp_signed(">=", r, col),
+                                b.fcmp_ordered(">", size, b.load(best)))
+                b.store(b.select(better, size, b.load(best)), best)
+                b.store(b.select(better, r, b.load(best_row)), best_row)
+            pivot_row = b.load(best_row)
+            with k.loop(n) as c:
+                here, there = k.index((col, n), (c, 1)), k.index((pivot_row, n), (c, 1))
+                top, other = k.load(a, here), k.load(a, there)
+                k.store(other, a, here)
+                k.store(top, a, there)
+            swapped = b.icmp_signed("!=", pivot_row, col)
+            b.store(b.select(swapped, b.fneg(b.load(det)), b.load(det)), det)
+            pivot = k.load(a, k.index((col, n), (col, 1)))
+            b.store(b.fmul(b.load(det), pivot), det)
+            zero = b.fcmp_ordered("==", pivot, f32(0.0))
+            safe = b.select(zero, f32(1.0), pivot)
+            with k.loop(n) as r:
+                below = b.and_(b.icmp_signed(">", r, col), b.not_(zero))
+                b.store(b.select(below, b.fdiv(k.load(a, k.index((r, n), (col, 1))), safe),
+                                 f32(0.0)), factor)
+                with k.loop(n) as c:
+                    at = k.index((r, n), (c, 1))
+                    k.store(b.fsub(k.load(a, at), b.fmul(b.load(factor),
+                                                         k.load(a, k.index((col, n), (c, 1))))),
+                            a, at)
+        k.store(b.load(det), k.outs[0], m)

@@ -99,6 +99,7 @@ from compiler.codegen.ranking import (
 from compiler.codegen.recurrent import emit_recurrent
 from compiler.codegen.reduce import (
     emit_channel_norm,
+    emit_det,
     emit_hardmax,
     emit_layer_norm,
     emit_lp_normalization,
@@ -260,6 +261,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("LinearAttention", "float32"): (emit_linear_attention, _constants),
     ("GridSample", "float32"): (emit_grid_sample, _constants),
     ("AffineGrid", "float32"): (emit_affine_grid, _data_only),
+    ("Det", "float32"): (emit_det, _data_only),
     **{("TensorScatter", dtype): (emit_tensor_scatter, _constants) for dtype in _CODE_TYPES},
     **{(op, "float32"): (emit_channel_norm, _constants)
        for op in ("InstanceNormalization", "GroupNormalization")},

@@ -100,8 +100,8 @@ def test_same_graph_gives_identical_objects():
 
 
 def test_unsupported_operator_is_named():
-    model = make_model([helper.make_node("Det", ["x"], ["y"])],
-                       [("x", np.float32, [3, 3])], [("y", np.float32, None)])
+    model = make_model([helper.make_node("MeanVarianceNormalization", ["x"], ["y"])],
+                       [("x", np.float32, [1, 2, 3, 3])], [("y", np.float32, None)])
     graph = run_pipeline(load_onnx(model), snapshots=False).graph
     with pytest.raises(KilnError, match="cannot generate"):
         compile_graph(graph, get_target("host"))
