@@ -4,7 +4,8 @@ The 2-D channels-last pools have their own kernels (compiler/codegen/pool.py); t
 the others, 1-D to 3-D, with the window geometry of compiler/ops (pads, auto_pad, ceil_mode,
 dilations). Each output position visits its taps; taps outside the input count for nothing
 (the maximum skips them, sums add nothing), and the average divides by the compile-time count
-of window_counts (pads counted or not, as count_include_pad says).
+of window_counts (pads counted or not, as count_include_pad says). MaxPool's optional indices
+count in the NCHW input flattened per storage_order, the first maximum winning.
 """
 
 from __future__ import annotations
@@ -30,6 +31,16 @@ def _window(node, shape) -> Window:
         ones = (1,) * len(spatial)
         return Window(spatial, ones, ones, (0,) * len(spatial), (0,) * len(spatial), ones)
     return pool_window(node, shape)
+
+
+def _spatial_strides(spatial, column_major: bool) -> list[int]:
+    """Element strides of the spatial axes, row-major or column-major (MaxPool's indices)."""
+    order = range(len(spatial)) if column_major else reversed(range(len(spatial)))
+    strides, step = [0] * len(spatial), 1
+    for axis in order:
+        strides[axis] = step
+        step *= spatial[axis]
+    return strides
 
 
 def emit_pool_nd(k: Kernel) -> None:
@@ -59,11 +70,17 @@ def emit_pool_nd(k: Kernel) -> None:
             win, spatial, node.attrs["count_include_pad"] == 1), 1).astype(np.float32).reshape(-1),
             F32)
     acc = k.alloca(F32)
+    indices = k.outs[1] if maximum and len(k.outs) > 1 and k.outs[1] is not None else None
+    best = k.alloca(ir.IntType(64))
+    # Indices count in the NCHW input flattened row- or column-major (storage_order).
+    spatial_st = _spatial_strides(spatial, node.attrs.get("storage_order", 0) == 1)
+    plane = int(np.prod(spatial, dtype=np.int64))
     with ExitStack() as stack:
         n = stack.enter_context(k.loop(batch))
         c = stack.enter_context(k.loop(channels))
         out = [stack.enter_context(k.loop(size)) for size in win.out]
         b.store(F32(float("-inf")) if maximum else F32(0.0), acc)
+        b.store(ir.Constant(ir.IntType(64), 0), best)
         with ExitStack() as taps_stack:
             taps = [taps_stack.enter_context(k.loop(size)) for size in win.kernel]
             inside = ir.Constant(ir.IntType(1), 1)
@@ -78,6 +95,12 @@ def emit_pool_nd(k: Kernel) -> None:
             old = b.load(acc)
             if maximum:
                 new = max_of(k, v, old)
+                if indices is not None:
+                    offset = b.add(b.mul(b.add(b.mul(n, I32(channels)), c), I32(plane)),
+                                   k.index(*zip(pos, spatial_st)))
+                    better = b.and_(inside, b.fcmp_ordered(">", v, old))
+                    b.store(b.select(better, b.sext(offset, ir.IntType(64)), b.load(best)),
+                            best)
             elif p is not None:
                 magnitude = intrinsic(k, "fabs", v)
                 power = b.fmul(magnitude, magnitude) if p == 2 else intrinsic(
@@ -94,3 +117,5 @@ def emit_pool_nd(k: Kernel) -> None:
             result = intrinsic(k, "sqrt", result) if p == 2 else intrinsic(
                 k, "pow", result, F32(1.0 / p))
         k.store(result, k.outs[0], at(n, c, out, y_st))
+        if indices is not None:
+            k.store(b.load(best), indices, at(n, c, out, y_st))

@@ -346,9 +346,10 @@ def _pooled_in_general(node: Node) -> bool:
         return False
     if node.op in ("LpPool", "GlobalMaxPool", "GlobalLpPool"):
         return True
-    if node.op not in ("MaxPool", "AveragePool") or len(node.outputs) > 1:
+    if node.op not in ("MaxPool", "AveragePool"):
         return False
-    return node.inputs[0].type.rank not in (3, 4) or node.attrs.get("layout") != "NHWC"
+    return (node.inputs[0].type.rank not in (3, 4) or node.attrs.get("layout") != "NHWC"
+            or len(node.outputs) > 1)  # MaxPool's indices
 
 
 def lookup(node: Node, target: Target | None = None
