@@ -211,3 +211,77 @@ def emit_conv_integer_direct(k: Kernel) -> None:
             value = b.trunc(requant.onnx(k, value, scale, int(_first(node, 7)), low, high),
                             ir.IntType(8))
         k.store(value, k.outs[0], at(n, oc, out, y_st))
+
+
+def emit_deform_conv(k: Kernel) -> None:
+    """DeformConv (2-D, NCHW): each tap read bilinearly at its offset position, masked.
+
+    Per output position, tap (i, j) of input channel c reads the image at its window position
+    plus the offset of c's offset group (corners outside the image read zero), times the
+    mask when given, times the weight; the group's channels and taps are summed with the bias.
+    """
+    node, b = k.node, k.b
+    batch, channels, height, width = node.inputs[0].type.shape
+    w_shape = node.inputs[1].type.shape
+    out_channels, per_group_in = w_shape[0], w_shape[1]
+    kernel = tuple(node.attrs["kernel_shape"] or w_shape[2:])
+    kh, kw = kernel
+    win = window(node, (height, width), kernel)
+    oh, ow = win.out
+    group, offset_groups = node.attrs["group"], node.attrs["offset_group"]
+    per_group_out = out_channels // group
+    per_offset = channels // offset_groups
+    taps = kh * kw
+    args = list(k.args) + [None] * (5 - len(k.args))
+    x, w, offset, bias, mask = args[:5]
+    total = k.alloca(F32)
+
+    def plane(n, c, y, xx):
+        return k.index((n, channels * height * width), (c, height * width), (y, width), (xx, 1))
+
+    def bilinear(n, c, y, xx):
+        y0, x0 = intrinsic(k, "floor", y), intrinsic(k, "floor", xx)
+        value = F32(0.0)
+        for dy in (0.0, 1.0):
+            for dx in (0.0, 1.0):
+                yy, xc = b.fadd(y0, F32(dy)), b.fadd(x0, F32(dx))
+                weight = b.fmul(b.fsub(F32(1.0), intrinsic(k, "fabs", b.fsub(y, yy))),
+                                b.fsub(F32(1.0), intrinsic(k, "fabs", b.fsub(xx, xc))))
+                iy, ix = b.fptosi(yy, I32), b.fptosi(xc, I32)
+                inside = b.and_(b.and_(b.fcmp_ordered(">=", yy, F32(0.0)),
+                                       b.fcmp_ordered("<", yy, F32(float(height)))),
+                                b.and_(b.fcmp_ordered(">=", xc, F32(0.0)),
+                                       b.fcmp_ordered("<", xc, F32(float(width)))))
+                iy = b.select(inside, iy, I32(0))
+                ix = b.select(inside, ix, I32(0))
+                pixel = k.load(x, plane(n, c, iy, ix))
+                value = b.fadd(value, b.select(inside, b.fmul(pixel, weight), F32(0.0)))
+        return value
+
+    with k.loop(batch) as n, k.loop(out_channels) as oc, k.loop(oh) as oy, k.loop(ow) as ox:
+        g = b.udiv(oc, I32(per_group_out)) if group > 1 else I32(0)
+        b.store(k.load(bias, oc) if bias is not None else F32(0.0), total)
+        with k.loop(per_group_in) as ic, k.loop(kh) as i, k.loop(kw) as j:
+            c = b.add(b.mul(g, I32(per_group_in)), ic)
+            og = b.udiv(c, I32(per_offset)) if offset_groups > 1 else I32(0)
+            t = b.add(b.mul(i, I32(kw)), j)
+            row = b.add(b.mul(og, I32(2 * taps)), b.mul(t, I32(2)))
+            dy = k.load(offset, k.index((n, offset_groups * 2 * taps * oh * ow), (row, oh * ow),
+                                        (oy, ow), (ox, 1)))
+            dx = k.load(offset, k.index((n, offset_groups * 2 * taps * oh * ow),
+                                        (b.add(row, I32(1)), oh * ow), (oy, ow), (ox, 1)))
+            y = b.fadd(b.sitofp(b.add(b.sub(b.mul(oy, I32(win.strides[0])), I32(win.begin[0])),
+                                      b.mul(i, I32(win.dilations[0]))), F32), dy)
+            xx = b.fadd(b.sitofp(b.add(b.sub(b.mul(ox, I32(win.strides[1])), I32(win.begin[1])),
+                                       b.mul(j, I32(win.dilations[1]))), F32), dx)
+            value = bilinear(n, c, y, xx)
+            if mask is not None:
+                m = k.load(mask, k.index((n, offset_groups * taps * oh * ow),
+                                         (b.add(b.mul(og, I32(taps)), t), oh * ow), (oy, ow),
+                                         (ox, 1)))
+                value = b.fmul(value, m)
+            weight = k.load(w, k.index((oc, per_group_in * kh * kw), (ic, kh * kw), (i, kw),
+                                       (j, 1)))
+            b.store(b.fadd(b.load(total), b.fmul(weight, value)), total)
+        k.store(b.load(total), k.outs[0], k.index((n, out_channels * oh * ow), (oc, oh * ow),
+                                                  (oy, ow), (ox, 1)))

@@ -13,6 +13,7 @@ from compiler.codegen.conv_direct import (
     emit_causal_conv,
     emit_conv_direct,
     emit_conv_integer_direct,
+    emit_deform_conv,
     runtime_integer_weights,
     runtime_weights,
 )
@@ -262,6 +263,7 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
     ("GridSample", "float32"): (emit_grid_sample, _constants),
     ("AffineGrid", "float32"): (emit_affine_grid, _data_only),
     ("Det", "float32"): (emit_det, _data_only),
+    ("DeformConv", "float32"): (emit_deform_conv, _constants),
     **{("TensorScatter", dtype): (emit_tensor_scatter, _constants) for dtype in _CODE_TYPES},
     **{(op, "float32"): (emit_channel_norm, _constants)
        for op in ("InstanceNormalization", "GroupNormalization")},
