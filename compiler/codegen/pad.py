@@ -10,14 +10,30 @@ from llvmlite import ir
 from compiler.codegen.codetables import table
 from compiler.codegen.kernel import Kernel, constant_input, llvm_type, strides
 from compiler.errors import KilnError
+from compiler.ir.graph import Constant
 from compiler.ops.gather import _full_pads
 
 
+def _known_fill(node):
+    """The constant fill value, or None when absent or computed at run time."""
+    value = node.inputs[2] if len(node.inputs) > 2 else None
+    return value.data if isinstance(value, Constant) else None
+
+
+def runtime_fill(node) -> bool:
+    """A constant-mode Pad whose fill value is computed at run time."""
+    value = node.inputs[2] if len(node.inputs) > 2 else None
+    return value is not None and not isinstance(value, Constant)
+
+
 def pad_widths(k: Kernel) -> tuple[list[tuple[int, int]], float]:
-    """(before, after) per axis and the fill value; both must be known at compile time."""
+    """(before, after) per axis and the fill value; the pads must be known at compile time.
+
+    A fill computed at run time (runtime_fill) reads as 0 here; the kernel loads it.
+    """
     node = k.node
-    data = {slot: constant_input(k, slot, what)
-            for slot, what in ((1, "pads"), (2, "constant_value"), (3, "axes"))}
+    data = {slot: constant_input(k, slot, what) for slot, what in ((1, "pads"), (3, "axes"))}
+    data[2] = _known_fill(node)
 
     def ints(slot):
         return None if data[slot] is None else [int(v) for v in data[slot].reshape(-1)]
@@ -47,9 +63,10 @@ def emit_pad(k: Kernel) -> None:
         return
     if mode == "constant":
         total = int(np.prod(out, dtype=np.int64))
+        value = (k.load(k.args[2], ir.Constant(ir.IntType(32), 0)) if runtime_fill(node)
+                 else ir.Constant(ty, int(fill) if isinstance(ty, ir.IntType) else fill))
         with k.loop(total) as i:
-            k.store(ir.Constant(ty, int(fill) if isinstance(ty, ir.IntType) else fill),
-                    k.outs[0], i)
+            k.store(value, k.outs[0], i)
         # Kept input range per axis: [lo, hi), written at output position + before.
         kept = [(max(0, -b), d - max(0, -e)) for (b, e), d in zip(widths, shape)]
         if any(hi <= lo for lo, hi in kept):
