@@ -52,9 +52,15 @@ def _tflite_lines() -> list[str]:
     for builtin in sorted(CONVERTERS):
         lines.append(f"| {builtin} | {', '.join(element_types(builtin))} | yes |")
     lines += ["", f"{len(CONVERTERS)} builtins.", "",
-              "Builtins TFLite Micro registers that Kiln does not read:", "",
-              "| builtin | why |", "|---|---|"]
-    lines += [f"| {name} | {why} |" for name, why in sorted(UNREAD.items())]
+              "State kept between inferences (resource variables; the hidden and cell state of",
+              "UNIDIRECTIONAL_SEQUENCE_LSTM; SVDF's memory) lives in the mutable region, named in",
+              "the bundle's header and report (docs/architecture.md). IF computes both branches",
+              "and selects; WHILE is unrolled when its number of runs is known when the model",
+              "is read, and refused otherwise."]
+    if UNREAD:
+        lines += ["", "Builtins TFLite Micro registers that Kiln does not read:", "",
+                  "| builtin | why |", "|---|---|"]
+        lines += [f"| {name} | {why} |" for name, why in sorted(UNREAD.items())]
     return lines
 
 
