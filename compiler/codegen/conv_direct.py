@@ -15,6 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
+from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import intrinsic
 from compiler.codegen.kernel import I32, Kernel, activate
 from compiler.errors import KilnError
@@ -205,8 +206,13 @@ def emit_conv_integer_direct(k: Kernel) -> None:
             b.store(b.add(b.load(total), b.select(inside, b.mul(xv, wv), I32(0))), total)
         value = b.load(total)
         if q:
-            scale = ir.Constant(F32, float(onnx_scale(_first(node, 1), _first(node, 4),
-                                                      _first(node, 6)).reshape(-1)[0]))
+            w_scale = node.inputs[4]
+            if isinstance(w_scale, Constant) and w_scale.data.size > 1:  # per output channel
+                scales = onnx_scale(_first(node, 1), w_scale.data.reshape(-1), _first(node, 6))
+                scale = k.load(table(k, "scales", np.asarray(scales, np.float32), F32), oc)
+            else:
+                scale = ir.Constant(F32, float(onnx_scale(_first(node, 1), _first(node, 4),
+                                                          _first(node, 6)).reshape(-1)[0]))
             low, high = RANGES[node.output.type.dtype]
             value = b.trunc(requant.onnx(k, value, scale, int(_first(node, 7)), low, high),
                             ir.IntType(8))

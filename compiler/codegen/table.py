@@ -342,6 +342,10 @@ def refuse_unsupported_geometry(node: Node) -> None:
                             "pipeline did not run")
 
 
+def _emit_nothing(k: Kernel) -> None:
+    """A node whose every output is empty (a dimension of 0) writes nothing."""
+
+
 def _pooled_in_general(node: Node) -> bool:
     """A float pooling the 2-D channels-last kernels do not take (another rank or layout)."""
     if node.output.type.dtype != "float32":
@@ -360,6 +364,8 @@ def lookup(node: Node, target: Target | None = None
 
     The weight arrangement goes with the emitter, so both come from one choice.
     """
+    if all(v is None or v.type.numel == 0 for v in node.outputs):
+        return _emit_nothing, _with_operands(_no_weights)
     if _pooled_in_general(node):
         return emit_pool_nd, _with_operands(_no_weights)
     if runtime_weights(node):

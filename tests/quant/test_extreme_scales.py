@@ -22,7 +22,6 @@ import pytest
 from onnx import helper
 
 from compiler.driver import compilation
-from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
 from compiler.passes import Pipeline, default_pipeline
@@ -215,7 +214,7 @@ def test_a_nan_alpha_is_refused(op, capsys, tmp_path):
     _refused(capsys, tmp_path, _save(tmp_path, model, "nan.onnx"), "alpha is NaN")
 
 
-def test_a_qdq_unit_with_empty_weights_stays_float_and_is_refused_at_compile():
+def test_a_qdq_unit_with_empty_weights_stays_float_and_compiles_to_nothing():
     inits = {"w": np.zeros((0, 2, 1, 1), np.int8), "sw": np.float32(0.02)}
     nodes = [helper.make_node("DequantizeLinear", ["w", "sw"], ["wf"]),
              helper.make_node("Conv", ["xf", "wf"], ["yf"])]
@@ -223,8 +222,7 @@ def test_a_qdq_unit_with_empty_weights_stays_float_and_is_refused_at_compile():
     prepared = _no_warnings(lambda: compilation(graph).prepared)
     assert "QLinearConv" not in {n.op for n in prepared.nodes}
     assert _no_warnings(run, prepared, _feeds(prepared, 0))["y"].shape == (1, 0, 4, 4)
-    with pytest.raises(KilnError, match="cannot generate Conv .*dimension of 0"):
-        _compiled_equals_interpreter(graph)
+    _compiled_equals_interpreter(graph)  # an empty result: its node writes nothing
 
 
 @pytest.mark.parametrize("op", ["QLinearAveragePool", "QLinearGlobalAveragePool"])
