@@ -512,22 +512,6 @@ def test_int8_3d_pooling_is_refused_by_the_compiler(tmp_path, capsys):
     assert not (tmp_path / "bundle").exists()
 
 
-@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-def test_float_3d_pooling_compiles_as_onnxruntime_pools(op):
-    """Float pooling of any rank has the general kernel (compiler/codegen/pool_nd.py)."""
-    from compiler.codegen.host import HostNet
-
-    node = helper.make_node(op, ["x"], ["y"], name="pool3d", kernel_shape=[1, 2, 2],
-                            pads=[0, 1, 0, 0, 0, 1], strides=[1, 2, 1])
-    model = make_model([node], [("x", np.float32, [1, 2, 3, 4, 4])], [("y", np.float32, None)])
-    graph = compilation(load_onnx(model)).final
-    feeds = _feeds(graph, 0)
-    runner = HostNet(compile_graph(graph, "host"))
-    got = runner.run(feeds)[graph.outputs[0].name]
-    runner.close()
-    assert_close(got, ort_run(model, feeds)[0], rtol=1e-6, atol=1e-6)
-
-
 # -- 7. float layers whose weights are computed at run time ------------------------------------
 
 def _conv_fed_at_run_time(runtime: str, rank: int = 2) -> onnx.ModelProto:
