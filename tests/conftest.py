@@ -73,6 +73,19 @@ def pytest_collection_modifyitems(items) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
+    """Print the breadth counts tests measured, then the kernels run here (_kernel_summary)."""
+    counts = [value for reports in terminalreporter.stats.values() for report in reports
+              if getattr(report, "when", None) == "call"
+              for key, value in getattr(report, "user_properties", ())
+              if key in ("onnx_breadth", "tflm_census")]
+    if counts:
+        terminalreporter.section("operator breadth measured in this run")
+        for value in counts:
+            terminalreporter.line(str(value))
+    _kernel_summary(terminalreporter)
+
+
+def _kernel_summary(terminalreporter) -> None:
     """Say which levels' kernels ran here, and name the tests only compiled for want of features.
 
     Such tests record a `kernels` property (`record_property`, which reaches this process from
