@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import ops
-from compiler.ir.graph import Graph, Node, Value
+from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.ir.types import is_float
 from compiler.ops.kiln import FUSABLE, parse_step
 from compiler.passes.base import register_pass
@@ -211,5 +211,59 @@ def merge_fully_connected(graph: Graph) -> bool:
             rw.replace(node.output, piece.output)
             offset += w.shape[0]
         changed = True
+    rw.finish()
+    return changed
+
+
+def _slice_range(node) -> dict[int, tuple[int, int]] | None:
+    """{axis: (start, stop)} of a constant, step-1 Slice, normalized, or None."""
+    inputs = list(node.inputs) + [None] * (5 - len(node.inputs))
+    data, starts, ends, axes, steps = inputs[:5]
+    if not all(isinstance(v, Constant) for v in (starts, ends)):
+        return None
+    if axes is not None and not isinstance(axes, Constant):
+        return None
+    if steps is not None and (not isinstance(steps, Constant) or np.any(steps.data != 1)):
+        return None
+    rank = data.type.rank
+    axis_list = (list(range(len(starts.data))) if axes is None
+                 else [int(a) % rank for a in axes.data.reshape(-1)])
+    out = {}
+    for a, s, e in zip(axis_list, starts.data.reshape(-1), ends.data.reshape(-1)):
+        size = data.type.shape[a]
+        s = int(s) + size if s < 0 else int(s)
+        e = int(e) + size if e < 0 else int(e)
+        out[a] = (min(max(s, 0), size), min(max(e, 0), size))
+    return out
+
+
+@register_pass("slice_of_concat", "simplify")
+def slice_of_concat(graph: Graph) -> bool:
+    """A Slice that takes exactly one input of a Concat (along the Concat's axis) is that input.
+
+    An unrolled recurrent layer joins every step's state and a classifier then slices out the
+    last step: read from the step itself, the join and the other steps' copies die (dce), and
+    the arena holds a few states instead of all of them.
+    """
+    rw = Rewriter(graph)
+    changed = False
+    for node in rw.nodes("Slice"):
+        concat = rw.producer(node.inputs[0], "Concat")
+        if concat is None:
+            continue
+        axis = int(concat.attrs["axis"]) % concat.output.type.rank
+        ranges = _slice_range(node)
+        if ranges is None or any(a != axis and r != (0, concat.output.type.shape[a])
+                                 for a, r in ranges.items()):
+            continue
+        start, stop = ranges.get(axis, (0, concat.output.type.shape[axis]))
+        offset = 0
+        for part in concat.inputs:
+            length = part.type.shape[axis]
+            if (start, stop) == (offset, offset + length) and part.type == node.output.type:
+                rw.replace(node.output, part)
+                changed = True
+                break
+            offset += length
     rw.finish()
     return changed

@@ -186,6 +186,8 @@ def default_pipeline() -> Pipeline:
                                 "all of them from here on"),
         _step("merge_reshapes", "collapse the Reshape chains that lowering exposed"),
         _step("remove_noops", "drop the Reshapes that now do nothing, and exporters' no-ops"),
+        _step("slice_of_concat", "a Slice of one joined input reads that input: an unrolled "
+                                 "recurrent layer's unread steps die at the next dce"),
         _step("lower_sum", "residual Sums become Adds, which activations fuse into"),
         _step("lower_fully_connected", "before fold_batchnorm, which folds into "
                                        "FullyConnected as well as Conv"),
