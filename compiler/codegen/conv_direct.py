@@ -18,6 +18,7 @@ from compiler.codegen import requant
 from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import intrinsic
 from compiler.codegen.kernel import I32, Kernel, activate
+from compiler.codegen.window import tap_positions
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant
 from compiler.ops._spatial import layout_of, nchw_shape, window
@@ -66,14 +67,7 @@ def emit_conv_direct(k: Kernel) -> None:
         with ExitStack() as inner:
             ic = inner.enter_context(k.loop(per_group_in))
             taps = [inner.enter_context(k.loop(size)) for size in kernel]
-            inside = ir.Constant(ir.IntType(1), 1)
-            pos = []
-            for o, t, s, d, first, size in zip(out, taps, win.strides, win.dilations,
-                                               win.begin, spatial):
-                i = b.add(b.sub(b.mul(o, I32(s)), I32(first)), b.mul(t, I32(d)))
-                ok = b.and_(b.icmp_signed(">=", i, I32(0)), b.icmp_signed("<", i, I32(size)))
-                inside = b.and_(inside, ok)
-                pos.append(b.select(ok, i, I32(0)))
+            inside, pos = tap_positions(k, out, taps, win, spatial)
             channel = b.add(b.mul(g, I32(per_group_in)), ic)
             xv = k.load(k.args[0], at(n, channel, pos, x_st))
             wv = k.load(k.args[1], k.index(*zip([oc, ic, *taps], w_st)))
@@ -190,14 +184,7 @@ def emit_conv_integer_direct(k: Kernel) -> None:
         with ExitStack() as inner:
             ic = inner.enter_context(k.loop(per_group_in))
             taps = [inner.enter_context(k.loop(size)) for size in kernel]
-            inside = ir.Constant(ir.IntType(1), 1)
-            pos = []
-            for o, t, s, d, first, size in zip(out, taps, win.strides, win.dilations,
-                                               win.begin, spatial):
-                i = b.add(b.sub(b.mul(o, I32(s)), I32(first)), b.mul(t, I32(d)))
-                ok = b.and_(b.icmp_signed(">=", i, I32(0)), b.icmp_signed("<", i, I32(size)))
-                inside = b.and_(inside, ok)
-                pos.append(b.select(ok, i, I32(0)))
+            inside, pos = tap_positions(k, out, taps, win, spatial)
             channel = b.add(b.mul(g, I32(per_group_in)), ic)
             xv = b.sub(widen(k.load(k.args[x_slot], at(n, channel, pos, x_st)),
                              node.inputs[x_slot].type.dtype), I32(zx))

@@ -15,6 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.window import landing_positions
 from compiler.ops._spatial import layout_of, per_axis
 from compiler.ops.conv import transpose_geometry
 
@@ -63,17 +64,8 @@ def emit_conv_transpose(k: Kernel) -> None:
         with ExitStack() as inner:
             ic = inner.enter_context(k.loop(per_group_in))
             taps = [inner.enter_context(k.loop(size)) for size in kernel]
-            reach = ir.Constant(ir.IntType(1), 1)
-            positions = []
-            for o, t, first, s, d, size in zip(out, taps, begin, strides, dilations, in_spatial):
-                shifted = b.sub(b.add(o, I32(first)), b.mul(t, I32(d)))
-                i = b.sdiv(shifted, I32(s)) if s > 1 else shifted
-                ok = b.and_(b.icmp_signed(">=", shifted, I32(0)),
-                            b.icmp_signed("<", i, I32(size)))
-                if s > 1:
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(shifted, I32(s)), I32(0)))
-                reach = b.and_(reach, ok)
-                positions.append(b.select(ok, i, I32(0)))
+            reach, positions = landing_positions(k, out, taps, strides, dilations, begin,
+                                                 in_spatial)
             channel = b.add(b.mul(g, I32(per_group_in)), ic)
             xv = k.load(k.args[0], x_at(n, channel, positions))
             wv = k.load(k.args[1], k.index(*zip([channel, m, *taps], w_st)))
@@ -110,17 +102,7 @@ def emit_col2im(k: Kernel) -> None:
         b.store(F32(0.0), total)
         with ExitStack() as inner:
             taps = [inner.enter_context(k.loop(size)) for size in block]
-            reach = ir.Constant(ir.IntType(1), 1)
-            where = []
-            for p, t, s, d, pad, count in zip(pos, taps, strides, dilations, pads, counts):
-                shifted = b.sub(b.add(p, I32(pad)), b.mul(t, I32(d)))
-                q = b.sdiv(shifted, I32(s)) if s > 1 else shifted
-                ok = b.and_(b.icmp_signed(">=", shifted, I32(0)),
-                            b.icmp_signed("<", q, I32(count)))
-                if s > 1:
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(shifted, I32(s)), I32(0)))
-                reach = b.and_(reach, ok)
-                where.append(b.select(ok, q, I32(0)))
+            reach, where = landing_positions(k, pos, taps, strides, dilations, pads, counts)
             row = b.add(b.mul(c, I32(per_block)), k.index(*zip(taps, block_st)))
             at = k.index((n, x_shape[1] * x_shape[2]), (row, x_shape[2]),
                          *zip(where, count_st))

@@ -18,8 +18,9 @@ from llvmlite import ir
 from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import intrinsic, max_of
 from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.window import tap_positions
 from compiler.ops._spatial import Window, layout_of, nchw_shape
-from compiler.ops.pool import pool_window, window_counts
+from compiler.ops.pool import pool_window, spatial_strides, window_counts
 
 F32 = ir.FloatType()
 GLOBAL = ("GlobalMaxPool", "GlobalLpPool")
@@ -31,16 +32,6 @@ def _window(node, shape) -> Window:
         ones = (1,) * len(spatial)
         return Window(spatial, ones, ones, (0,) * len(spatial), (0,) * len(spatial), ones)
     return pool_window(node, shape)
-
-
-def _spatial_strides(spatial, column_major: bool) -> list[int]:
-    """Element strides of the spatial axes, row-major or column-major (MaxPool's indices)."""
-    order = range(len(spatial)) if column_major else reversed(range(len(spatial)))
-    strides, step = [0] * len(spatial), 1
-    for axis in order:
-        strides[axis] = step
-        step *= spatial[axis]
-    return strides
 
 
 def emit_pool_nd(k: Kernel) -> None:
@@ -73,7 +64,7 @@ def emit_pool_nd(k: Kernel) -> None:
     indices = k.outs[1] if maximum and len(k.outs) > 1 and k.outs[1] is not None else None
     best = k.alloca(ir.IntType(64))
     # Indices count in the NCHW input flattened row- or column-major (storage_order).
-    spatial_st = _spatial_strides(spatial, node.attrs.get("storage_order", 0) == 1)
+    spatial_st = spatial_strides(shape, node.attrs.get("storage_order", 0) == 1)
     plane = int(np.prod(spatial, dtype=np.int64))
     with ExitStack() as stack:
         n = stack.enter_context(k.loop(batch))
@@ -83,14 +74,7 @@ def emit_pool_nd(k: Kernel) -> None:
         b.store(ir.Constant(ir.IntType(64), 0), best)
         with ExitStack() as taps_stack:
             taps = [taps_stack.enter_context(k.loop(size)) for size in win.kernel]
-            inside = ir.Constant(ir.IntType(1), 1)
-            pos = []
-            for o, t, s, d, first, size in zip(out, taps, win.strides, win.dilations,
-                                               win.begin, spatial):
-                i = b.add(b.sub(b.mul(o, I32(s)), I32(first)), b.mul(t, I32(d)))
-                ok = b.and_(b.icmp_signed(">=", i, I32(0)), b.icmp_signed("<", i, I32(size)))
-                inside = b.and_(inside, ok)
-                pos.append(b.select(ok, i, I32(0)))
+            inside, pos = tap_positions(k, out, taps, win, spatial)
             v = k.load(k.args[0], at(n, c, pos, x_st))
             old = b.load(acc)
             if maximum:

@@ -79,23 +79,13 @@ def _dot(k: Kernel, a: ir.Value, a_base: ir.Value, w: ir.Value, w_base: ir.Value
          start: ir.Value) -> ir.Value:
     """Start + sum a[a_base + i] * w[w_base + i] over i < n, int8 by int8 in int32."""
     b = k.b
-    before = b.block
-    head, body, done = (b.append_basic_block(s) for s in ("dot", "dot.body", "dot.end"))
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I32)
-    total = b.phi(I32)
-    i.add_incoming(I32(0), before)
-    total.add_incoming(start, before)
-    b.cbranch(b.icmp_unsigned("<", i, I32(n)), body, done)
-    b.position_at_end(body)
-    x = b.sext(k.load(a, b.add(a_base, i)), I32)
-    y = b.sext(k.load(w, b.add(w_base, i)), I32)
-    total.add_incoming(b.add(total, b.mul(x, y)), body)
-    i.add_incoming(b.add(i, I32(1)), body)
-    b.branch(head)
-    b.position_at_end(done)
-    return total
+    total = k.alloca(I32)
+    b.store(start, total)
+    with k.loop(n) as i:
+        x = b.sext(k.load(a, b.add(a_base, i)), I32)
+        y = b.sext(k.load(w, b.add(w_base, i)), I32)
+        b.store(b.add(b.load(total), b.mul(x, y)), total)
+    return b.load(total)
 
 
 def emit_int_lstm_step(k: Kernel) -> None:

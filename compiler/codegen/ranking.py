@@ -17,6 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel, llvm_type
+from compiler.codegen.select import index_value
 from compiler.ops._util import normalize_axis
 
 I64 = ir.IntType(64)
@@ -111,6 +112,19 @@ def _combine(k: Kernel, reduction: str, old, new):
     return new
 
 
+def _addressed(k: Kernel, row_start: ir.Value, dims, strides) -> ir.Value:
+    """The element offset the index row of input 1 starting at `row_start` addresses.
+
+    Each index is read as select.index_value reads one: negatives from the end, the rest clamped.
+    """
+    b = k.b
+    offset = I32(0)
+    for j, dim in enumerate(dims):
+        index = index_value(k, 1, b.add(row_start, I32(j)), dim)
+        offset = b.add(offset, b.mul(index, I32(strides[j])))
+    return offset
+
+
 def emit_scatter_nd(k: Kernel) -> None:
     """The data, then every update slice written at its index row's position."""
     node, b = k.node, k.b
@@ -126,15 +140,7 @@ def emit_scatter_nd(k: Kernel) -> None:
         k.store(k.load(data, i), k.outs[0], i)
     reduction = node.attrs["reduction"]
     with k.loop(rows) as row:
-        offset = I32(0)
-        for j in range(depth):
-            raw = k.load(k.args[1], k.index((row, depth), base=j))
-            raw = b.trunc(raw, I32) if raw.type.width > 32 else raw
-            size = I32(data_shape[j])
-            raw = b.select(b.icmp_signed("<", raw, I32(0)), b.add(raw, size), raw)
-            raw = b.select(b.icmp_signed("<", raw, I32(0)), I32(0), raw)
-            raw = b.select(b.icmp_signed(">=", raw, size), I32(data_shape[j] - 1), raw)
-            offset = b.add(offset, b.mul(raw, I32(strides[j])))
+        offset = _addressed(k, k.index((row, depth)), data_shape[:depth], strides)
         with k.loop(slice_size) as s:
             at = b.add(offset, s)
             new = k.load(k.args[2], k.index((row, slice_size), (s, 1)))
@@ -155,15 +161,8 @@ def emit_gather_nd(k: Kernel) -> None:
     block = int(np.prod(inner, dtype=np.int64))
     strides = [int(np.prod(inner[i + 1:], dtype=np.int64)) for i in range(depth)]
     with k.loop(batch) as bb, k.loop(rows) as row:
-        offset = b.mul(bb, I32(block))
-        for j in range(depth):
-            raw = k.load(k.args[1], k.index((bb, rows * depth), (row, depth), base=j))
-            raw = b.trunc(raw, I32) if raw.type.width > 32 else raw
-            size = I32(inner[j])
-            raw = b.select(b.icmp_signed("<", raw, I32(0)), b.add(raw, size), raw)
-            raw = b.select(b.icmp_signed("<", raw, I32(0)), I32(0), raw)
-            raw = b.select(b.icmp_signed(">=", raw, size), I32(inner[j] - 1), raw)
-            offset = b.add(offset, b.mul(raw, I32(strides[j])))
+        offset = b.add(b.mul(bb, I32(block)), _addressed(
+            k, k.index((bb, rows * depth), (row, depth)), inner[:depth], strides))
         with k.loop(slice_size) as s:
             k.store(k.load(k.args[0], b.add(offset, s)), k.outs[0],
                     k.index((bb, rows * slice_size), (row, slice_size), (s, 1)))

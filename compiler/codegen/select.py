@@ -113,7 +113,7 @@ def emit_gather_runtime(k: Kernel) -> None:
     if count == 0 or outer * inner == 0:
         return
     with k.loop(count) as j:
-        src = _index_value(k, 1, j, dim)
+        src = index_value(k, 1, j, dim)
         with k.loop(outer) as o, k.loop(inner) as i:
             x = k.load(k.args[0], k.index((o, dim * inner), (src, inner), (i, 1)))
             k.store(x, k.outs[0], k.index((o, count * inner), (j, inner), (i, 1)))
@@ -189,7 +189,7 @@ def emit_dropout(k: Kernel) -> None:
             k.store(ir.Constant(ir.IntType(8), 1), k.outs[1], i)
 
 
-def _index_value(k: Kernel, slot: int, at, dim: int):
+def index_value(k: Kernel, slot: int, at, dim: int):
     """The index at position `at` of input `slot`, read at run time.
 
     Negative ones count from the end and the rest are clamped into 0..dim-1: compiled code
@@ -213,7 +213,7 @@ def emit_gather_elements(k: Kernel) -> None:
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in shape]
         at = k.index(*zip(idx, own))
-        source = _index_value(k, 1, at, data[axis])
+        source = index_value(k, 1, at, data[axis])
         terms = [(source if a == axis else i, data_strides[a]) for a, i in enumerate(idx)]
         k.store(k.load(k.args[0], k.index(*terms)), k.outs[0], at)
 
@@ -231,7 +231,7 @@ def emit_scatter_elements(k: Kernel) -> None:
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in updates]
         at = k.index(*zip(idx, own))
-        target = _index_value(k, 1, at, data[axis])
+        target = index_value(k, 1, at, data[axis])
         terms = [(target if a == axis else i, data_strides[a]) for a, i in enumerate(idx)]
         where = k.index(*terms)
         update = k.load(k.args[2], at)

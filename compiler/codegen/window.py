@@ -81,3 +81,41 @@ def inside(k: Kernel, i: ir.Value, n: int, needed: bool) -> Iterator[None]:
         return
     with k.b.if_then(k.b.icmp_unsigned("<", i, I32(n))):
         yield
+
+
+def tap_positions(k: Kernel, out, taps, win, sizes) -> tuple[ir.Value, list[ir.Value]]:
+    """(whether every axis lands inside, the input position per axis) of one tap, any rank.
+
+    Position = o * stride - begin + t * dilation (compiler/ops' Window); a position outside
+    the input is replaced by 0, so a load there stays in bounds and is masked by `inside`.
+    """
+    b = k.b
+    inside = ir.Constant(ir.IntType(1), 1)
+    positions = []
+    for o, t, s, d, first, size in zip(out, taps, win.strides, win.dilations, win.begin, sizes):
+        i = b.add(b.sub(b.mul(o, I32(s)), I32(first)), b.mul(t, I32(d)))
+        ok = b.and_(b.icmp_signed(">=", i, I32(0)), b.icmp_signed("<", i, I32(size)))
+        inside = b.and_(inside, ok)
+        positions.append(b.select(ok, i, I32(0)))
+    return inside, positions
+
+
+def landing_positions(k: Kernel, out, taps, strides, dilations, begins, counts
+                      ) -> tuple[ir.Value, list[ir.Value]]:
+    """The transposed window: per axis the source q with q s + t d - begin = o, if any.
+
+    (whether such q exists inside [0, count) on every axis, q per axis, 0 where none): the
+    gather form of a transposed convolution or Col2Im.
+    """
+    b = k.b
+    reach = ir.Constant(ir.IntType(1), 1)
+    positions = []
+    for o, t, s, d, first, count in zip(out, taps, strides, dilations, begins, counts):
+        shifted = b.sub(b.add(o, I32(first)), b.mul(t, I32(d)))
+        q = b.sdiv(shifted, I32(s)) if s > 1 else shifted
+        ok = b.and_(b.icmp_signed(">=", shifted, I32(0)), b.icmp_signed("<", q, I32(count)))
+        if s > 1:
+            ok = b.and_(ok, b.icmp_signed("==", b.srem(shifted, I32(s)), I32(0)))
+        reach = b.and_(reach, ok)
+        positions.append(b.select(ok, q, I32(0)))
+    return reach, positions

@@ -64,7 +64,7 @@ def _lowest(dtype: np.dtype):
     return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
 
 
-def _spatial_strides(shape, column_major: bool) -> list[int]:
+def spatial_strides(shape, column_major: bool) -> list[int]:
     """Element strides of the spatial axes in a flattened [N, C, *spatial] tensor."""
     axes = list(shape[2:])
     order = range(len(axes)) if column_major else reversed(range(len(axes)))
@@ -82,7 +82,7 @@ def _max_pool(node, x):
     want_indices = len(node.outputs) > 1
     padded = padded_input(x, win, _lowest(x.dtype))
     best = index = None
-    strides = _spatial_strides(x.shape, node.attrs["storage_order"] == 1)
+    strides = spatial_strides(x.shape, node.attrs["storage_order"] == 1)
     for tap, view in taps(padded, win):
         if best is None:
             best = view.copy()
