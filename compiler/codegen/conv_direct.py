@@ -9,7 +9,7 @@ channels and the taps inside the input of x times w, plus the bias. The window g
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 from llvmlite import ir
@@ -17,7 +17,7 @@ from llvmlite import ir
 from compiler.codegen import requant
 from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import intrinsic
-from compiler.codegen.kernel import I32, Kernel, activate
+from compiler.codegen.kernel import I32, Kernel, activate, strides
 from compiler.codegen.window import tap_positions
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant
@@ -34,25 +34,27 @@ def runtime_weights(node) -> bool:
             and not isinstance(node.inputs[1], Constant))
 
 
-def _strides(dims) -> list[int]:
-    return [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims))]
 
+@contextmanager
+def _window_sums(k: Kernel, w_slot: int, start, term, zero, add):
+    """Loop over every output element, summing term over its group's channels and taps.
 
-def emit_conv_direct(k: Kernel) -> None:
-    """Y = b + sum over the group's input channels and in-bounds taps of x w, activated."""
+    start(oc) is the sum's first value, term(x_at, w_at, oc) one tap's product (taps outside
+    the input count zero); yields (oc, sum, y_at) inside the output loops, for the caller to
+    finish and store. The float and the integer direct convolutions differ only there.
+    """
     node, b = k.node, k.b
     layout = layout_of(node)
-    batch, channels, *spatial = nchw_shape(node.inputs[0].type.shape, layout)
-    w_shape = node.inputs[1].type.shape  # [C_out, C_in / group, *kernel]
+    batch, _, *spatial = nchw_shape(node.inputs[0].type.shape, layout)
+    w_shape = node.inputs[w_slot].type.shape  # [C_out, C_in / group, *kernel]
     out_channels, per_group_in, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
     group = node.attrs["group"]
     per_group_out = out_channels // group
     win = window(node, spatial, kernel)
-    x_st = _strides(list(node.inputs[0].type.shape))
-    y_st = _strides(list(node.output.type.shape))
-    w_st = _strides(list(w_shape))
-    bias = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    total = k.alloca(F32)
+    x_st = strides(list(node.inputs[0].type.shape))
+    y_st = strides(list(node.output.type.shape))
+    w_st = strides(list(w_shape))
+    total = k.alloca(zero.type)
 
     def at(n, c, pos, st):
         dims = [n, *pos, c] if layout == "NHWC" else [n, c, *pos]
@@ -63,17 +65,31 @@ def emit_conv_direct(k: Kernel) -> None:
         oc = stack.enter_context(k.loop(out_channels))
         out = [stack.enter_context(k.loop(size)) for size in win.out]
         g = b.udiv(oc, I32(per_group_out)) if group > 1 else I32(0)
-        b.store(k.load(bias, oc) if bias is not None else F32(0.0), total)
+        b.store(start(oc), total)
         with ExitStack() as inner:
             ic = inner.enter_context(k.loop(per_group_in))
             taps = [inner.enter_context(k.loop(size)) for size in kernel]
             inside, pos = tap_positions(k, out, taps, win, spatial)
             channel = b.add(b.mul(g, I32(per_group_in)), ic)
-            xv = k.load(k.args[0], at(n, channel, pos, x_st))
-            wv = k.load(k.args[1], k.index(*zip([oc, ic, *taps], w_st)))
-            term = b.select(inside, b.fmul(xv, wv), F32(0.0))
-            b.store(b.fadd(b.load(total), term), total)
-        k.store(activate(k, b.load(total)), k.outs[0], at(n, oc, out, y_st))
+            x_at = at(n, channel, pos, x_st)
+            w_at = k.index(*zip([oc, ic, *taps], w_st))
+            b.store(add(b.load(total), b.select(inside, term(x_at, w_at, oc), zero)), total)
+        yield oc, b.load(total), at(n, oc, out, y_st)
+
+
+def emit_conv_direct(k: Kernel) -> None:
+    """Y = b + sum over the group's input channels and in-bounds taps of x w, activated."""
+    node, b = k.node, k.b
+    bias = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
+
+    def start(oc):
+        return k.load(bias, oc) if bias is not None else F32(0.0)
+
+    def term(x_at, w_at, oc):
+        return b.fmul(k.load(k.args[0], x_at), k.load(k.args[1], w_at))
+
+    with _window_sums(k, 1, start, term, F32(0.0), b.fadd) as (_, value, y_at):
+        k.store(activate(k, value), k.outs[0], y_at)
 
 
 def emit_causal_conv(k: Kernel) -> None:
@@ -144,20 +160,10 @@ def emit_conv_integer_direct(k: Kernel) -> None:
     node, b = k.node, k.b
     q = node.op == "QLinearConv"
     x_slot, w_slot = (0, 3) if q else (0, 1)
-    layout = layout_of(node)
-    batch, channels, *spatial = nchw_shape(node.inputs[0].type.shape, layout)
-    w_shape = node.inputs[w_slot].type.shape
-    out_channels, per_group_in, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
-    group = node.attrs["group"]
-    per_group_out = out_channels // group
-    win = window(node, spatial, kernel)
     zx = int(_first(node, 2))
     zw_slot = 5 if q else 3
     zw_value = node.inputs[zw_slot] if zw_slot < len(node.inputs) else None
-    x_st = _strides(list(node.inputs[0].type.shape))
-    y_st = _strides(list(node.output.type.shape))
-    w_st = _strides(list(w_shape))
-    total = k.alloca(I32)
+    bias = k.args[8] if q and len(node.inputs) > 8 and node.inputs[8] is not None else None
 
     def widen(value, dtype):
         return b.zext(value, I32) if dtype == "uint8" else b.sext(value, I32)
@@ -170,28 +176,16 @@ def emit_conv_integer_direct(k: Kernel) -> None:
         return widen(k.load(k.args[zw_slot], oc if per_channel else I32(0)),
                      zw_value.type.dtype)
 
-    def at(n, c, pos, st):
-        dims = [n, *pos, c] if layout == "NHWC" else [n, c, *pos]
-        return k.index(*zip(dims, st))
+    def start(oc):
+        return k.load(bias, oc) if bias is not None else I32(0)
 
-    with ExitStack() as stack:
-        n = stack.enter_context(k.loop(batch))
-        oc = stack.enter_context(k.loop(out_channels))
-        out = [stack.enter_context(k.loop(size)) for size in win.out]
-        g = b.udiv(oc, I32(per_group_out)) if group > 1 else I32(0)
-        bias = k.args[8] if q and len(node.inputs) > 8 and node.inputs[8] is not None else None
-        b.store(k.load(bias, oc) if bias is not None else I32(0), total)
-        with ExitStack() as inner:
-            ic = inner.enter_context(k.loop(per_group_in))
-            taps = [inner.enter_context(k.loop(size)) for size in kernel]
-            inside, pos = tap_positions(k, out, taps, win, spatial)
-            channel = b.add(b.mul(g, I32(per_group_in)), ic)
-            xv = b.sub(widen(k.load(k.args[x_slot], at(n, channel, pos, x_st)),
-                             node.inputs[x_slot].type.dtype), I32(zx))
-            wv = b.sub(widen(k.load(k.args[w_slot], k.index(*zip([oc, ic, *taps], w_st))),
-                             node.inputs[w_slot].type.dtype), weight_zero(oc))
-            b.store(b.add(b.load(total), b.select(inside, b.mul(xv, wv), I32(0))), total)
-        value = b.load(total)
+    def term(x_at, w_at, oc):
+        xv = b.sub(widen(k.load(k.args[x_slot], x_at), node.inputs[x_slot].type.dtype), I32(zx))
+        wv = b.sub(widen(k.load(k.args[w_slot], w_at), node.inputs[w_slot].type.dtype),
+                   weight_zero(oc))
+        return b.mul(xv, wv)
+
+    with _window_sums(k, w_slot, start, term, I32(0), b.add) as (oc, value, y_at):
         if q:
             w_scale = node.inputs[4]
             if isinstance(w_scale, Constant) and w_scale.data.size > 1:  # per output channel
@@ -203,7 +197,7 @@ def emit_conv_integer_direct(k: Kernel) -> None:
             low, high = RANGES[node.output.type.dtype]
             value = b.trunc(requant.onnx(k, value, scale, int(_first(node, 7)), low, high),
                             ir.IntType(8))
-        k.store(value, k.outs[0], at(n, oc, out, y_st))
+        k.store(value, k.outs[0], y_at)
 
 
 def emit_deform_conv(k: Kernel) -> None:

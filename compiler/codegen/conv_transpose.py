@@ -14,16 +14,12 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.kernel import I32, Kernel, strides
 from compiler.codegen.window import landing_positions
 from compiler.ops._spatial import layout_of, per_axis
 from compiler.ops.conv import transpose_geometry
 
 F32 = ir.FloatType()
-
-
-def _strides(shape) -> list[int]:
-    return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
 
 
 def emit_conv_transpose(k: Kernel) -> None:
@@ -44,9 +40,9 @@ def emit_conv_transpose(k: Kernel) -> None:
     group = node.attrs["group"]
     per_group_in, per_group_out = channels // group, w_shape[1]
     begin, _, _ = transpose_geometry(node, in_spatial, kernel)
-    strides = per_axis(node, "strides", rank, 1)
+    axis_strides = per_axis(node, "strides", rank, 1)
     dilations = per_axis(node, "dilations", rank, 1)
-    x_st, y_st, w_st = _strides(x_shape), _strides(y_shape), _strides(w_shape)
+    x_st, y_st, w_st = strides(x_shape), strides(y_shape), strides(w_shape)
     bias = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
     total = k.alloca(F32)
 
@@ -64,7 +60,7 @@ def emit_conv_transpose(k: Kernel) -> None:
         with ExitStack() as inner:
             ic = inner.enter_context(k.loop(per_group_in))
             taps = [inner.enter_context(k.loop(size)) for size in kernel]
-            reach, positions = landing_positions(k, out, taps, strides, dilations, begin,
+            reach, positions = landing_positions(k, out, taps, axis_strides, dilations, begin,
                                                  in_spatial)
             channel = b.add(b.mul(g, I32(per_group_in)), ic)
             xv = k.load(k.args[0], x_at(n, channel, positions))
@@ -84,16 +80,16 @@ def emit_col2im(k: Kernel) -> None:
     image = [int(v) for v in node.inputs[1].data]
     block = [int(v) for v in node.inputs[2].data]
     rank = len(image)
-    strides = list(node.attrs["strides"] or [1] * rank)
+    axis_strides = list(node.attrs["strides"] or [1] * rank)
     dilations = list(node.attrs["dilations"] or [1] * rank)
     pads = list(node.attrs["pads"] or [0] * (2 * rank))
     counts = [(image[i] + pads[i] + pads[i + rank] - dilations[i] * (block[i] - 1) - 1)
-              // strides[i] + 1 for i in range(rank)]
+              // axis_strides[i] + 1 for i in range(rank)]
     batch, columns = node.output.type.shape[:2]
     per_block = int(np.prod(block))
     x_shape = node.inputs[0].type.shape
-    block_st = _strides(block)
-    count_st = _strides(counts)
+    block_st = strides(block)
+    count_st = strides(counts)
     total = k.alloca(F32)
     with ExitStack() as stack:
         n = stack.enter_context(k.loop(batch))
@@ -102,7 +98,7 @@ def emit_col2im(k: Kernel) -> None:
         b.store(F32(0.0), total)
         with ExitStack() as inner:
             taps = [inner.enter_context(k.loop(size)) for size in block]
-            reach, where = landing_positions(k, pos, taps, strides, dilations, pads, counts)
+            reach, where = landing_positions(k, pos, taps, axis_strides, dilations, pads, counts)
             row = b.add(b.mul(c, I32(per_block)), k.index(*zip(taps, block_st)))
             at = k.index((n, x_shape[1] * x_shape[2]), (row, x_shape[2]),
                          *zip(where, count_st))
@@ -110,4 +106,4 @@ def emit_col2im(k: Kernel) -> None:
             b.store(b.fadd(b.load(total), value), total)
         plane = int(np.prod(image))
         k.store(b.load(total), k.outs[0], k.index((n, columns * plane), (c, plane),
-                                                  *zip(pos, _strides(image))))
+                                                  *zip(pos, strides(image))))

@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import intrinsic
-from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.kernel import I32, Kernel, strides
 
 F32 = ir.FloatType()
 _A = -0.75
@@ -97,10 +97,10 @@ def emit_grid_sample(k: Kernel) -> None:
     out_spatial = list(grid_shape[1:-1])
     mode = _MODES[node.attrs["mode"]]
     padding, align = node.attrs["padding_mode"], bool(node.attrs["align_corners"])
-    x_strides = [int(np.prod(x_shape[i + 1:], dtype=np.int64)) for i in range(len(x_shape))]
-    g_strides = [int(np.prod(grid_shape[i + 1:], dtype=np.int64)) for i in range(len(grid_shape))]
+    x_strides = strides(x_shape)
+    g_strides = strides(grid_shape)
     y_shape = node.output.type.shape
-    y_strides = [int(np.prod(y_shape[i + 1:], dtype=np.int64)) for i in range(len(y_shape))]
+    y_strides = strides(y_shape)
     total = k.alloca(F32)
     with ExitStack() as stack:
         n = stack.enter_context(k.loop(batch))

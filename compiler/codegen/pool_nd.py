@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from compiler.codegen.codetables import table
 from compiler.codegen.elementwise import intrinsic, max_of
-from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.kernel import I32, Kernel, strides
 from compiler.codegen.window import tap_positions
 from compiler.ops._spatial import Window, layout_of, nchw_shape
 from compiler.ops.pool import pool_window, spatial_strides, window_counts
@@ -45,10 +45,6 @@ def emit_pool_nd(k: Kernel) -> None:
     p = float(node.attrs.get("p", 2)) if "Lp" in node.op else None
     x_dims = list(node.inputs[0].type.shape)
     y_dims = list(node.output.type.shape)
-
-    def strides(dims):
-        return [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims))]
-
     x_st, y_st = strides(x_dims), strides(y_dims)
 
     def at(n, c, pos, st):

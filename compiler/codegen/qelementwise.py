@@ -13,7 +13,7 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.kernel import I32, Kernel, constant_input, strides
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant
 from compiler.ops._util import normalize_axis
@@ -117,7 +117,7 @@ def _parameter_index(k: Kernel, idx, shape, scale_shape, axis: int | None, block
         return I32(0)
     if not block:
         return idx[axis]
-    steps = [int(np.prod(scale_shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    steps = strides(scale_shape)
     terms = [(b.udiv(i, I32(block)) if a == axis else i, s)
              for a, (i, s) in enumerate(zip(idx, steps))]
     return k.index(*terms)
@@ -133,7 +133,7 @@ def emit_quantize_general(k: Kernel) -> None:
     block = 0 if per_tensor else node.attrs["block_size"]
     zero = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
     quantize = node.op == "QuantizeLinear"
-    steps = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
+    steps = strides(shape)
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in shape]
         at = k.index(*zip(idx, steps))

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
 from compiler.codegen.elementwise import broadcast_strides
-from compiler.codegen.kernel import I32, Kernel
+from compiler.codegen.kernel import I32, Kernel, strides
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant
 from compiler.ops.qlinear import requant_rule
@@ -68,6 +67,6 @@ def emit_qlinear_matmul_general(k: Kernel) -> None:
             y = b.sub(widen(k.load(k.args[3], b_at), node.inputs[3].type.dtype), I32(zb))
             b.store(b.add(b.load(total), b.mul(x, y)), total)
         value = requant.onnx(k, b.load(total), scale, zy, low, high)
-        out_steps = [int(np.prod(out[i + 1:], dtype=np.int64)) for i in range(len(out))]
+        out_steps = strides(out)
         at = k.index(*zip([*idx, m, n], out_steps))
         k.store(b.trunc(value, ir.IntType(8)), k.outs[0], at)

@@ -16,7 +16,7 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.kernel import I32, Kernel, llvm_type
+from compiler.codegen.kernel import I32, Kernel, llvm_type, strides
 from compiler.codegen.select import index_value
 from compiler.ops._util import normalize_axis
 
@@ -112,7 +112,7 @@ def _combine(k: Kernel, reduction: str, old, new):
     return new
 
 
-def _addressed(k: Kernel, row_start: ir.Value, dims, strides) -> ir.Value:
+def _addressed(k: Kernel, row_start: ir.Value, dims, axis_strides) -> ir.Value:
     """The element offset the index row of input 1 starting at `row_start` addresses.
 
     Each index is read as select.index_value reads one: negatives from the end, the rest clamped.
@@ -121,7 +121,7 @@ def _addressed(k: Kernel, row_start: ir.Value, dims, strides) -> ir.Value:
     offset = I32(0)
     for j, dim in enumerate(dims):
         index = index_value(k, 1, b.add(row_start, I32(j)), dim)
-        offset = b.add(offset, b.mul(index, I32(strides[j])))
+        offset = b.add(offset, b.mul(index, I32(axis_strides[j])))
     return offset
 
 
@@ -133,14 +133,14 @@ def emit_scatter_nd(k: Kernel) -> None:
     depth = index_shape[-1]
     rows = int(np.prod(index_shape[:-1], dtype=np.int64))
     slice_size = int(np.prod(data_shape[depth:], dtype=np.int64))
-    strides = [int(np.prod(data_shape[i + 1:], dtype=np.int64)) for i in range(depth)]
+    axis_strides = strides(data_shape)[:depth]
     total = int(np.prod(data_shape, dtype=np.int64))
     data = k.args[0]
     with k.loop(total) as i:
         k.store(k.load(data, i), k.outs[0], i)
     reduction = node.attrs["reduction"]
     with k.loop(rows) as row:
-        offset = _addressed(k, k.index((row, depth)), data_shape[:depth], strides)
+        offset = _addressed(k, k.index((row, depth)), data_shape[:depth], axis_strides)
         with k.loop(slice_size) as s:
             at = b.add(offset, s)
             new = k.load(k.args[2], k.index((row, slice_size), (s, 1)))
@@ -159,10 +159,10 @@ def emit_gather_nd(k: Kernel) -> None:
     inner = data_shape[batch_dims:]
     slice_size = int(np.prod(inner[depth:], dtype=np.int64))
     block = int(np.prod(inner, dtype=np.int64))
-    strides = [int(np.prod(inner[i + 1:], dtype=np.int64)) for i in range(depth)]
+    axis_strides = strides(inner)[:depth]
     with k.loop(batch) as bb, k.loop(rows) as row:
         offset = b.add(b.mul(bb, I32(block)), _addressed(
-            k, k.index((bb, rows * depth), (row, depth)), inner[:depth], strides))
+            k, k.index((bb, rows * depth), (row, depth)), inner[:depth], axis_strides))
         with k.loop(slice_size) as s:
             k.store(k.load(k.args[0], b.add(offset, s)), k.outs[0],
                     k.index((bb, rows * slice_size), (row, slice_size), (s, 1)))
@@ -183,8 +183,8 @@ def emit_tensor_scatter(k: Kernel) -> None:
     with k.loop(total) as i:
         k.store(k.load(k.args[0], i), k.outs[0], i)
     writes = k.args[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    c_st = [int(np.prod(cache[i + 1:], dtype=np.int64)) for i in range(len(cache))]
-    u_st = [int(np.prod(update[i + 1:], dtype=np.int64)) for i in range(len(update))]
+    c_st = strides(cache)
+    u_st = strides(update)
     with ExitStack() as stack:
         idx = [stack.enter_context(k.loop(n)) for n in update]
         start = I32(0)
