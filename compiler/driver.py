@@ -294,7 +294,8 @@ def compilation(graph: Graph, pipeline: Pipeline | None = None) -> Compilation:
 
 def compile_graph(graph: Graph, target: Target | str, name: str = "net",
                   alignment: int | None = None, io_in_arena: bool = False,
-                  weights: str = "embedded", fast_compile: bool = False) -> CompiledNet:
+                  weights: str = "embedded", fast_compile: bool = False,
+                  disabled_lowering: frozenset[str] = frozenset()) -> CompiledNet:
     """Compile a graph that already went through a pipeline (only the prepare stage runs).
 
     A Target object that is not the registered target of its name (one with another CPU's
@@ -303,7 +304,7 @@ def compile_graph(graph: Graph, target: Target | str, name: str = "net",
     """
     target_name = target if isinstance(target, str) else target.name
     options = Options(target_name, name, alignment, io_in_arena, weights,
-                      fast_compile=fast_compile)
+                      fast_compile=fast_compile, disabled_lowering=frozenset(disabled_lowering))
     known = compilation(graph, Pipeline([]))
     if isinstance(target, Target) and target != get_target(target_name):
         options.check()

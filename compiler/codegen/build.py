@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from compiler.codegen.chain import (
+    ChainCode,
+    chain_code,
+    emit_chain_driver,
+    emit_sums_part,
+)
 from compiler.codegen.entry import Call, emit_calls
 from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
@@ -74,6 +80,8 @@ class KernelInfo:
         nodes: Names of the graph nodes the kernel covers.
         weight_bytes: Bytes of constant data it reads (shared weights count in every reader).
         fusion: The fused operator it runs (`compiler.lowir.ir.Fusion`), None for one node.
+        part_of: For a one-row kernel of a row-streamed chain, the chain's driver symbol
+            (its weights count there); "" otherwise.
     """
 
     symbol: str
@@ -81,6 +89,7 @@ class KernelInfo:
     nodes: tuple[str, ...]
     weight_bytes: int
     fusion: Fusion | None = None
+    part_of: str = ""
 
 
 @dataclass
@@ -133,6 +142,11 @@ class StateSlot:
     def nbytes(self) -> int:
         """The variable's size in bytes."""
         return len(self.initial)
+
+
+def _runtime(node: Node) -> list[Value]:
+    """A node's runtime (non-constant) inputs."""
+    return [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
 
 
 def _location(plan: MemoryPlan, value: Value | str) -> tuple[int, int]:
@@ -201,6 +215,9 @@ class _Builder:
             if instr.fusion is Fusion.CONV_PAIR:
                 second, add = (self.nodes[n] for n in instr.nodes[1:])
                 steps.append((second, add, instr))
+                continue
+            if instr.fusion is Fusion.ROW_CHAIN:
+                steps.append((self.nodes[instr.nodes[0]], None, instr))
                 continue
             fused = instr.fusion is Fusion.RESIDUAL_ADD and len(instr.nodes) == 2
             if (len(instr.nodes) > 1 and not fused) or instr.name not in self.nodes:
@@ -391,6 +408,65 @@ class _Builder:
         emit_driver(driver, rows, kernels)
         return driver, consts
 
+    def _chain_code(self, instr: Instr) -> ChainCode:
+        chain = self.plan.lowir.chains[instr.name]
+        values = {v.name: v for v in self.graph.values()}
+        args = {o.value: k for k, o in enumerate(instr.operands)}
+        return chain_code(chain, self.nodes, values, args)
+
+    def chain(self, step: int, instr: Instr, code: ChainCode, weights: dict[int, dict]
+              ) -> tuple[ir.Function, list[tuple[int, ir.Type]]]:
+        """A row-streamed chain: its one-row kernels and the driver walking its table.
+
+        Returns the driver, which takes the chain's tensors, windows and sums (its operands,
+        in order) and then every kernel's weight arguments in turn, and those arguments.
+        """
+        kernels, consts, first, count = {}, [], {}, {}
+        symbol = f"{self.name}.k{step}.RowChain"
+        stage_of = {n: s for s in code.stages for n in s.nodes}
+        for c, part in code.parts.items():
+            if part.kind == "conv":
+                alone = [True] * (len(_runtime(part.node)) + 1 + (part.add is not None))
+                fn, _, own = self.kernel(part.node, f"{step}.c{c}", part.add, weights[c], alone)
+                fn.attributes.discard("alwaysinline")  # called once per row: a call is cheap
+                fn.attributes.add("noinline")
+            else:
+                fn, own = self._sums_kernel(part.node, f"{step}.c{c}", part.kind), []
+            kernels[c], first[c], count[c] = fn, len(consts), len(own)
+            consts += own
+            stage = stage_of[part.source]
+            self.kernels.append(KernelInfo(fn.name, part.label, stage.nodes, 0, Fusion.ROW_CHAIN,
+                                           symbol))
+        places = len(instr.operands)
+        fnty = ir.FunctionType(ir.VoidType(),
+                               [I8P] * places + [ir.PointerType(t) for _, t in consts])
+        driver = ir.Function(self.module, fnty, symbol)
+        driver.linkage = "internal"
+        driver.attributes.add("nounwind")
+        driver.attributes.add("noinline")
+        own_weights = {c: list(driver.args[places + first[c]:places + first[c] + count[c]])
+                       for c in kernels}
+        emit_chain_driver(driver, code, kernels, own_weights, places,
+                          f"{self.name}.k{step}")
+        return driver, consts
+
+    def _sums_kernel(self, node: Node, index: str, kind: str) -> ir.Function:
+        """A pool's part of a chain: (row, sums) -> sums, or (sums, output) for the finish."""
+        i32p = ir.PointerType(I32)
+        types = [i32p, I8P] if kind == "finish" else [I8P, i32p]
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types),
+                         f"{self.name}.k{index}.{kind}")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        for arg in fn.args:
+            arg.add_attribute("noalias")
+        k = Kernel(node, fn, [fn.args[0]] + [None] * (len(node.inputs) - 1), [fn.args[1]],
+                   target=self.target)
+        emit_sums_part(k, kind)
+        k.finish()
+        return fn
+
     def build(self) -> ir.Module:
         """The module with the exported `int name(const u8 *, u8 *, u8 *)` entry point."""
         steps = self._steps()
@@ -399,6 +475,10 @@ class _Builder:
             if instr.fusion is Fusion.CONV_PAIR:
                 rows = self._pair_rows(instr.nodes)
                 prepared.append((rows, {p: self._weights(n) for p, n in rows.parts.items()}))
+            elif instr.fusion is Fusion.ROW_CHAIN:
+                code = self._chain_code(instr)
+                prepared.append((code, {c: self._weights(p.node) if p.kind == "conv" else {}
+                                        for c, p in code.parts.items()}))
             else:
                 prepared.append(self._weights(node))
         self._placeholder()
@@ -416,6 +496,15 @@ class _Builder:
                 residual = self.nodes[names[0]].inputs[0]
                 places = [_location(self.plan, residual),
                           _location(self.plan, pair_window(self.nodes[names[0]].output.name))]
+                places += [(BLOB, offset) for offset, _ in consts]
+                calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
+                self.kernels.append(KernelInfo(fn.name, instr.op, names, sum(
+                    a.nbytes for own in parts.values() for a, _ in own.values()), instr.fusion))
+                continue
+            if instr.fusion is Fusion.ROW_CHAIN:
+                code, parts = weights
+                fn, consts = self.chain(step, instr, code, parts)
+                places = [_location(self.plan, o.value) for o in instr.operands]
                 places += [(BLOB, offset) for offset, _ in consts]
                 calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
                 self.kernels.append(KernelInfo(fn.name, instr.op, names, sum(

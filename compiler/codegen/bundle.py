@@ -136,12 +136,22 @@ def _state_macros(net: CompiledNet) -> list[str]:
 
 
 def _layers(net: CompiledNet) -> list[dict]:
-    """One entry per kernel: the nodes it implements, their MACs and the weight bytes it reads."""
+    """One entry per kernel: the nodes it implements, their MACs and the weight bytes it reads.
+
+    A row-streamed chain is one entry whose `parts` list its one-row kernels.
+    """
     macs = node_macs(net.graph)
     ids = {n.name: n.id for n in net.graph.nodes}
+    parts: dict[str, list[dict]] = {}
+    for k in net.kernels:
+        if k.part_of:
+            parts.setdefault(k.part_of, []).append({"op": k.op, "nodes": list(k.nodes),
+                                                    "symbol": k.symbol})
     return [{"node": k.nodes[0] if k.nodes else k.symbol, "nodes": list(k.nodes), "op": k.op,
              "symbol": k.symbol, "macs": sum(macs.get(ids.get(n), 0) or 0 for n in k.nodes),
-             "weight_bytes": k.weight_bytes} for k in net.kernels]
+             "weight_bytes": k.weight_bytes,
+             **({"parts": parts[k.symbol]} if k.symbol in parts else {})}
+            for k in net.kernels if not k.part_of]
 
 
 def board_usage(net: CompiledNet, sizes: ObjectSizes, board: Board) -> dict:

@@ -18,6 +18,7 @@ from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target, get_target
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph, Node
+from compiler.lowir.ir import Fusion
 from compiler.memory.report import MemoryPlan
 
 NET_NAME = "net"
@@ -106,7 +107,14 @@ class KernelMap:
     def _module_text(self, step: KernelStep, target: Target) -> str:
         """A module with only `step`'s kernel, exported so the optimizer keeps it."""
         builder = _Builder(self.graph, self.plan, target, NET_NAME, "external")
-        node, add, _ = builder._steps()[step.index]
+        node, add, instr = builder._steps()[step.index]
+        if instr.fusion is Fusion.ROW_CHAIN:  # the driver with its one-row kernels
+            code = builder._chain_code(instr)
+            parts = {c: builder._weights(p.node) if p.kind == "conv" else {}
+                     for c, p in code.parts.items()}
+            fn, _ = builder.chain(step.index, instr, code, parts)
+            fn.linkage = ""
+            return str(builder.module)
         arrays = lookup(node, target)[1](node)
         weights = {i: (a, builder.table.add(a)) for i, a in arrays.items()}
         fn, _, _ = builder.kernel(node, step.index, add, weights)

@@ -67,24 +67,28 @@ def pair_rows(first: Node, second: Node, add: Node, window: int) -> PairRows:
     x, y = first.inputs[0].type, first.output.type
     rows = x.shape[1]
     zero = int(np.asarray(second.inputs[2].data).reshape(-1)[0])
-    out = _one_row(second, 3, 0, 0, "out")
-    residual = Value(f"{add.name}.row.residual", out.output.type)
-    inputs = [out.output if v is second.output else residual if _runtime(v) else v
-              for v in add.inputs]
-    out_add = Node(next(_IDS), add.op, f"{add.name}.row", inputs,
-                   [Value(f"{add.name}.row.out", TensorType(
-                       out.output.type.shape, add.output.type.dtype, add.output.type.quant))],
-                   dict(add.attrs), add.provenance)
-    return PairRows(_one_row(first, 2, 1, 0, "top"), _one_row(first, 3, 0, 0, "middle"),
-                    _one_row(first, 2, 0, 1, "bottom"), out, out_add, rows,
+    out = one_row(second, 3, 0, 0, "out")
+    return PairRows(one_row(first, 2, 1, 0, "top"), one_row(first, 3, 0, 0, "middle"),
+                    one_row(first, 2, 0, 1, "bottom"), out, row_add(add, second, out), rows,
                     x.nbytes // rows, y.nbytes // rows, window, zero)
+
+
+def row_add(add: Node, conv: Node, conv_row: Node) -> Node:
+    """The residual Add fused into `conv`, cut to the one row `conv_row` outputs."""
+    residual = Value(f"{add.name}.{conv_row.name}.residual", conv_row.output.type)
+    inputs = [conv_row.output if v is conv.output else residual if _runtime(v) else v
+              for v in add.inputs]
+    return Node(next(_IDS), add.op, f"{add.name}.{conv_row.name}", inputs,
+                [Value(f"{add.name}.{conv_row.name}.out", TensorType(
+                    conv_row.output.type.shape, add.output.type.dtype, add.output.type.quant))],
+                dict(add.attrs), add.provenance)
 
 
 def _runtime(value: Value | None) -> bool:
     return value is not None and not isinstance(value, Constant)
 
 
-def _one_row(node: Node, rows_in: int, pad_top: int, pad_bottom: int, part: str) -> Node:
+def one_row(node: Node, rows_in: int, pad_top: int, pad_bottom: int, part: str) -> Node:
     """`node` reading `rows_in` input rows (with this padding above and below) for one row."""
     x, y = node.inputs[0].type, node.output.type
     attrs = dict(node.attrs)

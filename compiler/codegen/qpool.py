@@ -38,13 +38,8 @@ def _scalar(k: Kernel, slot: int):
 def emit_qglobal_average_pool(k: Kernel) -> None:
     """Per (image, channel): sum the pixels in int32, then requantize by the rule."""
     node, b = k.node, k.b
-    if node.attrs.get("layout") != "NHWC" or node.inputs[0].type.rank != 4:
-        raise KilnError(f"cannot generate {node.op} {node.name}: only 2-D NHWC is supported")
-    batch, height, width, channels = node.inputs[0].type.shape
+    batch, height, width, channels = _gap_shape(node)
     count = height * width
-    xs, xz, ys, yz = (_scalar(k, i) for i in range(1, 5))
-    xz, yz = int(xz), int(yz)
-    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
     widen = b.sext if node.inputs[0].type.dtype == "int8" else b.zext
     total_slot = k.alloca(I32)
     with k.loop(batch) as n, k.loop(channels) as c:
@@ -53,24 +48,62 @@ def emit_qglobal_average_pool(k: Kernel) -> None:
             x = widen(k.load(k.args[0], k.index((n, count * channels), (p, channels),
                                                 (c, 1))), I32)
             b.store(b.add(b.load(total_slot), x), total_slot)
-        raw = b.load(total_slot)
-        total = b.sub(raw, I32(xz * count))
-        if node.attrs.get("requant", "onnx") != "tflite":
-            scale = np.float32(xs) / (np.float32(ys) * np.float32(count))
-            value = requant.onnx(k, total, ir.Constant(F32, float(scale)), yz, low, high)
-        elif np.float32(xs) == np.float32(ys) and xz == yz:
-            half = I32(count // 2)
-            up = b.sdiv(b.add(raw, half), I32(count))
-            down = b.sub(I32(0), b.sdiv(b.add(b.sub(I32(0), raw), half), I32(count)))
-            value = requant.clamp(k, b.select(b.icmp_signed(">", raw, I32(0)), up, down),
-                                  low, high)
-        else:
-            multiplier, shift = (int(v[0]) for v in quantize_multiplier(
-                np.array([float(np.float32(xs)) / float(np.float32(ys))])))
-            fold = min(count.bit_length() - 1, 32, 31 + shift)
-            multiplier = (multiplier << fold) // count
-            value = requant.tflite(k, total, I32(multiplier), I32(shift - fold), yz, low, high)
+        value = _gap_requantize(k, b.load(total_slot), count)
         k.store(b.trunc(value, ir.IntType(8)), k.outs[0], k.index((n, channels), (c, 1)))
+
+
+def emit_qgap_row_sums(k: Kernel, first: bool) -> None:
+    """One image row added into int32 sums per channel (`k.outs[0]`); the first row sets them.
+
+    With `emit_qgap_finish`, the pool of a row-streamed chain: the sums are the very totals
+    the whole-tensor kernel makes (integer addition in any order), so the result is the same.
+    """
+    node, b = k.node, k.b
+    _, _, width, channels = _gap_shape(node)
+    total_slot = k.alloca(I32)
+    with k.loop(channels) as c:
+        b.store(I32(0) if first else k.load(k.outs[0], c), total_slot)
+        with k.loop(width) as p:
+            x = b.sext(k.load(k.args[0], k.index((p, channels), (c, 1))), I32)
+            b.store(b.add(b.load(total_slot), x), total_slot)
+        k.store(b.load(total_slot), k.outs[0], c)
+
+
+def emit_qgap_finish(k: Kernel) -> None:
+    """The pool's output from its int32 sums (`k.args[0]`), by the rule."""
+    node, b = k.node, k.b
+    _, height, width, channels = _gap_shape(node)
+    with k.loop(channels) as c:
+        value = _gap_requantize(k, k.load(k.args[0], c), height * width)
+        k.store(b.trunc(value, ir.IntType(8)), k.outs[0], c)
+
+
+def _gap_shape(node: Node) -> tuple[int, ...]:
+    if node.attrs.get("layout") != "NHWC" or node.inputs[0].type.rank != 4:
+        raise KilnError(f"cannot generate {node.op} {node.name}: only 2-D NHWC is supported")
+    return node.inputs[0].type.shape
+
+
+def _gap_requantize(k: Kernel, raw: ir.Value, count: int) -> ir.Value:
+    """The int32 output value of a channel whose pixels sum to `raw`."""
+    node, b = k.node, k.b
+    xs, xz, ys, yz = (_scalar(k, i) for i in range(1, 5))
+    xz, yz = int(xz), int(yz)
+    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
+    total = b.sub(raw, I32(xz * count))
+    if node.attrs.get("requant", "onnx") != "tflite":
+        scale = np.float32(xs) / (np.float32(ys) * np.float32(count))
+        return requant.onnx(k, total, ir.Constant(F32, float(scale)), yz, low, high)
+    if np.float32(xs) == np.float32(ys) and xz == yz:
+        half = I32(count // 2)
+        up = b.sdiv(b.add(raw, half), I32(count))
+        down = b.sub(I32(0), b.sdiv(b.add(b.sub(I32(0), raw), half), I32(count)))
+        return requant.clamp(k, b.select(b.icmp_signed(">", raw, I32(0)), up, down), low, high)
+    multiplier, shift = (int(v[0]) for v in quantize_multiplier(
+        np.array([float(np.float32(xs)) / float(np.float32(ys))])))
+    fold = min(count.bit_length() - 1, 32, 31 + shift)
+    multiplier = (multiplier << fold) // count
+    return requant.tflite(k, total, I32(multiplier), I32(shift - fold), yz, low, high)
 
 
 _DIVISORS = 5  # the slot of the per-pixel divisors, after the node's five inputs

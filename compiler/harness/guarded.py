@@ -167,15 +167,16 @@ class GuardedNet(HostNet):
 
 def compile_guarded(graph: Graph, target: Target | str = "host", name: str = "net",
                     guard_bytes: int = DEFAULT_GUARD, io_in_arena: bool = False,
-                    fast_compile: bool = False) -> GuardedNet:
+                    fast_compile: bool = False,
+                    disabled_lowering: frozenset[str] = frozenset()) -> GuardedNet:
     """`graph` (already through a pipeline, as for `compile_graph`) built guarded and loaded.
 
     The schedule, lowering and kernels are those of the plain build for these options; only
     the offsets differ (`guard_plan`), with guards of at least `guard_bytes`.
     """
     target_name = target if isinstance(target, str) else target.name
-    options = Options(target_name, name, io_in_arena=io_in_arena,
-                      fast_compile=fast_compile).check()
+    options = Options(target_name, name, io_in_arena=io_in_arena, fast_compile=fast_compile,
+                      disabled_lowering=frozenset(disabled_lowering)).check()
     known = compilation(graph, Pipeline([]))
     plan = known.plan(options)
     size = guard_size(known.prepared, plan.alignment, guard_bytes)

@@ -24,11 +24,18 @@ class Fusion(Enum):
     RESIDUAL_ADD = "residual_add"
     # A residual block's two int8 convolutions and its Add, row by row through a window.
     CONV_PAIR = "conv_pair"
+    # A run of row-wise layers, row by row through windows (`compiler.lowir.rows`).
+    ROW_CHAIN = "row_chain"
 
 
 def pair_window(middle: str) -> str:
     """The name of a pair's window storage (and value), after its middle tensor's."""
     return f"{middle}.rows"
+
+
+def sums_storage(value: str) -> str:
+    """The name of a chain's int32 sums storage for a pooled `value`."""
+    return f"{value}.sums"
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,7 @@ class LowIR:
         streams: Output storage -> how its op reads and writes rows (`Stream`), for ops whose
             output may overlap the input that dies there.
         sites: Lowering pass name -> one line per place it applied (`compiler.lowir.passes`).
+        chains: Instruction name -> its row-streamed chain (`compiler.lowir.rows.RowChain`).
     """
 
     instrs: list[Instr] = field(default_factory=list)
@@ -149,6 +157,7 @@ class LowIR:
     pinned: set[str] = field(default_factory=set)
     streams: dict[str, Stream] = field(default_factory=dict)
     sites: dict[str, list[str]] = field(default_factory=dict)
+    chains: dict[str, object] = field(default_factory=dict)
 
     def dump(self) -> str:
         """One line per instruction, e.g. `  3  Conv conv1: out t1[0:4096] <- in x[0:1024]`."""

@@ -17,6 +17,9 @@ Rules (each keeps every output element's reads before its own write):
 - An int8 convolution writes its output row by row, each row from a window of input rows
   (every emitter loops over output rows outermost): when its input dies there, the output
   may overlap it (`Stream`), the planner choosing how far apart and which way the rows run.
+- Where it lowers the peak, a run of row-wise int8 layers runs as one instruction row by row
+  (`lower_chain`, `compiler.lowir.chains`): the tensors made and read inside it pass through
+  windows of a few rows.
 Each rule but the views is a lowering pass (`compiler.lowir.passes`): the caller says which
 run, and every place one applied is recorded in `LowIR.sites`.
 Graph inputs are never written over by these rules: the caller owns them. Only when the
@@ -30,6 +33,7 @@ from collections.abc import Sequence
 
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.ir.types import TensorType
+from compiler.lowir.chains import ChainChooser, units_of
 from compiler.lowir.ir import (
     IN,
     INOUT,
@@ -41,6 +45,7 @@ from compiler.lowir.ir import (
     Storage,
     Stream,
     pair_window,
+    sums_storage,
 )
 from compiler.lowir.passes import (
     ALL_LOWERING,
@@ -48,8 +53,10 @@ from compiler.lowir.passes import (
     CONV_PAIR,
     IN_PLACE,
     RESIDUAL_IN_STORE,
+    ROW_CHAINS,
     STREAMING_ROWS,
 )
+from compiler.lowir.rows import RowChain
 from compiler.ops import lookup
 from compiler.ops.geometry import row_preserving, rows_read
 from compiler.schedule.model import is_view
@@ -91,7 +98,8 @@ def _concat_slices(graph: Graph, users: dict[int, list[Node]]) -> dict[int, tupl
 
 
 def lower(graph: Graph, order: Sequence[Node] | None = None,
-          enabled: frozenset[str] = ALL_LOWERING, int8_residual: bool = True) -> LowIR:
+          enabled: frozenset[str] = ALL_LOWERING, int8_residual: bool = True,
+          inputs_live: bool = True) -> LowIR:
     """The low-level IR of `graph` run in `order` (default: its node order).
 
     `enabled`: the lowering passes to apply (`compiler.lowir.passes`); without any, every
@@ -99,14 +107,14 @@ def lower(graph: Graph, order: Sequence[Node] | None = None,
     QLinearAdd residuals into their QLinearConv too (the target's `int8_residual_in_store`).
     """
     return _Lowering(graph, list(order if order is not None else graph.nodes),
-                     frozenset(enabled), int8_residual).run()
+                     frozenset(enabled), int8_residual, inputs_live).run()
 
 
 class _Lowering:
     """State of one lowering: where each value lives and which storages hold which values."""
 
     def __init__(self, graph: Graph, order: list[Node], enabled: frozenset[str],
-                 int8_residual: bool = True):
+                 int8_residual: bool = True, inputs_live: bool = True):
         self.graph = graph
         self.enabled = enabled
         self.order = order
@@ -126,11 +134,23 @@ class _Lowering:
             pair = _residual(add, self.users, self.outputs, self.position)
             if pair is not None and (int8_residual or add.op != "QLinearAdd"):
                 self.fused[id(pair[0])] = (add, pair[1])
+        # id(first node of a chain) -> (its nodes, the chain); id(node) of every chain node.
+        self.chains: dict[int, tuple[list[Node], RowChain]] = {}
+        chained: set[int] = set()
+        if ROW_CHAINS in enabled:
+            units = units_of(order, self.fused, {id(a) for a, _ in self.fused.values()})
+            chooser = ChainChooser(units, list(graph.inputs), list(graph.outputs), inputs_live)
+            for first, last, chain in chooser.choose():
+                nodes = [n for u in units[first:last + 1]
+                         for n in (u.node, u.add) if n is not None]
+                self.chains[id(nodes[0])] = (nodes, chain)
+                chained |= {id(n) for n in nodes}
+        self.chained = chained
         # id(second convolution) -> the first, for residual blocks run as a pair.
         self.pairs: dict[int, Node] = {}
         for node in order if CONV_PAIR in enabled and int8_residual else ():
             first = self.pair_head(node)
-            if first is not None:
+            if first is not None and id(node) not in chained and id(first) not in chained:
                 self.pairs[id(node)] = first
         self.step = 0
 
@@ -168,8 +188,11 @@ class _Lowering:
         skip = {id(add) for add, _ in self.fused.values()}
         skip |= {id(first) for first in self.pairs.values()}
         for node in self.order:
-            if id(node) in skip:
-                continue  # done by its producer's fused instruction, or by its pair's
+            if id(node) in self.chains:
+                self.lower_chain(*self.chains[id(node)])
+                continue
+            if id(node) in skip or id(node) in self.chained:
+                continue  # done by its producer's fused instruction, its pair's or its chain's
             if self.is_placement(node):
                 self.lower_view(node)
             elif id(node) in self.pairs:
@@ -314,6 +337,35 @@ class _Lowering:
                              f"({rows * row} B); the sum is written over {residual.name}")
         self.emit(second, "+".join((first.op, second.op, add.op)), list(operands),
                   (first.name, second.name, add.name), Fusion.CONV_PAIR)
+
+    def lower_chain(self, nodes: list[Node], chain: RowChain) -> None:
+        """The chain's layers as one instruction: whole inputs in, whole outputs out.
+
+        Each tensor made and read inside lives in a window storage of its own (and a pool's
+        sums in one), live at this step only.
+        """
+        values = {v.name: v for n in nodes for v in [*n.inputs, *n.outputs] if v is not None}
+        operands = [self.operand(values[v], IN) for v in chain.inputs]
+        for v in chain.outputs:
+            self.ensure(values[v], nodes[0].name)
+            operands.append(self.operand(values[v], OUT))
+        inner = []
+        for v, (row, rows) in chain.windows.items():
+            name = pair_window(v)
+            self.ir.storages[name] = Storage(name, row * rows, "activation", nodes[0].name)
+            self.place(values[v], name, 0)
+            operands.append(Operand(name, v, 0, row * rows, OUT))
+            inner.append(f"{v} ({values[v].type.nbytes} B) in {rows} rows ({row * rows} B)")
+        for v, size in chain.sums.items():
+            name = sums_storage(v)
+            self.ir.storages[name] = Storage(name, size, "activation", nodes[0].name)
+            self.ir.values[name] = (name, 0)
+            operands.append(Operand(name, name, 0, size, OUT))
+        self.ir.chains[nodes[0].name] = chain
+        self.site(ROW_CHAINS, f"{nodes[0].name} .. {nodes[-1].name}: {len(chain.stages)} layers "
+                              f"row by row; " + "; ".join(inner))
+        self.emit(nodes[0], f"RowChain[{len(chain.stages)}]", operands,
+                  tuple(n.name for n in nodes), Fusion.ROW_CHAIN)
 
     def lower_op(self, node: Node) -> None:
         """An ordinary kernel; element-wise ones write over an input that dies here."""

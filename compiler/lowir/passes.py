@@ -38,6 +38,7 @@ IN_PLACE = "in_place"
 RESIDUAL_IN_STORE = "residual_in_store"
 CONV_PAIR = "conv_pair"
 STREAMING_ROWS = "streaming_rows"
+ROW_CHAINS = "row_chains"
 
 LOWERING_PASSES: tuple[LoweringPass, ...] = (
     LoweringPass(
@@ -70,6 +71,13 @@ LOWERING_PASSES: tuple[LoweringPass, ...] = (
         "needs are read: when its input dies there, the output may overlap it. The memory "
         "planner picks how far apart they start and whether the rows run upwards or "
         "downwards."),
+    LoweringPass(
+        ROW_CHAINS, "Row-streamed chains",
+        "Where it lowers the arena's peak, a run of int8 convolutions, depthwise "
+        "convolutions, residual Adds and a closing global average pool runs as one kernel, "
+        "row by row: a tensor made and read inside the run never exists whole, its rows pass "
+        "through a window of a few rows. Each row is computed when a later layer needs it; "
+        "when a window is full, the rows still needed move to its front."),
 )
 
 LOWERING_NAMES: tuple[str, ...] = tuple(p.name for p in LOWERING_PASSES)

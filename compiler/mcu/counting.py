@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from elftools.elf.elffile import ELFFile
 from compiler.cache import cache_dir
 from compiler.codegen.build import CompiledNet
 from compiler.errors import KilnError
+from compiler.lowir.ir import Fusion
 from compiler.mcu import firmware
 
 PLUGIN_SOURCE = firmware.HERE / "insn_count.c"
@@ -161,9 +162,22 @@ def count_net(shipped: CompiledNet, separate: CompiledNet, feeds: dict[str, np.n
             raise KilnError(f"output {name} differs between the shipped and the per-layer build")
     seen: dict[str, int] = {}
     layers = []
+    rows: dict[tuple[str, tuple[str, ...]], int] = {}  # a chain's layer -> index in `layers`
     for kernel, instructions in zip(kernels, split_counts.regions):
-        if kernel.symbol not in seen:  # a shared kernel: its count covers every call
-            seen[kernel.symbol] = instructions
-            layers.append(LayerCount(kernel.symbol, kernel.op, kernel.nodes, instructions))
+        if kernel.symbol in seen:  # a shared kernel: its count covers every call
+            continue
+        seen[kernel.symbol] = instructions
+        if kernel.fusion is Fusion.ROW_CHAIN and not kernel.part_of:
+            # A chain's driver: its own instructions walk the schedule; its layers follow.
+            layers.append(LayerCount(kernel.symbol, kernel.op, (), instructions))
+            continue
+        key = (kernel.part_of, kernel.nodes)
+        if kernel.part_of and key in rows:  # another one-row kernel of the same layer
+            known = layers[rows[key]]
+            layers[rows[key]] = replace(known, instructions=known.instructions + instructions)
+            continue
+        if kernel.part_of:
+            rows[key] = len(layers)
+        layers.append(LayerCount(kernel.symbol, kernel.op, kernel.nodes, instructions))
     return NetCount(board.qemu_machine, shipped.target.name, shipped_counts.total, layers,
                     split_counts.total, code_bytes(shipped.object))

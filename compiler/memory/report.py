@@ -112,7 +112,7 @@ def _best_order(graph: Graph, alignment: int, io_in_arena: bool, enabled: frozen
         if order in seen:
             continue  # another scheduler found the same order: same lowering, same bound
         seen.add(order)
-        ir = lower(graph, nodes, enabled, int8_residual)
+        ir = lower(graph, nodes, enabled, int8_residual, inputs_live=io_in_arena)
         buffers = lifetimes(ir, io_in_arena, persistent_storages(graph, ir))
         key = (lower_bound(buffers, alignment), result.candidates[name], name != result.method)
         if best is None or key < best[0]:

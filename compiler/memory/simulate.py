@@ -77,6 +77,61 @@ def simulate(plan: MemoryPlan) -> None:
                 check(source.storage, source.offset, source.value, ins.name, reads)
         expected[out.value] = [(0, out.size, tokens[out.value])]
 
+    def chain(ins) -> None:
+        """Replay a row-streamed chain's schedule: each row read must hold that very row.
+
+        Rows of windows and of whole outputs get a token of their own; a move copies the
+        bytes as the kernel's memmove does; a whole input's rows must still hold the input.
+        """
+        flow = ir.chains[ins.name]
+        place = {o.value: o for o in ins.operands}
+        rows = {s.output: s.row_bytes for s in flow.stages}
+        whole = {v: place[v].size // flow.input_rows[v] for v in flow.inputs}
+
+        def row_token(value: str, row: int) -> int:
+            return tokens.setdefault(f"{value}#{row}", len(tokens) + 1)
+
+        def span(value: str, slot: int, count: int, row_bytes: int) -> tuple[np.ndarray, int]:
+            o = place[value]
+            mem, base = region(o.storage)
+            return mem, base + o.offset + slot * row_bytes
+
+        for e in flow.events:
+            if e.kind == "move":
+                row = flow.windows[e.value][0]
+                mem, dst = span(e.value, 0, e.count, row)
+                src = dst + e.row * row
+                mem[dst:dst + e.count * row] = mem[src:src + e.count * row].copy()
+                continue
+            stage = flow.stages[e.stage]
+            if e.kind == "finish":
+                mem, at = span(stage.output, 0, 1, stage.row_bytes)
+                mem[at:at + stage.row_bytes] = row_token(stage.output, 0)
+                continue
+            for i, (first, slot) in zip(stage.inputs, e.reads):
+                last = i.needed[e.row][1]
+                if i.value in whole:  # a whole input: the rows of the caller's value
+                    check(place[i.value].storage, place[i.value].offset, i.value, ins.name,
+                          (first * whole[i.value], (last + 1) * whole[i.value]))
+                    continue
+                for r in range(first, last + 1):
+                    mem, at = span(i.value, slot + r - first, 1, rows[i.value])
+                    if not (mem[at:at + rows[i.value]] == row_token(i.value, r)).all():
+                        raise PlanError(f"{ins.name}: {stage.name} reads row {r} of {i.value}"
+                                        " but another row or value is there")
+            if not stage.sums:
+                mem, at = span(stage.output, e.slot, 1, stage.row_bytes)
+                mem[at:at + stage.row_bytes] = row_token(stage.output, e.row)
+        for v in flow.outputs:
+            o = place[v]
+            mem, base = region(o.storage)
+            stage = next(s for s in flow.stages if s.output == v)
+            for r in range(stage.rows if not stage.sums else 1):
+                at = base + o.offset + r * stage.row_bytes
+                if not (mem[at:at + stage.row_bytes] == row_token(v, r)).all():
+                    raise PlanError(f"{ins.name}: row {r} of {v} was overwritten in the chain")
+            write(o.storage, o.offset, o.size, v)
+
     for s in ir.storages.values():
         if s.kind == "input":
             write(s.name, 0, s.size, s.name)
@@ -90,6 +145,12 @@ def simulate(plan: MemoryPlan) -> None:
             expected[out.value] = pieces
             continue
         if ins.kind != "op":
+            continue
+        if ins.name in ir.chains:
+            for o in ins.operands:
+                if o.mode == IN:
+                    check(o.storage, o.offset, o.value, ins.name)
+            chain(ins)
             continue
         streaming = overlapping_stream(ins)
         for o in ins.operands:

@@ -426,7 +426,8 @@ def test_a_kernel_that_needs_memset_runs_in_process(tmp_path):
 
 def test_kws_with_a_saturating_quantize_runs_compiled(tmp_path):
     """MLPerf Tiny's KWS with its first QuantizeLinear's zero point at 127: the first layer's
-    outputs are all 127, a fill LLVM makes a memset; the compiled engine runs it."""
+    outputs are all 127; the compiled engine runs it, with the C library calls its object needs
+    (the row-streamed chain's window moves call memmove; a whole-tensor fill was a memset)."""
     model = onnx.load(shared_models() / "onnx" / "kws_ref_model.onnx")
     quantize = next(n for n in model.graph.node if n.op_type == "QuantizeLinear")
     zero = next(t for t in model.graph.initializer if t.name == quantize.input[2])
@@ -438,7 +439,7 @@ def test_kws_with_a_saturating_quantize_runs_compiled(tmp_path):
     session = qdq_session(path)
     net = _compiled(load_model(path), seeds=range(2),
                     oracle=lambda feeds: session.run(None, feeds))
-    assert "memset" in _undefined(net.object)
+    assert _undefined(net.object) & {"memset", "memmove"}
 
 
 # -- 6. 1-D and 3-D pooling -------------------------------------------------------------------

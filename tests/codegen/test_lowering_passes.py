@@ -5,7 +5,8 @@ gets every lowering pass: the residual Add in the store, the pair run row by row
 `kiln passes --target` lists each pass's record; switching the pair off (`--disable-lowering`)
 changes the plan `kiln memory` prints, the kernels and the bundle alike, and the firmware
 built without it still prints the interpreter's bytes under QEMU. ResNet-8 (MLPerf Tiny) gives
-the figures its users know: 25,088 B with the pair, 32,768 B without.
+the figures its users know: 25,088 B with the pair, 32,768 B without, 13,120 B as one
+row-streamed chain.
 """
 
 from __future__ import annotations
@@ -21,12 +22,21 @@ from compiler.frontends.load import load_model
 from compiler.inputs import random_inputs
 from compiler.interpreter import run
 from compiler.lowir.ir import Fusion
-from compiler.lowir.passes import CONV_PAIR, LOWERING_NAMES, RESIDUAL_IN_STORE, STREAMING_ROWS
+from compiler.lowir.passes import (
+    CONV_PAIR,
+    LOWERING_NAMES,
+    RESIDUAL_IN_STORE,
+    ROW_CHAINS,
+    STREAMING_ROWS,
+)
 from tests.codegen.test_conv_pair import _block_model
 from tests.conftest import shared_models
 from tests.tflite.writer import write
 
-WITHOUT_PAIR = ["--disable-lowering", CONV_PAIR]
+# The pair's own effect shows with row-streamed chains off: a chain would take the block.
+WITHOUT_CHAINS = ["--disable-lowering", ROW_CHAINS]
+WITHOUT_PAIR = [*WITHOUT_CHAINS, "--disable-lowering", CONV_PAIR]
+NO_PAIR = frozenset({CONV_PAIR, ROW_CHAINS})
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +71,10 @@ def test_kiln_passes_records_each_lowering_pass_of_a_residual_block(block_file, 
     assert residual["applied"] and residual["arena_after"] < residual["arena_before"]
     assert "never stored" in residual["sites"][0]
     memory = _json(capsys, "memory", str(block_file), "--target", "cortex-m7")
-    assert records[STREAMING_ROWS]["arena_after"] == memory["activations"]
+    chains = records[ROW_CHAINS]
+    assert chains["applied"] and chains["arena_after"] < chains["arena_before"]
+    assert chains["arena_after"] == memory["activations"]
+    assert "row by row" in chains["sites"][0]
     assert pair["why"] and pair["title"]
 
 
@@ -76,7 +89,7 @@ def test_helium_forbids_the_pair_and_the_record_says_so(block_file, capsys):
 
 def test_switching_the_pair_off_changes_plan_kernels_and_bundle_alike(block_file, capsys,
                                                                       tmp_path):
-    fused = _json(capsys, "memory", str(block_file), "--target", "cortex-m7")
+    fused = _json(capsys, "memory", str(block_file), "--target", "cortex-m7", *WITHOUT_CHAINS)
     plain = _json(capsys, "memory", str(block_file), "--target", "cortex-m7", *WITHOUT_PAIR)
     assert plain["activations"] > fused["activations"]
     records = _lowering(capsys, block_file, "cortex-m7", *WITHOUT_PAIR)
@@ -88,7 +101,7 @@ def test_switching_the_pair_off_changes_plan_kernels_and_bundle_alike(block_file
                      *WITHOUT_PAIR, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["regions"]["activations"] == plain["activations"]
-    options = Options("cortex-m7", disabled_lowering=frozenset({CONV_PAIR}))
+    options = Options("cortex-m7", disabled_lowering=NO_PAIR)
     kernels = compilation(load_model(block_file)).net(options).kernels
     assert not any(k.fusion is Fusion.CONV_PAIR for k in kernels)
     assert any(k.fusion is Fusion.RESIDUAL_ADD for k in kernels)
@@ -118,7 +131,7 @@ def _exact_on_m7(graph, options: Options, tmp_path, seeds=2) -> None:
 
 
 def test_the_block_without_its_pair_runs_exactly_on_cortex_m7(block_file, tmp_path):
-    options = Options("cortex-m7", disabled_lowering=frozenset({CONV_PAIR}))
+    options = Options("cortex-m7", disabled_lowering=NO_PAIR)
     _exact_on_m7(load_model(block_file), options, tmp_path)
 
 
@@ -143,8 +156,9 @@ def test_resnet8_pair_fusion_switched_off_from_25088_bytes_and_still_exact(capsy
     records = _lowering(capsys, path)
     assert records[STREAMING_ROWS]["arena_after"] == 25088
     assert records[CONV_PAIR]["sites"] and records[CONV_PAIR]["applied"]
+    assert records[ROW_CHAINS]["arena_after"] == 13120  # the whole net as one chain
     without = _lowering(capsys, path, "cortex-m7", *WITHOUT_PAIR)
     unfused = _json(capsys, "memory", str(path), "--target", "cortex-m7", *WITHOUT_PAIR)
     assert without[STREAMING_ROWS]["arena_after"] == unfused["activations"] == 32768
-    options = Options("cortex-m7", disabled_lowering=frozenset({CONV_PAIR}))
+    options = Options("cortex-m7", disabled_lowering=NO_PAIR)
     _exact_on_m7(load_model(path), options, tmp_path, seeds=1)

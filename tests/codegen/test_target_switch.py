@@ -74,9 +74,10 @@ def _switch_and_compare(path, capsys, tmp_path) -> dict[str, int]:
         options = Options(target=target)
         shown = [(s.op, s.nodes) for s in comp.kernels(options).steps]  # the Code panel's map
         net = comp.net(options)
-        built = [(k.op, k.nodes) for k in net.kernels]
+        built = [(k.op, k.nodes) for k in net.kernels if not k.part_of]  # a chain: its driver
         assert shown == built, f"{target} (step {step}): the Code panel shows another plan"
-        fused = any(k.fusion in (Fusion.RESIDUAL_ADD, Fusion.CONV_PAIR) for k in net.kernels)
+        fused = any(k.fusion in (Fusion.RESIDUAL_ADD, Fusion.CONV_PAIR)
+                    or (k.part_of and "+QLinearAdd" in k.op) for k in net.kernels)
         assert fused == get_target(target).int8_residual_in_store, (target, shown)
         plan = comp.plan(options).to_json()
         assert _placements(plan) == _placements(net.plan.to_json())
@@ -97,4 +98,6 @@ def test_switching_targets_on_resnet8_int8(tmp_path, capsys):
     path = shared_models() / "onnx" / "pretrainedResnet_quant.onnx"
     arenas = _switch_and_compare(path, capsys, tmp_path)
     print(f"ResNet-8 int8 arenas: {arenas}")
-    assert arenas["cortex-m7"] < arenas["cortex-m55"]
+    # Both cores run the network as one row-streamed chain (Helium with its Adds apart):
+    # under 30 % of TFLite Micro's 49,152 B either way.
+    assert max(arenas.values()) <= 0.3 * 49_152

@@ -1,8 +1,9 @@
 """The lowering passes in the Passes panel: listed after the stages, stepped, switched off.
 
-An int8 residual block (built here) compiled for Cortex-M7 gets the convolution pair. The user
-selects its row with the mouse (the view shows the timeline before and after), unticks its box
-(the document, the Memory Timeline and the export's plan follow), and Esc leaves the view.
+An int8 residual block (built here) compiled for Cortex-M7 gets the convolution pair, then runs
+as one row-streamed chain. The user selects the chain's row with the mouse (the view shows the
+timeline before and after), unticks its box (the document, the Memory Timeline and the
+export's plan follow), and Esc leaves the view.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 
 from app.export import export_job
 from app.workers import Progress
-from compiler.lowir.passes import CONV_PAIR, LOWERING_NAMES
+from compiler.lowir.passes import CONV_PAIR, LOWERING_NAMES, ROW_CHAINS
 from tests.codegen.test_conv_pair import _block_model
 from tests.gui.helpers import make_window, open_and_wait
 from tests.tflite.writer import write
@@ -53,35 +54,36 @@ def _check_box_point(panel, item) -> QPoint:
     return box.center()
 
 
-def test_the_pair_is_listed_stepped_and_switched_off_with_the_mouse(qtbot, block_window,
-                                                                    tmp_path):
+def test_the_chain_is_listed_stepped_and_switched_off_with_the_mouse(qtbot, block_window,
+                                                                     tmp_path):
     window = block_window
     stepping, lowering, panel = window.stepping, window.lowering, window.stepping.panel
     rows = panel.lowering_rows()
     assert [r.lowering for r in rows] == list(LOWERING_NAMES)
     pair = next(r for r in lowering.records if r.name == CONV_PAIR)
-    assert pair.applied and pair.changed
-    fused_arena = pair.after.arena.size
+    assert pair.applied and pair.changed and "window of 10 rows" in pair.sites[0]
+    chain = next(r for r in lowering.records if r.name == ROW_CHAINS)
+    assert chain.applied and chain.changed
+    fused_arena = chain.after.arena.size
 
-    # Select the pair's line: its view replaces the canvas, before and after.
-    rect, item = _row_rect(panel, CONV_PAIR)
+    # Select the chain's line: its view replaces the canvas, before and after.
+    rect, item = _row_rect(panel, ROW_CHAINS)
     qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
                      pos=QPoint(rect.right() - 40, rect.center().y()))
     assert lowering.view.isVisible() and not window.canvas.isVisible()
     view = lowering.view
-    assert f"{CONV_PAIR}" in view.banner.text() and "cortex-m7" in view.banner.text()
-    assert f"{pair.before.arena.size:,} B" in view.before_title.text()
+    assert f"{ROW_CHAINS}" in view.banner.text() and "cortex-m7" in view.banner.text()
+    assert f"{chain.before.arena.size:,} B" in view.before_title.text()
     assert f"{fused_arena:,} B" in view.after_title.text()
-    assert view.after.arena == fused_arena and view.before.arena == pair.before.arena.size
-    assert "int8_residual_in_store" in view.story.toPlainText()
-    assert "window of 10 rows" in view.story.toPlainText()
+    assert view.after.arena == fused_arena and view.before.arena == chain.before.arena.size
+    assert "row by row" in view.story.toPlainText()
 
     # Untick it: the document switches it off and every panel plans without it.
     with qtbot.waitSignal(lowering.recordsReady, timeout=TIMEOUT):
         qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
                          pos=_check_box_point(panel, item))
-    assert window.document.disabled_lowering == {CONV_PAIR}
-    off = next(r for r in lowering.records if r.name == CONV_PAIR)
+    assert window.document.disabled_lowering == {ROW_CHAINS}
+    off = next(r for r in lowering.records if r.name == ROW_CHAINS)
     assert not off.applied and off.reason == "switched off"
     unfused = lowering.records[-1].after.arena.size
     assert unfused > fused_arena
@@ -94,13 +96,13 @@ def test_the_pair_is_listed_stepped_and_switched_off_with_the_mouse(qtbot, block
     assert view.isVisible() and "not run: switched off" in view.banner.text()
     # The export builds what the panels show: its options carry the switch.
     options = replace(window.export._initial_options(), folder=tmp_path / "bundle")
-    assert options.disabled_lowering == {CONV_PAIR}
-    assert options.cli_args()[-2:] == ["--disable-lowering", CONV_PAIR]
+    assert options.disabled_lowering == {ROW_CHAINS}
+    assert options.cli_args()[-2:] == ["--disable-lowering", ROW_CHAINS]
     exported = export_job(compiled, options)(Progress(lambda *_args: None))
     assert exported.report["regions"]["activations"] == unfused
 
     # Tick it again: back to the fused plan. Esc returns to the editable model.
-    item = panel.lowering_check(CONV_PAIR)
+    item = panel.lowering_check(ROW_CHAINS)
     with qtbot.waitSignal(lowering.recordsReady, timeout=TIMEOUT):
         qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton,
                          pos=_check_box_point(panel, item))

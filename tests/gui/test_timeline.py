@@ -253,6 +253,11 @@ def test_a_streaming_layer_shows_the_bytes_it_shares_with_its_input(qtbot, tmp_p
     model = tmp_path / "chain.tflite"
     model.write_bytes(write(_chain_model()[0]))
     window = make_window(qtbot, model)
+    _wait_plan(qtbot, window)
+    # Whole tensors streaming over their inputs: no row-streamed chain takes the layers.
+    window.document.set_disabled_lowering(frozenset({"row_chains"}))
+    qtbot.waitUntil(lambda: window.memory.current.options.disabled_lowering == {"row_chains"}
+                    and not window.memory.is_busy(), timeout=60000)
     planned = _wait_plan(qtbot, window)
     timeline = window.memory.timeline
     timeline.resize(900, 300)
