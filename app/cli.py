@@ -237,7 +237,11 @@ def cmd_memory(args) -> int:
     console.print(f"[bold]{Path(args.model).name}[/bold]: {plan.lowir.steps} steps, "
                   f"scheduler {doc['scheduler']}: peak {doc['schedule_peak']:,} B (topological "
                   f"order {doc['topological_peak']:,} B)")
-    console.print(f"activations {doc['activations']:,} B (lower bound {doc['lower_bound']:,} B, "
+    whole = doc["whole_tensor_bound"]
+    rows = (f" row-streamed, {whole:,} B with whole tensors" if whole != doc["lower_bound"]
+            else "")
+    console.print(f"activations {doc['activations']:,} B (lower bound {doc['lower_bound']:,} B"
+                  f"{rows}, "
                   f"efficiency {doc['efficiency']:.3f}), mutable {doc['mutable']:,} B, constant "
                   f"{doc['constant']:,} B, alignment {plan.alignment}"
                   + (", inputs and outputs in the arena" if args.io_in_arena else ""))
@@ -245,14 +249,16 @@ def cmd_memory(args) -> int:
     for name, size in doc["strategies"].items():
         strategies.add_row(name + (" (kept)" if name == plan.arena.strategy else ""), f"{size:,}")
     console.print(strategies)
-    streaming = any(b["streams_from"] for b in doc["buffers"])
+    streaming = any(b["streams_from"] or b["window"] for b in doc["buffers"])
     buffers = Table("buffer", "node", "size", "offset", "steps",
-                    *(["overlaps (rows)"] if streaming else []))
+                    *(["overlaps (rows) / window"] if streaming else []))
     for b in doc["buffers"]:
-        stream = b["streams_from"]
+        stream, window = b["streams_from"], b["window"]
+        how = (f"{stream['source']} ({stream['rows']})" if stream else
+               f"{window['rows']} row{'s' if window['rows'] > 1 else ''} of {window['of']}"
+               if window else "")
         buffers.add_row(b["name"], b["node"], f"{b['size']:,}", f"{b['offset']:,}",
-                        f"{b['first']}-{b['last']}", *([] if not streaming else [
-                            f"{stream['source']} ({stream['rows']})" if stream else ""]))
+                        f"{b['first']}-{b['last']}", *([how] if streaming else []))
     console.print(buffers)
     if args.dump:
         print(plan.lowir.dump(), end="")  # plain print: rich would wrap long operand lists

@@ -353,7 +353,9 @@ class MemoryController(QObject):
         a = result.doc["alignment"]
         return [Bar(b["name"], b["node"], result.ops.get(b["name"], "?"), b["size"],
                     offsets.get(b["name"], b["offset"]), align_up(b["size"], a), b["first"],
-                    b["last"], result.streams.get(b["name"], ""))
+                    b["last"], result.streams.get(b["name"], ""),
+                    (b.get("window") or {}).get("of", ""),
+                    (b.get("window") or {}).get("rows", 0))
                 for b in result.doc["buffers"]]
 
     def _draw(self) -> None:
@@ -364,8 +366,10 @@ class MemoryController(QObject):
         self.timeline.set_plan(self.bars(), doc["live_bytes"], doc["lower_bound"], arena)
         efficiency = doc["lower_bound"] / arena if arena else 1.0
         self.panel.summary.setStyleSheet("")
+        whole = doc.get("whole_tensor_bound", doc["lower_bound"])
+        rows = f" (whole tensors: {whole:,} B)" if whole != doc["lower_bound"] else ""
         self.panel.summary.setText(
-            f"Arena {arena:,} B ({kib(arena)}) · lower bound {doc['lower_bound']:,} B · "
+            f"Arena {arena:,} B ({kib(arena)}) · lower bound {doc['lower_bound']:,} B{rows} · "
             f"efficiency {efficiency:.0%} · {len(doc['buffers'])} buffers, "
             f"{len(doc['live_bytes'])} steps")
         self.panel.summary.setToolTip(self.panel.summary.text())  # cut in a narrow dock

@@ -36,6 +36,8 @@ class Bar:
     first: int
     last: int
     streams_from: str = ""  # the buffer its op streams rows from, which it may overlap
+    window_of: str = ""  # a row-streamed chain's window: the tensor whose rows pass through
+    window_rows: int = 0  # the rows it holds
 
 
 def kib(n: float) -> str:
@@ -196,6 +198,10 @@ class MemoryTimeline(QWidget):
             f"steps {bar.first}–{bar.last}"
         text = (f"<b>{bar.name}</b><br>{bar.op} node {bar.node or '(graph input)'}<br>"
                 f"{bar.size:,} bytes ({kib(bar.size)}), offset {bar.offset:,}<br>{steps}")
+        if bar.window_of:
+            text += (f"<br>a window of {bar.window_rows} row{'s' if bar.window_rows > 1 else ''}"
+                     f" of {bar.window_of}: its rows pass through here, row by row; the whole "
+                     "tensor never exists")
         source = self.bar(bar.streams_from)
         if source is not None and self._overlap(bar, source) is not None:
             text += (f"<br>overlaps {source.name}: written row by row, {_way(bar, source)}, "
@@ -302,6 +308,15 @@ class MemoryTimeline(QWidget):
                            p.fontMetrics().elidedText(f"{bar.op} {kib(bar.height)}",
                                                       Qt.TextElideMode.ElideRight,
                                                       int(rect.width() - 8)))
+        # A chain's window: a line between its rows, the rows a ring of a few holds.
+        for bar in self.bars:
+            rect = self.bar_rect(bar)
+            if bar.window_rows > 1 and rect.height() / bar.window_rows >= 3:
+                p.setPen(QPen(QColor("#ffffff"), 1, Qt.PenStyle.DotLine))
+                step = bar.size / bar.window_rows
+                for k in range(1, bar.window_rows):
+                    y = self._y(bar.offset + k * step)
+                    p.drawLine(QPointF(rect.left() + 2, y), QPointF(rect.right() - 2, y))
         # Bytes a streaming buffer shares with its source: hatched at the step both are live.
         for bar in self.bars:
             source = self.bar(bar.streams_from)
@@ -359,6 +374,14 @@ class MemoryTimeline(QWidget):
             p.fillRect(swatch, QColor(style.UNKNOWN))
             p.fillRect(swatch, QBrush(QColor("#ffffff"), Qt.BrushStyle.BDiagPattern))
             p.drawText(QPointF(x + 16, y + 12), "shared by a layer's input and output")
+            x += 16 + metrics.horizontalAdvance("shared by a layer's input and output") + 14
+        if any(b.window_rows for b in self.bars):
+            swatch = QRectF(x, y + 2, 12, 12)
+            p.fillRect(swatch, QColor(style.UNKNOWN))
+            p.setPen(QPen(QColor("#ffffff"), 1, Qt.PenStyle.DotLine))
+            p.drawLine(QPointF(x, y + 8), QPointF(x + 12, y + 8))
+            p.setPen(QColor(style.TEXT))
+            p.drawText(QPointF(x + 16, y + 12), "window of rows (row-streamed chain)")
 
 
 def _way(bar: Bar, source: Bar) -> str:

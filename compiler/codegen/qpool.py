@@ -57,16 +57,16 @@ def emit_qgap_row_sums(k: Kernel, first: bool) -> None:
 
     With `emit_qgap_finish`, the pool of a row-streamed chain: the sums are the very totals
     the whole-tensor kernel makes (integer addition in any order), so the result is the same.
+    Pixels outermost, channels innermost: each pixel adds one contiguous vector of sums.
     """
     node, b = k.node, k.b
     _, _, width, channels = _gap_shape(node)
-    total_slot = k.alloca(I32)
     with k.loop(channels) as c:
-        b.store(I32(0) if first else k.load(k.outs[0], c), total_slot)
-        with k.loop(width) as p:
-            x = b.sext(k.load(k.args[0], k.index((p, channels), (c, 1))), I32)
-            b.store(b.add(b.load(total_slot), x), total_slot)
-        k.store(b.load(total_slot), k.outs[0], c)
+        x = b.sext(k.load(k.args[0], c), I32)
+        k.store(x if first else b.add(k.load(k.outs[0], c), x), k.outs[0], c)
+    with k.loop(width - 1) as p, k.loop(channels) as c:
+        x = b.sext(k.load(k.args[0], k.index((p, channels), (c, 1), base=channels)), I32)
+        k.store(b.add(k.load(k.outs[0], c), x), k.outs[0], c)
 
 
 def emit_qgap_finish(k: Kernel) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 from compiler.ir.graph import Graph
 from compiler.ir.state import state_inputs, state_outputs
 from compiler.lowir import LowIR, lower, verify_lowir
-from compiler.lowir.passes import ALL_LOWERING
+from compiler.lowir.passes import ALL_LOWERING, ROW_CHAINS
 from compiler.memory.buffers import align_up, lower_bound
 from compiler.memory.lifetimes import lifetimes
 from compiler.memory.plan import HOST_ALIGNMENT, ArenaPlan, PlanError, check_plan, plan_arena
@@ -34,6 +34,9 @@ class MemoryPlan:
         mutable_offsets: Input/output storage -> offset in the mutable region.
         alignment: Alignment of every region and buffer.
         io_in_arena: Whether inputs and outputs live in the activation arena.
+        whole_tensor_bound: The lower bound of the same order lowered without row-streamed
+            chains (every tensor whole), beside `arena.lower_bound`, the row-streamed limit;
+            equal to it when no chain was made.
     """
 
     schedule: Schedule
@@ -45,6 +48,7 @@ class MemoryPlan:
     alignment: int
     io_in_arena: bool
     output_names: tuple[str, ...] = ()
+    whole_tensor_bound: int = 0
 
     def overlapping(self, a: str, b: str) -> bool:
         """True when two different arena storages share bytes (a streaming output and input)."""
@@ -76,17 +80,28 @@ class MemoryPlan:
             return None
         return {"source": stream.source, "rows": "down" if self.descending(storage) else "up"}
 
+    def window_of(self, storage: str) -> dict | None:
+        """For a row-streamed chain's window, the tensor whose rows pass and how many it holds."""
+        for chain in self.lowir.chains.values():
+            for value, (row, rows) in chain.windows.items():
+                if self.lowir.values.get(value, ("",))[0] == storage:
+                    return {"of": value, "rows": rows, "row_bytes": row}
+        return None
+
     def to_json(self) -> dict:
         """The `kiln memory --json` document."""
         a = self.arena
         return {
-            "lower_bound": a.lower_bound, "activations": a.size, "mutable": self.mutable,
+            "lower_bound": a.lower_bound,
+            "whole_tensor_bound": self.whole_tensor_bound or a.lower_bound,
+            "activations": a.size, "mutable": self.mutable,
             "constant": self.constant, "efficiency": round(a.efficiency, 6),
             "schedule_peak": self.schedule.peak, "topological_peak": self.schedule.topological_peak,
             "strategies": dict(a.strategies),
             "buffers": [{"name": b.name, "node": b.node, "size": b.size,
                          "offset": a.offsets[b.name], "first": b.first, "last": b.last,
-                         "streams_from": self.streams_from(b.name)}
+                         "streams_from": self.streams_from(b.name),
+                         "window": self.window_of(b.name)}
                         for b in sorted(a.buffers, key=lambda b: (b.first, b.name))],
             "live_bytes": a.live_bytes(),
             "alignment": self.alignment, "io_in_arena": self.io_in_arena,
@@ -167,9 +182,22 @@ def plan_memory(graph: Graph, alignment: int = HOST_ALIGNMENT, io_in_arena: bool
             offsets[s.name] = mutable
             mutable += align_up(s.size, alignment)
     plan = MemoryPlan(order, ir, arena, constant, mutable, offsets, alignment, io_in_arena,
-                      tuple(v.name for v in graph.outputs))
+                      tuple(v.name for v in graph.outputs),
+                      _whole_tensor_bound(graph, order, ir, enabled, int8_residual, io_in_arena,
+                                          alignment))
     check_memory(plan)
     return plan
+
+
+def _whole_tensor_bound(graph: Graph, order: Schedule, ir: LowIR, enabled: frozenset[str],
+                        int8_residual: bool, io_in_arena: bool, alignment: int) -> int:
+    """The lower bound of `order` lowered without chains (0 when `ir` has none)."""
+    if not ir.chains:
+        return 0
+    whole = lower(graph, order.nodes, frozenset(enabled) - {ROW_CHAINS}, int8_residual,
+                  inputs_live=io_in_arena)
+    return lower_bound(lifetimes(whole, io_in_arena, persistent_storages(graph, whole)),
+                       alignment)
 
 
 def check_memory(plan: MemoryPlan) -> None:

@@ -74,12 +74,14 @@ def test_bench_target_refuses_a_core_without_a_board(tmp_path, capsys):
 # which counts the same peer for its comparison).
 CMSIS_NN_FIGURES = {("kws_ref_model", "cortex-m7"): 7.8, ("kws_ref_model", "cortex-m55"): 1.8,
                     ("ad01_int8", "cortex-m7"): 0.58, ("ad01_int8", "cortex-m55"): 0.15}
-# Instructions per inference today (seed 0); a change that makes code slower fails here.
+# Instructions per inference today (seed 0); a change that makes code slower fails here. KWS
+# and ResNet-8 run as row-streamed chains (their arenas a third of whole tensors' and less):
+# KWS on Cortex-M55 pays 2 % for it (window moves), ResNet-8 on Cortex-M7 1.2 %.
 BOUNDS = {("ad01_int8", "cortex-m7"): 440_833, ("ad01_int8", "cortex-m55"): 69_913,
-          ("kws_ref_model", "cortex-m7"): 7_239_307, ("kws_ref_model", "cortex-m55"): 1_422_739,
-          ("pretrainedResnet_quant", "cortex-m7"): 26_062_506,
-          ("pretrainedResnet_quant", "cortex-m55"): 3_681_570,
-          ("vww_96_int8", "cortex-m7"): 22_144_507, ("vww_96_int8", "cortex-m55"): 4_615_013}
+          ("kws_ref_model", "cortex-m7"): 6_869_869, ("kws_ref_model", "cortex-m55"): 1_453_073,
+          ("pretrainedResnet_quant", "cortex-m7"): 26_375_108,
+          ("pretrainedResnet_quant", "cortex-m55"): 3_653_559,
+          ("vww_96_int8", "cortex-m7"): 21_991_663, ("vww_96_int8", "cortex-m55"): 4_646_512}
 assert CMSIS_NN_FIGURES.keys() <= BOUNDS.keys()
 
 
