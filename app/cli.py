@@ -326,6 +326,8 @@ def cmd_compile(args) -> int:
         check_folder(args.output, options.name, options.target, args.force,
                      example=not options.resolved_target().mcu)
         compiled = compilation_of(args)
+        if board is not None and options.lean_weights is None:
+            options = _layout_that_fits(compiled, options, board)
         paths, doc = compiled.bundle(args.output, options, board, force=args.force)
     except FolderInUse as exc:
         how = "replace it" if exc.kind == "bundle" else "write the bundle beside them"
@@ -341,6 +343,7 @@ def cmd_compile(args) -> int:
         return 0
     s = doc["sections"]
     print(f"{Path(args.model).name} -> {target.name} ({target.triple}), weights {doc['weights']}"
+          f" ({doc['weight_layout']})"
           f": text {s['text']:,} B, rodata {s['rodata']:,} B, data {s['data']:,} B, bss "
           f"{s['bss']:,} B; constant {doc['regions']['constant']:,} B, mutable "
           f"{net.plan.mutable:,} B{_state_note(doc)}, activations {net.plan.arena.size:,} B")
@@ -349,6 +352,28 @@ def cmd_compile(args) -> int:
     if board is not None:
         _print_budget(doc["board"])
     return 0
+
+
+def _layout_that_fits(compiled, options, board):
+    """`options`, with int8 weights when the target's int16 pairs would not fit the board."""
+    from dataclasses import replace
+
+    from compiler.codegen.bundle import report
+    from compiler.codegen.targets import DotProduct
+
+    target = options.resolved_target()
+    if target.int8_dot is not DotProduct.DSP or target.lean_weights:
+        return options
+    if report(compiled.net(options), board)["board"]["flash_used"] <= board.flash:
+        return options
+    lean = replace(options, lean_weights=True)
+    used = report(compiled.net(lean), board)["board"]["flash_used"]
+    if used > board.flash:
+        return options  # neither fits: the warning says by how much
+    print(f"kiln: note: int8 weights kept as bytes (--weight-layout int8): int16 pairs would "
+          f"not fit {board.name}'s flash; this way {used:,} B of {board.flash:,} B",
+          file=sys.stderr)
+    return lean
 
 
 def _state_note(doc: dict) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from compiler.codegen.build import CompiledNet, build_net, check_net_name
 from compiler.codegen.bundle import report, write_bundle
 from compiler.codegen.explain import KernelMap
-from compiler.codegen.targets import Board, Target, get_target
+from compiler.codegen.targets import Board, DotProduct, Target, get_target
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 from compiler.lowir.passes import ALL_LOWERING, check_lowering_names, effective_lowering
@@ -53,6 +53,9 @@ class Options:
             does.
         disabled_lowering: Lowering passes switched off (`compiler.lowir.passes`): the memory
             plan, the code and the bundle are made without them.
+        lean_weights: On DSP cores (Cortex-M4/M7/M33), keep int8 weights as bytes, widened in
+            the kernel (half their flash), or store them as int16 pairs (fewer instructions);
+            None takes the target's default (`Target.lean_weights`).
     """
 
     target: str = "host"
@@ -63,10 +66,14 @@ class Options:
     separate_kernels: bool = False
     fast_compile: bool = False
     disabled_lowering: frozenset[str] = frozenset()
+    lean_weights: bool | None = None
 
     def resolved_target(self) -> Target:
-        """The Target object (KilnError for an unknown name)."""
-        return get_target(self.target)
+        """The Target object (KilnError for an unknown name), with the weight layout asked."""
+        target = get_target(self.target)
+        if self.lean_weights is None or target.int8_dot is not DotProduct.DSP:
+            return target
+        return replace(target, lean_weights=self.lean_weights)
 
     def resolved_alignment(self) -> int:
         """The alignment in force: the one asked for, else the target's."""

@@ -18,7 +18,7 @@ from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
 from compiler.codegen.table import lookup
-from compiler.codegen.targets import Target
+from compiler.codegen.targets import Target, auto_lean_weights
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
@@ -144,6 +144,18 @@ class StateSlot:
         return len(self.initial)
 
 
+def int8_weight_bytes(graph: Graph) -> int:
+    """Bytes of the int8 weights of the graph's convolutions and fully connected layers."""
+    seen, total = set(), 0
+    for node in graph.nodes:
+        if node.op in ("QLinearConv", "QGemm") and len(node.inputs) > 3:
+            w = node.inputs[3]
+            if isinstance(w, Constant) and w.type.dtype == "int8" and id(w) not in seen:
+                seen.add(id(w))
+                total += w.type.nbytes
+    return total
+
+
 def _runtime(node: Node) -> list[Value]:
     """A node's runtime (non-constant) inputs."""
     return [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
@@ -198,6 +210,7 @@ class _Builder:
 
     def __init__(self, graph: Graph, plan: MemoryPlan, target: Target, name: str,
                  weights: str, separate_kernels: bool = False, compact: bool = False):
+        target = auto_lean_weights(target, int8_weight_bytes(graph))
         self.graph, self.plan, self.target, self.name = graph, plan, target, name
         self.separate_kernels = separate_kernels
         self.compact = compact
@@ -579,6 +592,7 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     if weights not in WEIGHT_MODES:
         raise KilnError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
     builder = _Builder(graph, plan, target, name, weights, separate_kernels, fast_compile)
+    target = builder.target  # with its weight layout decided
     text = str(builder.build())
     blob, kernels = builder.table.blob(), builder.kernels
     del builder  # the prepared weight arrays: the blob holds their bytes now

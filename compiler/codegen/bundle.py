@@ -18,7 +18,7 @@ from compiler.codegen.build import CompiledNet, Tensor
 from compiler.codegen.bundle_folder import EXAMPLE_FILES, check_folder, swap_in
 from compiler.codegen.example import c_comment, example_files
 from compiler.codegen.sizes import ObjectSizes, object_sizes
-from compiler.codegen.targets import BOARDS, Board
+from compiler.codegen.targets import BOARDS, Board, DotProduct
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, weights_files
 from compiler.errors import KilnError
 from compiler.qmath.requant import REQUANT_KEY
@@ -135,6 +135,12 @@ def _state_macros(net: CompiledNet) -> list[str]:
     return lines
 
 
+def weight_layout(target) -> str:
+    """How int8 weights are stored: "int16 pairs" (DSP cores, unless lean) or "int8"."""
+    return ("int16 pairs" if target.int8_dot is DotProduct.DSP and not target.lean_weights
+            else "int8")
+
+
 def _layers(net: CompiledNet) -> list[dict]:
     """One entry per kernel: the nodes it implements, their MACs and the weight bytes it reads.
 
@@ -191,6 +197,7 @@ def report(net: CompiledNet, board: Board | str | None = None) -> dict:
     sizes = object_sizes(net.object)
     plan = net.plan
     doc = {"name": net.name, "target": net.target.name, "triple": net.target.triple,
+           "weight_layout": weight_layout(net.target),
            "weights": net.weights, "io_in_arena": bool(plan.io_in_arena),
            "object_bytes": len(net.object),
            "sections": {**sizes.kinds, **sizes.sections},

@@ -7,7 +7,9 @@ channels, or one row's features) with that channel's weight run, both contiguous
   remainder of 8), through the intrinsic.
 - DSP (Cortex-M4/M7/M33): per word of four input bytes, two SXTB16 make its (0, 2) and (1, 3)
   int16 pairs once for the block; weights are stored as the matching int16 pairs
-  (`dsp_pairs`), so each channel takes one 64-bit load and two SMLAD per four products.
+  (`dsp_pairs`), so each channel takes one 64-bit load and two SMLAD per four products. With
+  lean weights (`Target.lean_weights`) they stay int8, half the flash, and each channel's
+  word is unpacked the same way at run time: one load, two SXTB16, two SMLAD.
 The accumulators of a block are then requantized together as one vector.
 """
 
@@ -34,15 +36,38 @@ def conv_requant_arrays(node) -> dict[int, np.ndarray]:
 
 def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: int,
                    fully_connected: bool = False) -> dict[int, np.ndarray]:
-    """The per-channel requantization data `store_block` reads (split shifts where exact)."""
+    """The per-channel requantization data `store_block` reads (split shifts where exact).
+
+    One element each when every channel's is the same (`same_requant`): a fully connected
+    layer of 640 outputs would otherwise store 640 copies of six numbers.
+    """
     high = (node.attrs.get("output_range") or RANGES[node.output.type.dtype])[1]
-    return requant.channel_arrays(node, x_scale, w_scale, y_scale, channels, fully_connected,
-                                  split_for=(zero_point, high))
+    arrays = requant.channel_arrays(node, x_scale, w_scale, y_scale, channels,
+                                    fully_connected, split_for=(zero_point, high))
+    if same_requant(node):
+        arrays = {slot: np.ascontiguousarray(a[:1]) for slot, a in arrays.items()}
+    return arrays
+
+
+def same_requant(node) -> bool:
+    """True when one weight scale serves every output channel (per-tensor weights)."""
+    scales = np.asarray(node.inputs[4].data, np.float32).reshape(-1)
+    return bool(np.all(scales == scales[0]))
 BLOCK = 4  # output channels sharing each input load
 # The depth a kernel needs a multiple of: Helium's dot products take 16 bytes (or 8 widened);
 # SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes.
 DEPTH_STEP = {DotProduct.MVE: 8, DotProduct.DSP: 4}
 I8 = ir.IntType(8)
+
+
+def dsp_weights(blocked: np.ndarray, target) -> np.ndarray:
+    """Weights as the target's DSP kernels read them: int16 pairs, or int8 when lean.
+
+    Other targets read the int8 bytes as they are.
+    """
+    if target is None or target.int8_dot is not DotProduct.DSP or target.lean_weights:
+        return blocked
+    return dsp_pairs(blocked)
 
 
 def dsp_pairs(blocked: np.ndarray) -> np.ndarray:
@@ -122,6 +147,24 @@ def weight_pair(k: Kernel, ptr: ir.Value) -> tuple[ir.Value, ir.Value]:
     return b.trunc(pair, I32), b.trunc(b.lshr(pair, ir.IntType(64)(32)), I32)
 
 
+def weight_words(k: Kernel, base: ir.Value) -> ir.Value:
+    """The weights from element `base` on, as the pointer `weight_quad` indexes by fours."""
+    b = k.b
+    ty = ir.PointerType(I32 if k.target.lean_weights else ir.IntType(64))
+    return b.bitcast(b.gep(k.args[WEIGHTS], [base], inbounds=True), ty)
+
+
+def weight_quad(k: Kernel, words: ir.Value, i: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Four weights (the i-th four from `words`) as the pairs SMLAD takes.
+
+    Stored pairs load as they are; lean int8 weights are one word unpacked by two SXTB16.
+    """
+    b = k.b
+    if k.target.lean_weights:
+        return sxtb16_pairs(k, b.load(b.gep(words, [i], inbounds=True), align=1))
+    return weight_pair(k, b.gep(words, [i], inbounds=True))
+
+
 def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
     """The same dot products with the DSP extension.
 
@@ -132,8 +175,7 @@ def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
     b = k.b
     word = ir.PointerType(I32)
     x_words = b.bitcast(b.gep(x, [x_base], inbounds=True), word)
-    w_pairs = [b.bitcast(b.gep(k.args[WEIGHTS], [base], inbounds=True),
-                         ir.PointerType(ir.IntType(64))) for base in w_bases]
+    w_pairs = [weight_words(k, base) for base in w_bases]
     words = channels // 4
     unroll = 2 if words % 2 == 0 else 1
     with k.loop(words // unroll) as trip:
@@ -141,7 +183,7 @@ def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
             i = k.index((trip, unroll), base=u)
             x_even, x_odd = sxtb16_pairs(k, b.load(b.gep(x_words, [i], inbounds=True), align=1))
             for w_ptr, slot in zip(w_pairs, accs):
-                w_even, w_odd = weight_pair(k, b.gep(w_ptr, [i], inbounds=True))
+                w_even, w_odd = weight_quad(k, w_ptr, i)
                 acc = arm_intrinsic(k, "smlad", x_even, w_even, b.load(slot))
                 b.store(arm_intrinsic(k, "smlad", x_odd, w_odd, acc), slot)
 
@@ -180,19 +222,25 @@ def store_vector(k: Kernel, values: ir.Value, oc0: ir.Value, at: ir.Value, zp: i
     low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
     count = values.type.count
     split = len(k.args) > requant.NEGATIVE_FIXES and k.args[requant.NEGATIVE_FIXES] is not None
+    same = same_requant(node)
+
+    def table(slot: int, ty: ir.Type = I32) -> ir.Value:
+        if not same:
+            return load_vector(k, k.args[slot], oc0, count, ty)
+        one = b.insert_element(ir.Constant(ir.VectorType(ty, 1), None),
+                               b.load(k.args[slot]), I32(0))
+        return b.shuffle_vector(one, ir.Constant(ir.VectorType(ty, 1), None),
+                                ir.Constant(ir.VectorType(I32, count), [0] * count))
+
     if split:
-        tables = [load_vector(k, k.args[slot], oc0, count, I32)
-                  for slot in (requant.MULTIPLIERS, requant.LEFTS, requant.RIGHTS,
-                               requant.ROUNDS, requant.NEGATIVE_FIXES)]
+        tables = [table(slot) for slot in (requant.MULTIPLIERS, requant.LEFTS, requant.RIGHTS,
+                                           requant.ROUNDS, requant.NEGATIVE_FIXES)]
         out = requant.tflite_split(k, values, *tables, zp, low, high)
     elif node.attrs.get("requant", "onnx") == "tflite":
-        out = requant.tflite(k, values,
-                             load_vector(k, k.args[requant.MULTIPLIERS], oc0, count, I32),
-                             load_vector(k, k.args[requant.SHIFTS], oc0, count, I32), zp, low,
-                             high)
+        out = requant.tflite(k, values, table(requant.MULTIPLIERS), table(requant.SHIFTS), zp,
+                             low, high)
     else:
-        out = requant.onnx(k, values, load_vector(k, k.args[requant.SCALES], oc0, count,
-                                                  ir.FloatType()), zp, low, high)
+        out = requant.onnx(k, values, table(requant.SCALES, ir.FloatType()), zp, low, high)
     if k.residual is not None:  # a fused QLinearAdd
         out = add_residual(k, out, at)
     ptr = b.bitcast(b.gep(k.outs[0], [at], inbounds=True),

@@ -20,11 +20,11 @@ from compiler.codegen.int8dot import (
     DEPTH_STEP,
     conv_requant_arrays,
     dots,
-    dsp_pairs,
+    dsp_weights,
     store_block,
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
-from compiler.codegen.targets import DotProduct, Target
+from compiler.codegen.targets import Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
@@ -52,7 +52,7 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     """The arranged weights, the accumulator starts per border class, the rule's data.
 
     Weights are [O/B, KH, KW, B, C]: a block's rows of one tap side by side, so one pointer
-    with constant offsets reads them; on DSP cores as widened pairs (`dsp_pairs`).
+    with constant offsets reads them; on DSP cores as widened pairs unless lean (`dsp_weights`).
     """
     w = np.asarray(node.inputs[3].data, np.int64)
     out_c, _, kh_n, kw_n = w.shape
@@ -62,8 +62,7 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx)}
     arrays.update(conv_requant_arrays(node))
-    if target is not None and target.int8_dot is DotProduct.DSP:
-        arrays[_WEIGHTS] = dsp_pairs(arrays[_WEIGHTS])
+    arrays[_WEIGHTS] = dsp_weights(arrays[_WEIGHTS], target)
     return arrays
 
 
@@ -163,7 +162,7 @@ def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, 
     rows[:, :flat.shape[1]] = flat
     zx = int(first(node.inputs[2].data))
     bias = conv_bias(node)
-    arrays = {_WEIGHTS: dsp_pairs(rows) if target.int8_dot is DotProduct.DSP else rows,
+    arrays = {_WEIGHTS: dsp_weights(rows, target),
               **border_starts(node, w.sum(axis=1), bias, zx)}
     arrays.update(conv_requant_arrays(node))
     return arrays

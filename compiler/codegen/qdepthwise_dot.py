@@ -24,12 +24,13 @@ from compiler.codegen.int8dot import (
     WEIGHTS,
     arm_intrinsic,
     conv_requant_arrays,
-    dsp_pairs,
+    dsp_weights,
     load_vector,
     store_block,
     store_vector,
     sxtb16_pairs,
-    weight_pair,
+    weight_quad,
+    weight_words,
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
 from compiler.codegen.targets import DotProduct, Target
@@ -63,7 +64,7 @@ def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int
     bias = conv_bias(node)
     blocked = np.ascontiguousarray(
         w.reshape(channels // block, block, kh_n, kw_n).transpose(0, 2, 3, 1)).astype(np.int8)
-    arrays = {WEIGHTS: dsp_pairs(blocked) if target.int8_dot is DotProduct.DSP else blocked,
+    arrays = {WEIGHTS: dsp_weights(blocked, target),
               **border_starts(node, w[:, 0], bias, zx)}
     arrays.update(conv_requant_arrays(node))
     return arrays
@@ -119,8 +120,7 @@ def _dsp_taps(k: Kernel, x_at, w_at, accs) -> None:
     word = b.load(b.bitcast(b.gep(k.args[0], [x_at], inbounds=True), ir.PointerType(I32)),
                   align=1)
     x_even, x_odd = sxtb16_pairs(k, word)
-    w_even, w_odd = weight_pair(k, b.bitcast(b.gep(k.args[WEIGHTS], [w_at], inbounds=True),
-                                             ir.PointerType(ir.IntType(64))))
+    w_even, w_odd = weight_quad(k, weight_words(k, w_at), I32(0))
     # Channel 0 and 2 are the bottom and top halves of the even pair; 1 and 3 of the odd one.
     for slot, name, xs, ws in ((accs[0], "smlabb", x_even, w_even),
                                (accs[2], "smlatt", x_even, w_even),

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 import numpy as np
 from llvmlite import ir
 
+from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input, strides
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant
@@ -33,8 +34,8 @@ def _scalar(k: Kernel, slot: int, what: str, default=0):
 
 
 def _unary(k: Kernel, name: str, x: ir.Value) -> ir.Value:
-    fn = k.fn.module.declare_intrinsic(f"llvm.{name}", [F32], ir.FunctionType(F32, [F32]))
-    return k.b.call(fn, [x])
+    """llvm.rint or llvm.round of a float32 (inline on cores without VRINT)."""
+    return requant.rint(k, x) if name == "rint" else requant.round_away(k, x)
 
 
 def emit_quantize(k: Kernel) -> None:

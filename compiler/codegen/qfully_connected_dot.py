@@ -17,13 +17,13 @@ from compiler.codegen.int8dot import (
     DEPTH_STEP,
     WEIGHTS,
     dots,
-    dsp_pairs,
+    dsp_weights,
     requant_arrays,
     store_block,
 )
 from compiler.codegen.kernel import I32, Kernel, constant_input, first
 from compiler.codegen.qfully_connected import weight_rows
-from compiler.codegen.targets import DotProduct, Target
+from compiler.codegen.targets import Target
 from compiler.ir.graph import Node
 
 _BIAS = 9  # the folded bias, after QGemm's own inputs
@@ -44,15 +44,14 @@ def fc_dot_eligible(node: Node, target: Target | None) -> bool:
 
 
 def qgemm_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
-    """Weight rows [N, K] (int16 pairs on DSP cores), the folded bias, the rule's data."""
+    """Weight rows [N, K] (int16 pairs on DSP cores unless lean), the bias, the rule's data."""
     rows = weight_rows(node)
     outs = rows.shape[0]
     zx = int(first(node.inputs[2].data))
     bias = node.inputs[6].data if len(node.inputs) > 6 and node.inputs[6] is not None else 0
     folded = np.broadcast_to(np.asarray(bias, np.int64), (outs,)) - zx * rows.sum(axis=1)
     stored = np.ascontiguousarray(rows).astype(np.int8)
-    if target is not None and target.int8_dot is DotProduct.DSP:
-        stored = dsp_pairs(stored)
+    stored = dsp_weights(stored, target)
     arrays = {WEIGHTS: stored, _BIAS: folded.astype(np.int32)}
     arrays.update(requant_arrays(
         node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,

@@ -164,11 +164,10 @@ def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> N
     with k.loop(length) as c:
         b.store(b.fadd(b.load(fsum_slot), entry(c)[0]), fsum_slot)  # in order, float32
     total = b.load(fsum_slot)
-    rint = k.fn.module.declare_intrinsic("llvm.rint", [F32], ir.FunctionType(F32, [F32]))
     with k.loop(length) as c:
         value, x = entry(c)
         q = b.fdiv(b.fmul(value, ir.Constant(F32, y_scale)), total)
-        q = b.add(b.fptosi(b.call(rint, [q]), I32), I32(zp))
+        q = b.add(b.fptosi(requant.rint(k, q), I32), I32(zp))
         q = b.select(b.icmp_signed(">", q, I32(high)), I32(high), q)
         q = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), x, q)
         k.store(b.trunc(q, I8), k.outs[0], _at(k, r, c))

@@ -83,12 +83,61 @@ def _select_max(k: Kernel, a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def rint(k: Kernel, value: ir.Value) -> ir.Value:
-    """llvm.rint of a float32 or a vector of them (ties to even in the default mode)."""
+    """llvm.rint of a float32 or a vector of them (ties to even in the default mode).
+
+    A hard-float core without VRINT (Cortex-M4's FPv4) would call rintf, a float passed
+    across the call standard llvmlite cannot state; there the rounding is done inline.
+    """
+    if no_vrint(k):
+        return _rint_inline(k, value)
     ty = value.type
     name = f"llvm.rint.v{ty.count}f32" if isinstance(ty, ir.VectorType) else "llvm.rint.f32"
     module = k.fn.module
     fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty]), name)
     return k.b.call(fn, [value])
+
+
+def no_vrint(k: Kernel) -> bool:
+    """True on a hard-float core without VRINT (FPv4): rounding must not call libm."""
+    target = k.target
+    return (target is not None and target.mcu and target.float_abi == "hard"
+            and "fp-armv8" not in target.features and "mve" not in target.features)
+
+
+def round_away(k: Kernel, value: ir.Value) -> ir.Value:
+    """llvm.round of a float32 (ties away from zero), inline where `no_vrint`."""
+    if not no_vrint(k):
+        fn = k.fn.module.declare_intrinsic("llvm.round", [value.type],
+                                           ir.FunctionType(value.type, [value.type]))
+        return k.b.call(fn, [value])
+    b = k.b
+    zero = const(value, 0.0, value.type)
+    negative = b.fcmp_ordered("<", value, zero)
+    size = b.select(negative, b.fsub(zero, value), value)
+    nearest = _rint_inline(k, size)
+    # A tie that went to the even integer below goes one further, away from zero.
+    tie_down = b.fcmp_ordered("==", b.fsub(size, nearest), const(value, 0.5, value.type))
+    away = b.select(tie_down, b.fadd(nearest, const(value, 1.0, value.type)), nearest)
+    return b.select(negative, b.fsub(zero, away), away)
+
+
+def _rint_inline(k: Kernel, value: ir.Value) -> ir.Value:
+    """Ties-to-even rounding by adding and taking away 2**23 (exact below 2**23).
+
+    Below 2**23 the sum's last place is 1, so the addition rounds to an integer, ties to
+    even; from 2**23 on every float32 is an integer already. Negatives are rounded by their
+    magnitude (rounding to nearest is symmetric).
+    """
+    b = k.b
+    ty = value.type
+    scalar = ty.element if isinstance(ty, ir.VectorType) else ty
+    two23 = const(value, 8388608.0, scalar)
+    zero = const(value, 0.0, scalar)
+    negative = b.fcmp_ordered("<", value, zero)
+    size = b.select(negative, b.fsub(zero, value), value)
+    rounded = b.fsub(b.fadd(size, two23), two23)
+    rounded = b.select(b.fcmp_ordered("<", size, two23), rounded, size)
+    return b.select(negative, b.fsub(zero, rounded), rounded)
 
 
 def srdhm(k: Kernel, a: ir.Value, multiplier: ir.Value, multiplier_safe: bool = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from compiler.errors import KilnError
@@ -44,6 +44,11 @@ class Target:
             IR with the same result, so kernels shaped for it run on a CPU of `requires` that
             lacks it. For tests only: AVX-512 VNNI's kernels, but for the one instruction,
             checked on AVX2 machines (no emulator of AVX-512 is at hand), never faster.
+        lean_weights: On DSP cores, int8 weights stay bytes, widened by SXTB16 in the kernel
+            (half the flash, 7 to 10 % more instructions), instead of ready int16 pairs.
+            None (the default) weighs the cost per model and core (`auto_lean_weights`).
+        usual_flash: Flash of the core's usual parts (1 MB for Cortex-M4 and M33, 2 MB for
+            M7), which the automatic weight layout measures weights against.
         c_compiler: The C compiler a user builds a program around its objects with (the
             export's build line); `c_flags`: that compiler's CPU, FPU and float ABI flags.
     """
@@ -61,6 +66,8 @@ class Target:
     int8_dot_emulated: bool = False
     c_compiler: str = "cc"
     c_flags: tuple[str, ...] = ()
+    lean_weights: bool | None = None
+    usual_flash: int = 0
 
     @property
     def alignment(self) -> int:
@@ -91,6 +98,23 @@ class Target:
         of their own, 0.1 % and 0.3 %); on Cortex-M7 inlining still pays (KWS: 0.3 % fewer).
         """
         return self.int8_dot is not DotProduct.MVE
+
+
+# The automatic layout keeps weights int8 when int16 pairs would take more than this share of
+# the core's usual flash: the application, its stack and its data need the rest.
+LEAN_SHARE = 0.25
+
+
+def auto_lean_weights(target: Target, weight_bytes: int) -> Target:
+    """`target` with its weight layout decided, for a network of `weight_bytes` int8 weights.
+
+    A DSP core whose layout is not set keeps weights int8 when their int16 pairs would take
+    more than LEAN_SHARE of its usual flash (ad01's 264 KB on any core, VWW's 208 KB on
+    Cortex-M4 and M33), and stores pairs otherwise (the faster code).
+    """
+    if target.int8_dot is not DotProduct.DSP or target.lean_weights is not None:
+        return target
+    return replace(target, lean_weights=2 * weight_bytes > LEAN_SHARE * target.usual_flash)
 
 
 @dataclass(frozen=True)
@@ -149,6 +173,7 @@ _AVX512 = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq")
 _ARM_CC = "arm-none-eabi-gcc"
 _SOFT, _FPV5 = ("-mthumb", "-mfloat-abi=soft"), ("-mthumb", "-mfloat-abi=hard",
                                                  "-mfpu=fpv5-sp-d16")
+_KIB, _MIB = 1024, 1024 * 1024
 _TARGETS = (
     Target("x86-64", _X86, "x86-64", "", "hard", 128, c_compiler="x86_64-linux-gnu-gcc"),
     # x86 hosts by instruction-set level, each with the kernels the host detection would pick
@@ -166,13 +191,14 @@ _TARGETS = (
            c_compiler=_ARM_CC, c_flags=("-mcpu=cortex-m3", *_SOFT)),
     Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True,
            registers=32, int8_dot=DotProduct.DSP, c_compiler=_ARM_CC,
-           c_flags=("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")),
+           c_flags=("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"),
+           usual_flash=1 * _MIB),
     Target("cortex-m7", "thumbv7em-none-eabihf", "cortex-m7", "+fp-armv8d16sp,-fp64", "hard", 0,
            True, registers=32, int8_dot=DotProduct.DSP, c_compiler=_ARM_CC,
-           c_flags=("-mcpu=cortex-m7", *_FPV5)),
+           c_flags=("-mcpu=cortex-m7", *_FPV5), usual_flash=2 * _MIB),
     Target("cortex-m33", "thumbv8m.main-none-eabihf", "cortex-m33", "+fp-armv8d16sp,-fp64",
            "hard", 0, True, registers=32, int8_dot=DotProduct.DSP, c_compiler=_ARM_CC,
-           c_flags=("-mcpu=cortex-m33", *_FPV5)),
+           c_flags=("-mcpu=cortex-m33", *_FPV5), usual_flash=1 * _MIB),
     Target("cortex-m55", "thumbv8.1m.main-none-eabihf", "cortex-m55", "+mve.fp", "hard", 128,
            True, registers=8, int8_dot=DotProduct.MVE, c_compiler=_ARM_CC,
            c_flags=("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-mfpu=auto")),
@@ -182,7 +208,6 @@ _TARGETS = (
            c_compiler="riscv32-unknown-elf-gcc", c_flags=("-march=rv32imf", "-mabi=ilp32")),
 )
 
-_KIB, _MIB = 1024, 1024 * 1024
 # Kiln marks its Arm objects Tag_ABI_VFP_args "compatible" (they pass no floats across calls and
 # inline their math), so emulated firmware is built the way a user's would be: hard float.
 _HARD_FPV5 = ("-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16")
@@ -193,6 +218,9 @@ BOARDS = {b.name: b for b in (
     # QEMU's Arm FPGA images. AN385 and AN500: 4 MB ZBT SSRAM1 at 0 (code), 4 MB SSRAM2/3.
     Board("mps2-an385", "cortex-m3", 4 * _MIB, 4 * _MIB, "mps2-an385", 0x0, 0x2000_0000,
           ("-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft")),
+    # AN386: AN385's memory map with a Cortex-M4 (single-precision FPU).
+    Board("mps2-an386", "cortex-m4", 4 * _MIB, 4 * _MIB, "mps2-an386", 0x0, 0x2000_0000,
+          ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")),
     Board("mps2-an500", "cortex-m7", 4 * _MIB, 4 * _MIB, "mps2-an500", 0x0, 0x2000_0000,
           ("-mcpu=cortex-m7", *_HARD_FPV5)),
     # AN505 and AN547 start the core in the secure aliases. AN505: 4 MB SSRAM0 (code), 2 MB

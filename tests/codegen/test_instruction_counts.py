@@ -77,7 +77,8 @@ CMSIS_NN_FIGURES = {("kws_ref_model", "cortex-m7"): 7.8, ("kws_ref_model", "cort
 # Instructions per inference today (seed 0); a change that makes code slower fails here. KWS
 # and ResNet-8 run as row-streamed chains (their arenas a third of whole tensors' and less):
 # KWS on Cortex-M55 pays 2 % for it (window moves), ResNet-8 on Cortex-M7 1.2 %.
-BOUNDS = {("ad01_int8", "cortex-m7"): 440_833, ("ad01_int8", "cortex-m55"): 69_913,
+# ad01 keeps its 264 KB of weights int8 (flash 278 KB, not 542 KB): 5 % more instructions.
+BOUNDS = {("ad01_int8", "cortex-m7"): 464_699, ("ad01_int8", "cortex-m55"): 69_913,
           ("kws_ref_model", "cortex-m7"): 6_869_869, ("kws_ref_model", "cortex-m55"): 1_453_073,
           ("pretrainedResnet_quant", "cortex-m7"): 26_375_108,
           ("pretrainedResnet_quant", "cortex-m55"): 3_653_559,

@@ -7,12 +7,15 @@ same prepared graph (0 steps of difference).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from compiler.codegen import host
+from compiler.codegen.build import int8_weight_bytes
 from compiler.codegen.bundle import write_bundle
-from compiler.codegen.targets import Target, get_target
+from compiler.codegen.targets import DotProduct, Target, auto_lean_weights, get_target
 from compiler.driver import Options, compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
@@ -142,11 +145,13 @@ def test_the_int8_mlperf_models_compile_to_the_interpreters_bytes(name, source, 
 
 
 @pytest.mark.slow
-# cortex-m7, cortex-m33, cortex-m55
-@pytest.mark.parametrize("machine", ["mps2-an500", "mps2-an505", "mps3-an547"])
+# cortex-m4, cortex-m7, cortex-m33, cortex-m55; on the DSP cores int8 weights kept as bytes
+# (lean) and as int16 pairs, whichever the automatic layout did not pick.
+@pytest.mark.parametrize("layout", ["auto", "other"])
+@pytest.mark.parametrize("machine", ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547"])
 @pytest.mark.parametrize("source", ["tflite", "onnx"])
 @pytest.mark.parametrize("name", INT8_MODELS)
-def test_int8_models_run_exactly_on_cortex_m(machine, source, name, tmp_path):
+def test_int8_models_run_exactly_on_cortex_m(machine, source, name, layout, tmp_path):
     """Each int8 model (.tflite: tflite rule; .onnx: onnx rule) on its real sample input under
     QEMU: the interpreter's bytes."""
     from tests.codegen import firmware
@@ -154,8 +159,14 @@ def test_int8_models_run_exactly_on_cortex_m(machine, source, name, tmp_path):
 
     firmware.require_tools()
     folder = shared_models()
+    target = get_target(firmware.MACHINES[machine].target)
     prepared = compilation(load_model(folder / source / f"{name}.{source}")).prepared
-    net = compile_graph(prepared, get_target(firmware.MACHINES[machine].target), name="net")
+    if layout == "other":
+        if target.int8_dot is not DotProduct.DSP or source != "tflite":
+            pytest.skip("one weight layout on this core; both on the DSP cores' .tflite runs")
+        auto = auto_lean_weights(target, int8_weight_bytes(prepared)).lean_weights
+        target = dataclasses.replace(target, lean_weights=not auto)
+    net = compile_graph(prepared, target, name="net")
     x = prepared.inputs[0]
 
     def quantization():  # the .tflite twin's input parameters (an ONNX int8 input has none)
