@@ -7,19 +7,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.chain import (
-    ChainCode,
-    chain_code,
-    emit_chain_driver,
-    emit_sums_part,
-)
+from compiler.codegen.chain import ChainCode, chain_code, emit_chain_driver, sums_kernel
 from compiler.codegen.entry import Call, emit_calls
 from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target, auto_lean_weights
-from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed
+from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed, int8_weight_bytes
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.ir.state import variables
@@ -142,18 +137,6 @@ class StateSlot:
     def nbytes(self) -> int:
         """The variable's size in bytes."""
         return len(self.initial)
-
-
-def int8_weight_bytes(graph: Graph) -> int:
-    """Bytes of the int8 weights of the graph's convolutions and fully connected layers."""
-    seen, total = set(), 0
-    for node in graph.nodes:
-        if node.op in ("QLinearConv", "QGemm") and len(node.inputs) > 3:
-            w = node.inputs[3]
-            if isinstance(w, Constant) and w.type.dtype == "int8" and id(w) not in seen:
-                seen.add(id(w))
-                total += w.type.nbytes
-    return total
 
 
 def _runtime(node: Node) -> list[Value]:
@@ -444,7 +427,8 @@ class _Builder:
                 fn.attributes.discard("alwaysinline")  # called once per row: a call is cheap
                 fn.attributes.add("noinline")
             else:
-                fn, own = self._sums_kernel(part.node, f"{step}.c{c}", part.kind), []
+                fn, own = sums_kernel(self.module, f"{self.name}.k{step}.c{c}", part,
+                                      self.target), []
             kernels[c], first[c], count[c] = fn, len(consts), len(own)
             consts += own
             stage = stage_of[part.source]
@@ -462,23 +446,6 @@ class _Builder:
         emit_chain_driver(driver, code, kernels, own_weights, places,
                           f"{self.name}.k{step}")
         return driver, consts
-
-    def _sums_kernel(self, node: Node, index: str, kind: str) -> ir.Function:
-        """A pool's part of a chain: (row, sums) -> sums, or (sums, output) for the finish."""
-        i32p = ir.PointerType(I32)
-        types = [i32p, I8P] if kind == "finish" else [I8P, i32p]
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types),
-                         f"{self.name}.k{index}.{kind}")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        for arg in fn.args:
-            arg.add_attribute("noalias")
-        k = Kernel(node, fn, [fn.args[0]] + [None] * (len(node.inputs) - 1), [fn.args[1]],
-                   target=self.target)
-        emit_sums_part(k, kind)
-        k.finish()
-        return fn
 
     def build(self) -> ir.Module:
         """The module with the exported `int name(const u8 *, u8 *, u8 *)` entry point."""

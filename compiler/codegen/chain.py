@@ -192,9 +192,22 @@ def emit_chain_driver(fn: ir.Function, code: ChainCode, kernels: dict[int, ir.Fu
     k.finish()
 
 
-def emit_sums_part(k: Kernel, kind: str) -> None:
-    """A pool's part: a row into the sums, or the output from them."""
-    if kind == "finish":
+def sums_kernel(module: ir.Module, name: str, part: ChainPart, target) -> ir.Function:
+    """A pool's part of a chain: (row, sums) -> sums, or (sums, output) for the finish."""
+    i32p = ir.PointerType(I32)
+    types = [i32p, I8P] if part.kind == "finish" else [I8P, i32p]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), types), f"{name}.{part.kind}")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    for arg in fn.args:
+        arg.add_attribute("noalias")
+    node = part.node
+    k = Kernel(node, fn, [fn.args[0]] + [None] * (len(node.inputs) - 1), [fn.args[1]],
+               target=target)
+    if part.kind == "finish":
         emit_qgap_finish(k)
     else:
-        emit_qgap_row_sums(k, kind == "sums_first")
+        emit_qgap_row_sums(k, part.kind == "sums_first")
+    k.finish()
+    return fn

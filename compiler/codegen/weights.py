@@ -20,6 +20,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from compiler.errors import KilnError
+from compiler.ir.graph import Constant
 
 WEIGHT_ALIGNMENT = 64
 _PER_LINE = 16
@@ -168,3 +169,19 @@ def weights_files(net) -> dict[str, bytes]:
         return {}
     return {f"{net.name}.weights.bin": net.constant,
             f"{net.name}.weights.h": c_array(net.name, net.constant)}
+
+
+def int8_weight_bytes(graph) -> int:
+    """Bytes of the int8 weights of the graph's convolutions and fully connected layers.
+
+    What the automatic weight layout (`targets.auto_lean_weights`) weighs: these are the
+    weights DSP kernels would store widened.
+    """
+    seen, total = set(), 0
+    for node in graph.nodes:
+        if node.op in ("QLinearConv", "QGemm") and len(node.inputs) > 3:
+            w = node.inputs[3]
+            if isinstance(w, Constant) and w.type.dtype == "int8" and id(w) not in seen:
+                seen.add(id(w))
+                total += w.type.nbytes
+    return total

@@ -10,7 +10,7 @@ regression bounds in tests.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compiler.driver import Compilation, Options, compilation
@@ -59,16 +59,21 @@ def bench_target(model: str | Path, target: str, seed: int = 0, shapes: dict | N
 
 
 def bench_compilation(compiled: Compilation, target: str, seed: int = 0,
-                      cmsis_root: str | Path | None = None, peer: bool = True) -> TargetBench:
-    """`bench_target` for a graph already in the compile driver (the GUI's export)."""
+                      cmsis_root: str | Path | None = None, peer: bool = True,
+                      options: Options | None = None) -> TargetBench:
+    """`bench_target` for a graph already in the compile driver (the GUI's export).
+
+    `options` (for `target`) say how to compile, the target's defaults when None.
+    """
     missing = firmware.missing_tools()
     if missing:
         raise KilnError(f"counting instructions needs {' and '.join(missing)} (Debian "
                         f"packages: {firmware.PACKAGES})")
     board = firmware.board_for(target)
     feeds = random_inputs(compiled.prepared, seed)
-    shipped = compiled.net(Options(target))
-    separate = compiled.net(Options(target, separate_kernels=True))
+    options = options or Options(target)
+    shipped = compiled.net(options)
+    separate = compiled.net(replace(options, separate_kernels=True))
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as folder:
         ours = count_net(shipped, separate, feeds, Path(folder) / board.qemu_machine)
         if not peer:

@@ -355,7 +355,8 @@ class _Lowering:
             self.ir.storages[name] = Storage(name, row * rows, "activation", nodes[0].name)
             self.place(values[v], name, 0)
             operands.append(Operand(name, v, 0, row * rows, OUT))
-            inner.append(f"{v} ({values[v].type.nbytes} B) in {rows} rows ({row * rows} B)")
+            inner.append(f"{v} ({values[v].type.nbytes} B) in {rows} row"
+                         f"{'s' if rows > 1 else ''} ({row * rows} B)")
         for v, size in chain.sums.items():
             name = sums_storage(v)
             self.ir.storages[name] = Storage(name, size, "activation", nodes[0].name)

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from compiler.codegen import host
-from compiler.codegen.build import int8_weight_bytes
 from compiler.codegen.bundle import write_bundle
 from compiler.codegen.targets import DotProduct, Target, auto_lean_weights, get_target
+from compiler.codegen.weights import int8_weight_bytes
 from compiler.driver import Options, compilation, compile_graph
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
