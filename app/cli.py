@@ -281,6 +281,12 @@ def _add_compile_parser(sub) -> None:
     compile_.add_argument("--io-in-arena", action="store_true",
                           help="place inputs and outputs inside the activation arena so their "
                                "space is reused once dead")
+    compile_.add_argument("--weight-layout", choices=["int8", "int16"],
+                          help="int8 weights on DSP cores (Cortex-M4/M7/M33): int8 keeps them "
+                               "as bytes widened in the kernel (half the flash), int16 stores "
+                               "ready int16 pairs (fewer instructions); default: bytes where "
+                               "pairs would take over a quarter of the core's usual flash or "
+                               "not fit --board, else pairs")
     compile_.add_argument("--force", action="store_true",
                           help="write into a folder that holds another bundle (replaced) or "
                                "files that are not a bundle (kept beside it)")
@@ -326,8 +332,9 @@ def cmd_compile(args) -> int:
         check_folder(args.output, options.name, options.target, args.force,
                      example=not options.resolved_target().mcu)
         compiled = compilation_of(args)
-        if board is not None and options.lean_weights is None:
-            options = _layout_that_fits(compiled, options, board)
+        options, note = compiled.layout_that_fits(options, board)
+        if note:
+            print(f"kiln: note: {note}", file=sys.stderr)
         paths, doc = compiled.bundle(args.output, options, board, force=args.force)
     except FolderInUse as exc:
         how = "replace it" if exc.kind == "bundle" else "write the bundle beside them"
@@ -352,28 +359,6 @@ def cmd_compile(args) -> int:
     if board is not None:
         _print_budget(doc["board"])
     return 0
-
-
-def _layout_that_fits(compiled, options, board):
-    """`options`, with int8 weights when the target's int16 pairs would not fit the board."""
-    from dataclasses import replace
-
-    from compiler.codegen.bundle import report
-    from compiler.codegen.targets import DotProduct
-
-    target = options.resolved_target()
-    if target.int8_dot is not DotProduct.DSP or target.lean_weights:
-        return options
-    if report(compiled.net(options), board)["board"]["flash_used"] <= board.flash:
-        return options
-    lean = replace(options, lean_weights=True)
-    used = report(compiled.net(lean), board)["board"]["flash_used"]
-    if used > board.flash:
-        return options  # neither fits: the warning says by how much
-    print(f"kiln: note: int8 weights kept as bytes (--weight-layout int8): int16 pairs would "
-          f"not fit {board.name}'s flash; this way {used:,} B of {board.flash:,} B",
-          file=sys.stderr)
-    return lean
 
 
 def _state_note(doc: dict) -> str:

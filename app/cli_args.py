@@ -129,12 +129,6 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alignment", type=int, metavar="BYTES",
                         help="alignment of regions and buffers (default: the target's, 64 on "
                              "hosted CPUs and 16 on microcontrollers)")
-    parser.add_argument("--weight-layout", choices=["int8", "int16"],
-                        help="int8 weights on DSP cores (Cortex-M4/M7/M33): int8 keeps them as "
-                             "bytes widened in the kernel (half the flash), int16 stores ready "
-                             "int16 pairs (fewer instructions); default: the target's (int16 on "
-                             "Cortex-M7, int8 on M4 and M33; with --board, int8 when int16 "
-                             "would not fit its flash)")
     parser.add_argument("--disable-lowering", action="append", default=[], metavar="PASS",
                         help="compile without this lowering pass (repeatable): "
                              + ", ".join(LOWERING_NAMES) + "; `kiln passes --target` lists "

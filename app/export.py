@@ -98,7 +98,8 @@ def _profile_bytes(profile: Profile) -> bytes:
 def driver_options(options: ExportOptions) -> Options:
     """The compile driver's options for the dialog's choices (what `kiln compile` builds)."""
     return Options(options.target, options.name, None, options.io_in_arena, options.weights,
-                   disabled_lowering=options.disabled_lowering)
+                   disabled_lowering=options.disabled_lowering,
+                   lean_weights={"int8": True, "int16": False}.get(options.weight_layout))
 
 
 def export_job(compiled: Compilation, options: ExportOptions,
@@ -121,6 +122,7 @@ def export_job(compiled: Compilation, options: ExportOptions,
     def work(progress: Progress) -> Exported:
         opts = driver_options(options).check()
         board = _board(options)
+        opts, _ = compiled.layout_that_fits(opts, board)  # the report names the layout
         _check_counting(options)
         target = opts.resolved_target()
         check_folder(folder, opts.name, target.name, options.force, example=not target.mcu)

@@ -42,6 +42,9 @@ from views.size_report import ComparisonTable, SizeReport
 WEIGHTS = (("embedded", "Embedded in NET.o (read-only data)"),
            ("external", "External: NET.weights.bin for the caller to place"))
 PRECISIONS = {"float32": "float32", "int8": "int8 (quantized with the document's profile)"}
+LAYOUTS = (("auto", "Automatic (bytes when pairs would crowd the core's flash)"),
+           ("int8", "int8 bytes, widened in the kernel (half the flash)"),
+           ("int16", "int16 pairs, ready for SMLAD (fewer instructions)"))
 RESULT_SIZE = (760, 680)  # the result page's preferred size, within the screen's height
 
 
@@ -62,6 +65,7 @@ class ExportOptions:
     count: bool = False  # Cortex-M: count one inference's instructions under QEMU
     force: bool = False  # the user agreed to replace another bundle in the folder
     disabled_lowering: frozenset[str] = frozenset()  # switched off in the Passes panel
+    weight_layout: str = "auto"  # int8 weights on DSP cores: "auto", "int8" or "int16"
 
     def cli_args(self) -> list[str]:
         """The same export as `kiln compile` arguments (after the model)."""
@@ -71,6 +75,8 @@ class ExportOptions:
             args += ["--board", self.board]
         if self.io_in_arena:
             args.append("--io-in-arena")
+        if self.weight_layout != "auto":
+            args += ["--weight-layout", self.weight_layout]
         for name in sorted(self.disabled_lowering):
             args += ["--disable-lowering", name]
         if self.precision == "int8" and self.profile is not None:
@@ -139,6 +145,11 @@ class ExportDialog(QDialog):
         for key, text in WEIGHTS:
             self.weights.addItem(text, key)
         self.io_in_arena = QCheckBox("Inputs and outputs live in the activation arena")
+        self.layout = QComboBox()
+        for key, text in LAYOUTS:
+            self.layout.addItem(text, key)
+        self.layout.setToolTip("How int8 weights are stored on DSP cores (Cortex-M4, M7, M33); "
+                               "other cores read bytes")
         self.precision = QComboBox()
         self.precision.addItem(PRECISIONS["float32"], "float")
         self.precision.addItem(PRECISIONS["int8"], "int8")
@@ -164,6 +175,7 @@ class ExportDialog(QDialog):
         form.addRow("&Network name:", self.name)
         form.addRow("&Weights:", self.weights)
         form.addRow("&Precision:", self.precision)
+        form.addRow("Weight &layout:", self.layout)
         form.addRow("", self.count)
         form.addRow("", self.io_in_arena)
         form.addRow("", self.lowering_note)
@@ -257,6 +269,7 @@ class ExportDialog(QDialog):
         self.name.setText(options.name)
         self.weights.setCurrentIndex(max(0, self.weights.findData(options.weights)))
         self.io_in_arena.setChecked(options.io_in_arena)
+        self.layout.setCurrentIndex(max(0, self.layout.findData(options.weight_layout)))
         self.folder.setText(str(options.folder))
         self._disabled_lowering = options.disabled_lowering
         self.lowering_note.setText("Built without the lowering passes switched off in the "
@@ -275,7 +288,8 @@ class ExportDialog(QDialog):
                              self.weights.currentData(), self.io_in_arena.isChecked(),
                              Path(folder).expanduser(), self.precision.currentData(),
                              count=self.count.isChecked() and self.count.isEnabled(),
-                             disabled_lowering=self._disabled_lowering)
+                             disabled_lowering=self._disabled_lowering,
+                             weight_layout=self.layout.currentData())
 
     def request_export(self) -> None:
         """Validate and ask the controller to export."""
@@ -295,7 +309,7 @@ class ExportDialog(QDialog):
         self.progress.setVisible(running)
         self.export_button.setEnabled(not running)
         for widget in (self.target, self.board, self.name, self.weights, self.io_in_arena,
-                       self.precision, self.count, self.folder, self.browse):
+                       self.layout, self.precision, self.count, self.folder, self.browse):
             widget.setEnabled(not running)
         self.cancel_button.setText("Cancel Export" if running else "Cancel")
         self._update_applicable()

@@ -261,6 +261,25 @@ class Compilation:
                                             options.fast_compile)
             return self._nets[key]
 
+    def layout_that_fits(self, options: Options, board: Board | None) -> tuple[Options, str]:
+        """`options`, with int8 weights when int16 pairs would not fit `board`'s flash.
+
+        Only when the options leave the layout to the target; returns the options and a
+        sentence saying why the layout changed ("" when it did not).
+        """
+        target = options.resolved_target()
+        if (board is None or options.lean_weights is not None
+                or target.int8_dot is not DotProduct.DSP or target.lean_weights is not None):
+            return options, ""
+        if report(self.net(options), board)["board"]["flash_used"] <= board.flash:
+            return options, ""
+        lean = replace(options, lean_weights=True)
+        used = report(self.net(lean), board)["board"]["flash_used"]
+        if used > board.flash:
+            return options, ""  # neither fits: the budget warning says by how much
+        return lean, (f"int8 weights kept as bytes (--weight-layout int8): int16 pairs would "
+                      f"not fit {board.name}'s flash; this way {used:,} B of {board.flash:,} B")
+
     def bundle(self, folder: str | Path, options: Options = Options(),
                board: Board | None = None, *, force: bool = False,
                extra: dict[str, bytes] | None = None,

@@ -191,7 +191,9 @@ class SizeReport(QWidget):
         regions = report["regions"]
         self.summary.setText(
             f"<b>{report['name']}</b> for <b>{report['target']}</b> ({report['triple']}); "
-            f"weights {report['weights']}; object {report['object_bytes']:,} B; "
+            f"weights {report['weights']}"
+            + (f" ({report['weight_layout']})" if report.get("weight_layout") else "")
+            + f"; object {report['object_bytes']:,} B; "
             f"{len(report['layers'])} kernels, "
             f"{sum(layer['macs'] for layer in report['layers']):,} MACs")
         kinds = [[k, sections[k]] for k in ("text", "rodata", "data", "bss")]

@@ -11,6 +11,7 @@ other layers take `qfully_connected`'s kernels.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 
 from compiler.codegen.int8dot import (
     BLOCK,
@@ -39,8 +40,7 @@ def fc_dot_eligible(node: Node, target: Target | None) -> bool:
         return False
     if node.inputs[5] is not None and np.asarray(node.inputs[5].data).any():
         return False
-    outs = node.output.type.shape[1]
-    return x.shape[1] % DEPTH_STEP[target.int8_dot] == 0 and outs % BLOCK == 0
+    return x.shape[1] % DEPTH_STEP[target.int8_dot] == 0
 
 
 def qgemm_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
@@ -67,11 +67,25 @@ def emit_qgemm_dot(k: Kernel) -> None:
     outs = node.output.type.shape[1]
     zp = int(first(constant_input(k, 8, "output zero point")))
     accs = [k.alloca(I32) for _ in range(BLOCK)]
-    with k.loop(rows) as m, k.loop(outs // BLOCK) as ob:
-        n0 = k.index((ob, BLOCK))
-        for j, slot in enumerate(accs):
+    rest = outs % BLOCK  # a last, narrower block (ResNet-8's 10 classes, VWW's 2)
+
+    def block(m: ir.Value, n0: ir.Value, width: int) -> None:
+        for j, slot in enumerate(accs[:width]):
             b.store(k.load(k.args[_BIAS], b.add(n0, I32(j))), slot)
-        w_bases = [k.index((ob, BLOCK * depth), base=j * depth) for j in range(BLOCK)]
-        dots(k, k.index((m, depth)), w_bases, accs, depth)
-        store_block(k, [b.load(slot) for slot in accs], n0,
-                    b.add(k.index((m, outs)), n0), zp)
+        w_bases = [b.add(b.mul(n0, I32(depth)), I32(j * depth)) for j in range(width)]
+        dots(k, k.index((m, depth)), w_bases, accs[:width], depth)
+        at = b.add(k.index((m, outs)), n0)
+        if width == BLOCK:
+            store_block(k, [b.load(slot) for slot in accs], n0, at, zp)
+            return
+        # One by one: Helium would widen a vector of two or three lanes to 64-bit ones,
+        # whose float conversion is a library call.
+        for j, slot in enumerate(accs[:width]):
+            store_block(k, [b.load(slot)], b.add(n0, I32(j)), b.add(at, I32(j)), zp)
+
+    with k.loop(rows) as m:
+        if outs // BLOCK:
+            with k.loop(outs // BLOCK) as ob:
+                block(m, k.index((ob, BLOCK)), BLOCK)
+        if rest:
+            block(m, I32(outs - rest), rest)

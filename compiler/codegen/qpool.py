@@ -52,15 +52,27 @@ def emit_qglobal_average_pool(k: Kernel) -> None:
         k.store(b.trunc(value, ir.IntType(8)), k.outs[0], k.index((n, channels), (c, 1)))
 
 
+_UNROLLED_PIXELS = 16  # a row this short adds up unrolled on scalar cores
+
+
 def emit_qgap_row_sums(k: Kernel, first: bool) -> None:
     """One image row added into int32 sums per channel (`k.outs[0]`); the first row sets them.
 
     With `emit_qgap_finish`, the pool of a row-streamed chain: the sums are the very totals
     the whole-tensor kernel makes (integer addition in any order), so the result is the same.
-    Pixels outermost, channels innermost: each pixel adds one contiguous vector of sums.
+    With vectors, pixels outermost and channels innermost (each pixel adds one contiguous
+    vector of sums); without, each channel's pixels add up in a register first.
     """
     node, b = k.node, k.b
     _, _, width, channels = _gap_shape(node)
+    if (k.target is None or not k.target.vector_bits) and width <= _UNROLLED_PIXELS:
+        with k.loop(channels) as c:
+            total = I32(0) if first else k.load(k.outs[0], c)
+            for p in range(width):  # a short row: its pixels unrolled, the sum in a register
+                x = b.sext(k.load(k.args[0], k.index((c, 1), base=p * channels)), I32)
+                total = b.add(total, x)
+            k.store(total, k.outs[0], c)
+        return
     with k.loop(channels) as c:
         x = b.sext(k.load(k.args[0], c), I32)
         k.store(x if first else b.add(k.load(k.outs[0], c), x), k.outs[0], c)

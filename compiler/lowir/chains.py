@@ -44,8 +44,8 @@ def row_stage(unit: Unit) -> RowStage | None:
             return None
         rows = x.type.shape[1]
         return RowStage(node.name, (node.name,), (RowInput(x.name, tuple(
-            (r, r) for r in range(rows))),), node.output.name, rows, node.output.type.nbytes,
-            sums=True)
+            (r, r) for r in range(rows)), rows),), node.output.name, rows,
+            node.output.type.nbytes, sums=True)
     if node.op == "QLinearAdd":
         return _add_stage(node)
     if node.op != "QLinearConv" or node.output.type.dtype != "int8":
@@ -60,10 +60,10 @@ def row_stage(unit: Unit) -> RowStage | None:
         return None  # a row wholly in the padding
     out = unit.add.output if unit.add is not None else node.output
     rows = out.type.shape[1]
-    inputs = [RowInput(x.name, tuple(needed))]
+    inputs = [RowInput(x.name, tuple(needed), x.type.shape[1])]
     nodes = (node.name,)
     if unit.add is not None:
-        inputs.append(RowInput(unit.residual.name, tuple((r, r) for r in range(rows))))
+        inputs.append(RowInput(unit.residual.name, tuple((r, r) for r in range(rows)), rows))
         nodes = (node.name, unit.add.name)
     return RowStage(node.name, nodes, tuple(inputs), out.name, rows, out.type.nbytes // rows)
 
@@ -79,7 +79,8 @@ def _add_stage(node: Node) -> RowStage | None:
         return None
     rows = y.type.shape[1]
     same = tuple((r, r) for r in range(rows))
-    return RowStage(node.name, (node.name,), (RowInput(a.name, same), RowInput(b.name, same)),
+    return RowStage(node.name, (node.name,), (RowInput(a.name, same, rows),
+                                              RowInput(b.name, same, rows)),
                     y.name, rows, y.type.nbytes // rows)
 
 
@@ -169,9 +170,8 @@ class ChainChooser:
         if not any(i.value in made for s in stages for i in s.inputs):
             return None
         outputs = {v for v in made if self.last.get(v, -1) > last or v in self.kept}
-        rows = {**self.rows, **{s.output: s.rows for s in stages}}
         try:
-            return schedule_rows(list(stages), outputs, rows, SPARE_ROWS)
+            return schedule_rows(list(stages), outputs, SPARE_ROWS)
         except KilnError:
             return None
 

@@ -28,10 +28,12 @@ class RowInput:
     Attributes:
         value: Its value name.
         needed: Per output row of the stage, the (first, last) row of it that row reads.
+        rows: Rows the tensor has.
     """
 
     value: str
     needed: tuple[tuple[int, int], ...]
+    rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,11 @@ class RowChain:
         return [e for e in self.events if e.kind == "row" and e.stage == stage]
 
 
-def schedule_rows(stages: list[RowStage], outputs: set[str], value_rows: dict[str, int],
-                  spare: int = 0) -> RowChain:
+def schedule_rows(stages: list[RowStage], outputs: set[str], spare: int = 0) -> RowChain:
     """The chain of `stages` with its schedule; `outputs` are the values kept whole.
 
-    `value_rows` gives the rows of the chain's inputs. Each window holds the most rows the
-    schedule ever keeps at once plus `spare` rows (at most its tensor's rows): fewer moves.
+    Each window holds the most rows the schedule ever keeps at once plus `spare` rows (at
+    most its tensor's rows), so fewer moves happen.
     """
     made = {s.output for s in stages}
     inputs = sorted({i.value for s in stages for i in s.inputs} - made)
@@ -126,8 +127,8 @@ def schedule_rows(stages: list[RowStage], outputs: set[str], value_rows: dict[st
     held = _run(stages, outputs, None)
     rows = {s.output: s.rows for s in stages}
     windows = {v: min(n + spare, rows[v]) for v, n in held.items()}
-    chain = RowChain(list(stages), inputs, sorted(outputs & made),
-                     {v: value_rows[v] for v in inputs})
+    input_rows = {i.value: i.rows for s in stages for i in s.inputs if i.value in inputs}
+    chain = RowChain(list(stages), inputs, sorted(outputs & made), input_rows)
     chain.events = []
     _run(stages, outputs, windows, chain.events)
     row_of = {s.output: s.row_bytes for s in stages}

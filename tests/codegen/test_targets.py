@@ -52,17 +52,20 @@ def test_firmware_reads_its_boards_from_the_one_table():
     """QEMU's machines are rows of the board table, linked into the memory `--board` checks."""
     from compiler.mcu import firmware
 
-    assert set(firmware.MACHINES) == {"mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547"}
+    assert set(firmware.MACHINES) == {"mps2-an385", "mps2-an386", "mps2-an500", "mps2-an505",
+                                      "mps3-an547"}
     for machine, board in firmware.MACHINES.items():
         assert BOARDS[board.name] is board and board.qemu_machine == machine
         script = firmware.linker_script(board)
         assert f"ORIGIN = {board.flash_origin:#010x}, LENGTH = {board.flash}" in script
         assert f"ORIGIN = {board.ram_origin:#010x}, LENGTH = {board.ram}" in script
     assert firmware.board_for("cortex-m55").name == "mps3-an547"
-    assert firmware.emulated_targets() == ["cortex-m3", "cortex-m33", "cortex-m55", "cortex-m7"]
-    with pytest.raises(KilnError, match="no QEMU board runs cortex-m4; targets with one: "
+    assert firmware.emulated_targets() == ["cortex-m3", "cortex-m33", "cortex-m4", "cortex-m55",
+                                           "cortex-m7"]
+    assert firmware.board_for("cortex-m4").name == "mps2-an386"
+    with pytest.raises(KilnError, match="no QEMU board runs cortex-m0plus; targets with one: "
                                         "cortex-m3, cortex-m33"):
-        firmware.board_for("cortex-m4")
+        firmware.board_for("cortex-m0plus")
 
 
 def test_an_emulated_board_needs_its_memory_map():

@@ -110,20 +110,18 @@ def test_kiln_compile_takes_the_layout_and_switches_to_bytes_for_a_small_board(
         assert doc["weight_layout"] == ("int8" if layout == "int8" else "int16 pairs")
     assert sizes["int16"] > sizes["int8"]
     # A board whose flash holds the bytes but not the pairs: the compile keeps bytes.
-    from app import cli as cli_module
-
     compiled = compilation(dense)
     pairs = report(compiled.net(Options("cortex-m7", lean_weights=False)))
     lean = report(compiled.net(Options("cortex-m7", lean_weights=True)))
     used = {name: doc["sections"]["text"] + doc["sections"]["rodata"]
             for name, doc in (("pairs", pairs), ("lean", lean))}
     small = Board("tiny-m7", "cortex-m7", (used["pairs"] + used["lean"]) // 2, 64 * 1024)
-    options = cli_module._layout_that_fits(compiled, Options("cortex-m7"), small)
-    assert options.lean_weights is True
-    assert "would not fit tiny-m7's flash" in capsys.readouterr().err
+    options, note = compiled.layout_that_fits(Options("cortex-m7"), small)
+    assert options.lean_weights is True and "would not fit tiny-m7's flash" in note
     roomy = dataclasses.replace(small, flash=10 * used["pairs"])
-    assert cli_module._layout_that_fits(compiled, Options("cortex-m7"), roomy).lean_weights \
-        is None
+    assert compiled.layout_that_fits(Options("cortex-m7"), roomy) == (Options("cortex-m7"), "")
+    asked = Options("cortex-m7", lean_weights=False)  # the user's choice stands
+    assert compiled.layout_that_fits(asked, small) == (asked, "")
 
 
 def test_ad01_keeps_its_weights_in_300_kb_of_cortex_m7_flash():

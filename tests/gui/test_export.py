@@ -61,6 +61,8 @@ def _files(folder):
           io_in_arena=True),
      ["--board", "stm32f746g-disco", "--name", "digits", "--weights", "external",
       "--io-in-arena"]),
+    (dict(target="cortex-m7", board=None, name="net", weights="embedded", io_in_arena=False,
+          weight_layout="int8"), ["--weight-layout", "int8"]),
 ])
 def test_export_writes_what_kiln_compile_writes(qtbot, tmp_path, options, cli_extra):
     window = make_window(qtbot)
@@ -79,10 +81,13 @@ def test_export_writes_what_kiln_compile_writes(qtbot, tmp_path, options, cli_ex
     assert report == json.loads(ref[f"{name}.report.json"])
     assert dialog.report_view.report == report
     assert dialog.report_view.layers.rowCount() == len(report["layers"])
+    if options.get("weight_layout") == "int8":
+        assert report["weight_layout"] == "int8"
+        assert "(int8)" in dialog.report_view.summary.text()
     if options["weights"] == "external":
         assert f"{name}.weights.bin" in gui and "main.c" not in gui
-    else:
-        assert "main.c" in gui and "Makefile" in gui
+    elif options["target"] == "host":
+        assert "main.c" in gui and "Makefile" in gui  # a microcontroller's bundle has none
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cli", "gui"]  # no temporary leftovers
 
 

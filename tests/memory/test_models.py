@@ -62,14 +62,19 @@ def test_arena_beats_tflite_micro(name):
 @pytest.mark.parametrize("name", INT8_CONV_NETS)
 def test_the_tflite_int8_nets_reach_their_ratio_on_every_core(name, target):
     """The .tflite originals too, as `kiln memory X --io-in-arena --target T` plans them:
-    checked, simulated row by row, at most the ratio of TFLite Micro's arena."""
+    checked (by `check_plan` and by the brute-force checker), simulated row by row, at most
+    the ratio of TFLite Micro's arena."""
     from compiler.driver import Options, compilation
     from compiler.frontends.load import load_model
     from tests.conftest import shared_models
+    from tests.memory.test_independent_check import brute_force_valid
 
     tflm, ratio = TFLM_ARENA[name]
     compiled = compilation(load_model(shared_models() / "tflite" / f"{name}.tflite"))
     plan = compiled.plan(Options(target, io_in_arena=True))
     check_memory(plan)
     simulate(plan)
-    assert plan.arena.size <= ratio * tflm, f"{plan.arena.size / tflm:.3f} of TFLite Micro"
+    a = plan.arena
+    assert brute_force_valid(a.buffers, a.offsets, a.size, a.alignment)
+    assert plan.lowir.chains and plan.whole_tensor_bound > a.lower_bound
+    assert a.size <= ratio * tflm, f"{a.size / tflm:.3f} of TFLite Micro"

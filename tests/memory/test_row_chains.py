@@ -23,6 +23,7 @@ from compiler.lowir.ir import Fusion
 from compiler.lowir.rows import RowInput, RowStage, schedule_rows
 from compiler.memory.plan import PlanError
 from compiler.memory.simulate import simulate
+from tests.memory.test_independent_check import brute_force_valid
 from tests.memory.test_streams import _conv
 from tests.tflite.oracles import check_int8, quantized
 from tests.tflite.writer import Model, Op, write
@@ -108,6 +109,9 @@ def test_the_net_is_one_chain_and_its_arena_holds_only_rows(net, io_in_arena):
     assert all(rows <= 5 for _, rows in chain.windows.values())
     assert plan.arena.size <= 0.75 * without.arena.size
     simulate(plan)
+    a = plan.arena
+    assert brute_force_valid(a.buffers, a.offsets, a.size, a.alignment)
+    assert plan.whole_tensor_bound == without.arena.lower_bound > a.lower_bound
     records = compiled.lowering(Options("cortex-m7", io_in_arena=io_in_arena))
     step = next(r for r in records if r.name == "row_chains")
     assert step.applied and step.saved > 0 and step.sites
@@ -175,18 +179,19 @@ def test_the_chain_runs_exactly_on_cortex_m(net, machine, tmp_path):
             assert np.array_equal(got[name], value), f"seed {seed}, output {name}"
 
 
-def _stage(name: str, source: str, needed, rows: int, **kw) -> RowStage:
-    return RowStage(name, (name,), (RowInput(source, tuple(needed)),), name, rows, 10, **kw)
+def _stage(name: str, source: str, needed, rows: int, source_rows: int, **kw) -> RowStage:
+    return RowStage(name, (name,), (RowInput(source, tuple(needed), source_rows),), name, rows,
+                    10, **kw)
 
 
 def test_a_three_row_window_moves_two_rows_per_row_and_spare_rows_move_less():
     rows = 12
     three = [(max(r - 1, 0), min(r + 1, rows - 1)) for r in range(rows)]
-    stages = [_stage("a", "x", [(r, r) for r in range(rows)], rows),
-              _stage("b", "a", three, rows)]
-    tight = schedule_rows(stages, {"b"}, {"x": rows}, spare=0)
-    assert tight.windows == {"a": (10, 3)}
-    roomy = schedule_rows(stages, {"b"}, {"x": rows}, spare=5)
+    stages = [_stage("a", "x", [(r, r) for r in range(rows)], rows, rows),
+              _stage("b", "a", three, rows, rows)]
+    tight = schedule_rows(stages, {"b"}, spare=0)
+    assert tight.windows == {"a": (10, 3)} and tight.input_rows == {"x": rows}
+    roomy = schedule_rows(stages, {"b"}, spare=5)
     assert roomy.windows == {"a": (10, 8)}
     assert 0 < roomy.moved < tight.moved
     # Each row of b reads rows of a that the schedule made, in order.
@@ -197,9 +202,9 @@ def test_a_three_row_window_moves_two_rows_per_row_and_spare_rows_move_less():
 def test_a_stride_two_reader_pulls_two_rows_per_row():
     rows = 10
     halves = [(max(2 * r - 1, 0), min(2 * r + 1, rows - 1)) for r in range(rows // 2)]
-    stages = [_stage("a", "x", [(r, r) for r in range(rows)], rows),
-              _stage("b", "a", halves, rows // 2)]
-    chain = schedule_rows(stages, {"b"}, {"x": rows})
+    stages = [_stage("a", "x", [(r, r) for r in range(rows)], rows, rows),
+              _stage("b", "a", halves, rows // 2, rows)]
+    chain = schedule_rows(stages, {"b"})
     order = [(e.stage, e.row) for e in chain.events if e.kind == "row"]
     assert order[:5] == [(0, 0), (0, 1), (1, 0), (0, 2), (0, 3)]
     assert chain.windows["a"][1] == 3
