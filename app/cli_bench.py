@@ -27,8 +27,9 @@ def add_bench_parser(sub) -> None:
     bench.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     bench.add_argument("--target", metavar="CORE",
                        help="count executed instructions per layer on an emulated Cortex-M "
-                            "instead of timing on this host (cortex-m7, cortex-m33, "
-                            "cortex-m55; needs arm-none-eabi-gcc and qemu-system-arm)")
+                            "instead of timing on this host (cortex-m3, cortex-m4, "
+                            "cortex-m7, cortex-m33, cortex-m55; needs arm-none-eabi-gcc and "
+                            "qemu-system-arm)")
     bench.add_argument("--cmsis-nn", metavar="DIR",
                        help="with --target: the CMSIS-NN source tree built as the peer "
                             "(default: $KILN_CMSIS_NN, else the shared third_party copy)")

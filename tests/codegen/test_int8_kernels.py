@@ -14,7 +14,7 @@ import pytest
 
 from compiler.codegen import host
 from compiler.codegen.bundle import write_bundle
-from compiler.codegen.targets import DotProduct, Target, auto_lean_weights, get_target
+from compiler.codegen.targets import Target, auto_lean_weights, get_target
 from compiler.codegen.weights import int8_weight_bytes
 from compiler.driver import Options, compilation, compile_graph
 from compiler.frontends.load import load_model
@@ -145,15 +145,25 @@ def test_the_int8_mlperf_models_compile_to_the_interpreters_bytes(name, source, 
 
 
 @pytest.mark.slow
-# cortex-m4, cortex-m7, cortex-m33, cortex-m55; on the DSP cores int8 weights kept as bytes
-# (lean) and as int16 pairs, whichever the automatic layout did not pick.
-@pytest.mark.parametrize("layout", ["auto", "other"])
+# cortex-m4, cortex-m7, cortex-m33, cortex-m55
 @pytest.mark.parametrize("machine", ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547"])
 @pytest.mark.parametrize("source", ["tflite", "onnx"])
 @pytest.mark.parametrize("name", INT8_MODELS)
-def test_int8_models_run_exactly_on_cortex_m(machine, source, name, layout, tmp_path):
+def test_int8_models_run_exactly_on_cortex_m(machine, source, name, tmp_path):
     """Each int8 model (.tflite: tflite rule; .onnx: onnx rule) on its real sample input under
     QEMU: the interpreter's bytes."""
+    _exact_on_board(machine, source, name, tmp_path, other_layout=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", ["mps2-an386", "mps2-an500", "mps2-an505"])  # DSP cores
+@pytest.mark.parametrize("name", INT8_MODELS)
+def test_int8_models_run_exactly_with_the_other_weight_layout(machine, name, tmp_path):
+    """int8 weights as bytes where the automatic layout stores int16 pairs, and the reverse."""
+    _exact_on_board(machine, "tflite", name, tmp_path, other_layout=True)
+
+
+def _exact_on_board(machine: str, source: str, name: str, tmp_path, other_layout: bool):
     from tests.codegen import firmware
     from tests.samples import int8_sample
 
@@ -161,9 +171,7 @@ def test_int8_models_run_exactly_on_cortex_m(machine, source, name, layout, tmp_
     folder = shared_models()
     target = get_target(firmware.MACHINES[machine].target)
     prepared = compilation(load_model(folder / source / f"{name}.{source}")).prepared
-    if layout == "other":
-        if target.int8_dot is not DotProduct.DSP or source != "tflite":
-            pytest.skip("one weight layout on this core; both on the DSP cores' .tflite runs")
+    if other_layout:
         auto = auto_lean_weights(target, int8_weight_bytes(prepared)).lean_weights
         target = dataclasses.replace(target, lean_weights=not auto)
     net = compile_graph(prepared, target, name="net")
