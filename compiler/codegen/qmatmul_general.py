@@ -38,8 +38,14 @@ def _scalar(node, slot: int, what: str):
 def emit_qlinear_matmul_general(k: Kernel) -> None:
     """Y = requantize(A B) over the broadcast batch."""
     node, b = k.node, k.b
-    a_shape, b_shape = node.inputs[0].type.shape, node.inputs[3].type.shape
-    out = node.output.type.shape
+    a_shape, b_shape = list(node.inputs[0].type.shape), list(node.inputs[3].type.shape)
+    out = list(node.output.type.shape)
+    # ONNX's MatMul: a 1-D A is one row and a 1-D B one column, each axis dropped from the
+    # output; put them back (size 1, so every flat index stays the same).
+    if len(b_shape) == 1:
+        b_shape, out = [b_shape[0], 1], [*out, 1]
+    if len(a_shape) == 1:
+        a_shape, out = [1, a_shape[0]], [*out[:-1], 1, out[-1]]
     rows, depth, cols = a_shape[-2], a_shape[-1], b_shape[-1]
     scale = ir.Constant(ir.FloatType(), float(onnx_scale(
         _scalar(node, 1, "A scale"), _scalar(node, 4, "B scale"),

@@ -236,15 +236,15 @@ def _qlinear_conv(runtime: str) -> onnx.ModelProto:
                       [("y", np.int8, None)], inits)
 
 
-def _qlinear_matmul(runtime: str) -> onnx.ModelProto:
+def _qlinear_matmul(runtime: str, a_shape=(2, 4), b_shape=(4, 5)) -> onnx.ModelProto:
     rng = np.random.default_rng(5)
     inits = {"as": np.float32(0.02), "az": np.int8(1),
-             "b": rng.integers(-128, 128, (4, 5)).astype(np.int8), "bs": np.float32(0.01),
+             "b": rng.integers(-128, 128, b_shape).astype(np.int8), "bs": np.float32(0.01),
              "bz": np.int8(0), "ys": np.float32(0.05), "yz": np.int8(2)}
     value = inits.pop(runtime)
     node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
                             ["y"], name="qmatmul")
-    return make_model([node], [("a", np.int8, [2, 4]),
+    return make_model([node], [("a", np.int8, list(a_shape)),
                                (runtime, value.dtype, list(np.shape(value)))],
                       [("y", np.int8, None)], inits)
 
@@ -581,12 +581,17 @@ def test_a_float_conv_with_a_runtime_bias_compiles():
         runner.close()
 
 
-def test_a_qlinear_matmul_with_run_time_weights_compiles_as_onnxruntime_runs_it():
+# A 1-D A is one row and a 1-D B one column, each axis dropped from the output (the fuzz
+# campaign's qop-207 found the 1-D B read as a row).
+@pytest.mark.parametrize("a_shape, b_shape", [((2, 4), (4, 5)), ((3, 4), (4,)), ((4,), (4, 5)),
+                                              ((4,), (4,)), ((2, 3, 4), (4,))])
+def test_a_qlinear_matmul_with_run_time_weights_compiles_as_onnxruntime_runs_it(a_shape,
+                                                                                b_shape):
     """B computed at run time takes the direct integer kernel (onnx rule): its codes equal
     onnxruntime's integer path."""
     from compiler.codegen.host import HostNet
 
-    onnx_model = _qlinear_matmul("b")
+    onnx_model = _qlinear_matmul("b", a_shape, b_shape)
     graph = compilation(load_onnx(onnx_model)).final
     feeds = _feeds(graph, 0)
     runner = HostNet(compile_graph(graph, "host"))
