@@ -156,9 +156,14 @@ def _run(stages: list[RowStage], outputs: set[str],
     base = {v: 0 for v in windowed}
     held = {v: 0 for v in windowed}
 
+    # Per reader, the lowest row it reads from each of its output rows on: with dilation or
+    # uneven padding a later row may start lower than an earlier one.
+    lowest = {(k, j): _suffix_minima([first for first, _ in stages[k].inputs[j].needed])
+              for k, s in enumerate(stages) for j in range(len(s.inputs))}
+
     def kept_from(value: str) -> int:
         """The lowest row of `value` a reader still needs."""
-        lows = [stages[k].inputs[j].needed[next_row[k]][0] for k, j in readers.get(value, [])
+        lows = [lowest[k, j][next_row[k]] for k, j in readers.get(value, [])
                 if next_row[k] < stages[k].rows]
         return min(lows, default=produced[value])
 
@@ -201,3 +206,12 @@ def _run(stages: list[RowStage], outputs: set[str],
         if next_row[k] != s.rows:
             raise KilnError(f"{s.name}: the chain never computes all its rows")
     return held
+
+
+def _suffix_minima(values: list[int]) -> list[int]:
+    """minima[i] = min(values[i:])."""
+    minima, low = [0] * len(values), None
+    for i in range(len(values) - 1, -1, -1):
+        low = values[i] if low is None else min(low, values[i])
+        minima[i] = low
+    return minima
