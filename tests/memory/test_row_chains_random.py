@@ -11,6 +11,7 @@ its plan passes the checker and the row-by-row simulation.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from onnx import helper
 
 from compiler.codegen.host import HostNet
@@ -104,3 +105,26 @@ def test_random_chains_give_the_interpreters_bytes(monkeypatch):
         finally:
             runner.close()
     assert chained >= 18, chained  # a few geometries have a layer that cannot chain
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", ["mps2-an500", "mps3-an547"])  # Cortex-M7, Cortex-M55
+def test_random_chains_run_exactly_on_cortex_m(machine, monkeypatch, tmp_path):
+    from tests.codegen import firmware
+
+    firmware.require_tools()
+    _forced(monkeypatch)
+    for seed in range(4):
+        compiled = compilation(load_onnx(_random_net(seed)))
+        prepared = compiled.prepared
+        net = compiled.net(Options(firmware.MACHINES[machine].target, io_in_arena=True))
+        x = prepared.inputs[0]
+        feeds = {x.name: np.random.default_rng(seed).integers(-128, 128, x.type.shape)
+                 .astype(np.int8)}
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        elf = firmware.build(net, firmware.main_c(net, feeds), machine, folder)
+        stdout, _ = firmware.run(elf, machine)
+        got = firmware.parse_outputs(net, stdout)
+        for name, value in run(prepared, feeds).items():
+            assert np.array_equal(got[name], value), f"net {seed}"
