@@ -83,7 +83,6 @@ def emit_qdepthwise_dot(k: Kernel) -> None:
     zp = int(first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(I32) for _ in range(block)] if dsp else None
     vec = ir.VectorType(I32, block)
-    half = ir.VectorType(ir.IntType(16), block)
     acc_vec = None if dsp else k.alloca(vec)
     with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         border = border_offset(k, oh, ow)
@@ -102,10 +101,10 @@ def emit_qdepthwise_dot(k: Kernel) -> None:
                 w_at = k.index((cb, taps * block), (kh, kw_n * block), (kw, block))
                 if dsp:
                     _dsp_taps(k, x_at, w_at, accs)
-                else:  # int8 x int8 fits int16: multiply narrow, accumulate in int32
-                    x = b.sext(load_vector(k, k.args[0], x_at, block), half)
-                    w = b.sext(load_vector(k, k.args[WEIGHTS], w_at, block), half)
-                    b.store(b.add(b.load(acc_vec), b.sext(b.mul(x, w), vec)), acc_vec)
+                else:  # int8 widened to int32 as loaded (VLDRB.S32), multiply-accumulated
+                    x = b.sext(load_vector(k, k.args[0], x_at, block), vec)
+                    w = b.sext(load_vector(k, k.args[WEIGHTS], w_at, block), vec)
+                    b.store(b.add(b.load(acc_vec), b.mul(x, w)), acc_vec)
 
             each_tap(k, node, oh, ow, tap)
             if dsp:
