@@ -15,11 +15,13 @@ the pixel's divisor, then by the output scale, adds the zero point and rounds ha
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
-from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.codegen.kernel import I32, Kernel, constant_input, vector_ptr
 from compiler.codegen.pool import as_2d, avg_divisors, emit_as_2d
 from compiler.codegen.window import window
 from compiler.errors import KilnError
@@ -41,6 +43,21 @@ def emit_qglobal_average_pool(k: Kernel) -> None:
     batch, height, width, channels = _gap_shape(node)
     count = height * width
     widen = b.sext if node.inputs[0].type.dtype == "int8" else b.zext
+    lanes = _lanes(k, channels) if node.inputs[0].type.dtype == "int8" else 0
+    if lanes:  # a vector of channels at a time: each pixel adds one contiguous run of them
+        vec = ir.VectorType(I32, lanes)
+        total = k.alloca(vec)
+        with k.loop(batch) as n, k.loop(channels // lanes) as cb:
+            b.store(ir.Constant(vec, [0] * lanes), total)
+            with k.loop(count) as p:
+                at = k.index((n, count * channels), (p, channels), (cb, lanes))
+                b.store(b.add(b.load(total), _bytes(k, k.args[0], at, lanes)), total)
+            value = _gap_requantize(k, b.load(total), count)
+            out = b.bitcast(b.gep(k.outs[0], [k.index((n, channels), (cb, lanes))],
+                                  inbounds=True), ir.PointerType(ir.VectorType(
+                                      ir.IntType(8), lanes)))
+            b.store(b.trunc(value, ir.VectorType(ir.IntType(8), lanes)), out, align=1)
+        return
     total_slot = k.alloca(I32)
     with k.loop(batch) as n, k.loop(channels) as c:
         b.store(I32(0), total_slot)
@@ -73,6 +90,19 @@ def emit_qgap_row_sums(k: Kernel, first: bool) -> None:
                 total = b.add(total, x)
             k.store(total, k.outs[0], c)
         return
+    lanes = _lanes(k, channels)
+    if lanes:  # a vector of channels' sums in registers across the row's pixels
+        with k.loop(channels // lanes) as cb:
+            at = k.index((cb, lanes))
+            total = (ir.Constant(ir.VectorType(I32, lanes), [0] * lanes) if first
+                     else b.load(vector_ptr(k, k.outs[0], at, ir.VectorType(I32, lanes)),
+                                 align=4))
+            with _vector_slot(k, total) as (slot, add):
+                with k.loop(width) as p:
+                    add(_bytes(k, k.args[0], k.index((p, channels), (cb, lanes)), lanes))
+            b.store(b.load(slot), vector_ptr(k, k.outs[0], at, ir.VectorType(I32, lanes)),
+                    align=4)
+        return
     with k.loop(channels) as c:
         x = b.sext(k.load(k.args[0], c), I32)
         k.store(x if first else b.add(k.load(k.outs[0], c), x), k.outs[0], c)
@@ -85,9 +115,39 @@ def emit_qgap_finish(k: Kernel) -> None:
     """The pool's output from its int32 sums (`k.args[0]`), by the rule."""
     node, b = k.node, k.b
     _, height, width, channels = _gap_shape(node)
+    lanes = _lanes(k, channels)
+    if lanes:
+        with k.loop(channels // lanes) as cb:
+            at = k.index((cb, lanes))
+            sums = b.load(vector_ptr(k, k.args[0], at, ir.VectorType(I32, lanes)), align=4)
+            value = _gap_requantize(k, sums, height * width)
+            b.store(b.trunc(value, ir.VectorType(ir.IntType(8), lanes)),
+                    vector_ptr(k, k.outs[0], at, ir.VectorType(ir.IntType(8), lanes)), align=1)
+        return
     with k.loop(channels) as c:
         value = _gap_requantize(k, k.load(k.args[0], c), height * width)
         k.store(b.trunc(value, ir.IntType(8)), k.outs[0], c)
+
+
+def _lanes(k: Kernel, channels: int) -> int:
+    """Channels per vector on a core with vectors (0: none, or no width divides them)."""
+    if k.target is None or not k.target.vector_bits:
+        return 0
+    return next((n for n in (16, 8, 4) if channels % n == 0), 0)
+
+
+def _bytes(k: Kernel, ptr: ir.Value, at: ir.Value, lanes: int) -> ir.Value:
+    """`lanes` int8 values from ptr[at] widened to int32."""
+    vec = ir.VectorType(ir.IntType(8), lanes)
+    return k.b.sext(k.b.load(vector_ptr(k, ptr, at, vec), align=1), ir.VectorType(I32, lanes))
+
+
+@contextmanager
+def _vector_slot(k: Kernel, start: ir.Value):
+    """A vector accumulator starting at `start`: yields (its slot, a function adding to it)."""
+    slot = k.alloca(start.type)
+    k.b.store(start, slot)
+    yield slot, lambda x: k.b.store(k.b.add(k.b.load(slot), x), slot)
 
 
 def _gap_shape(node: Node) -> tuple[int, ...]:
@@ -102,20 +162,23 @@ def _gap_requantize(k: Kernel, raw: ir.Value, count: int) -> ir.Value:
     xs, xz, ys, yz = (_scalar(k, i) for i in range(1, 5))
     xz, yz = int(xz), int(yz)
     low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
-    total = b.sub(raw, I32(xz * count))
+    def num(value):  # a constant as wide as `raw` (a vector of channels, or one)
+        return requant.const(raw, value)
+
+    total = b.sub(raw, num(xz * count))
     if node.attrs.get("requant", "onnx") != "tflite":
         scale = np.float32(xs) / (np.float32(ys) * np.float32(count))
-        return requant.onnx(k, total, ir.Constant(F32, float(scale)), yz, low, high)
+        return requant.onnx(k, total, requant.const(raw, float(scale), F32), yz, low, high)
     if np.float32(xs) == np.float32(ys) and xz == yz:
-        half = I32(count // 2)
-        up = b.sdiv(b.add(raw, half), I32(count))
-        down = b.sub(I32(0), b.sdiv(b.add(b.sub(I32(0), raw), half), I32(count)))
-        return requant.clamp(k, b.select(b.icmp_signed(">", raw, I32(0)), up, down), low, high)
+        half = num(count // 2)
+        up = b.sdiv(b.add(raw, half), num(count))
+        down = b.sub(num(0), b.sdiv(b.add(b.sub(num(0), raw), half), num(count)))
+        return requant.clamp(k, b.select(b.icmp_signed(">", raw, num(0)), up, down), low, high)
     multiplier, shift = (int(v[0]) for v in quantize_multiplier(
         np.array([float(np.float32(xs)) / float(np.float32(ys))])))
     fold = min(count.bit_length() - 1, 32, 31 + shift)
     multiplier = (multiplier << fold) // count
-    return requant.tflite(k, total, I32(multiplier), I32(shift - fold), yz, low, high)
+    return requant.tflite(k, total, num(multiplier), num(shift - fold), yz, low, high)
 
 
 _DIVISORS = 5  # the slot of the per-pixel divisors, after the node's five inputs
