@@ -114,9 +114,28 @@ def _chunks(channels: int) -> list[tuple[int, int]]:
     return chunks
 
 
+_UNROLLED_CHUNKS = 8  # a depth of up to 128 is unrolled whole
+
+
 def mve_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
-    """Each accumulator plus the dot product of x[x_base:] with its filter row."""
+    """Each accumulator plus the dot product of x[x_base:] with its filter row.
+
+    A deep run loops over its chunks of sixteen, two to a trip: unrolled whole, the
+    addresses of every chunk are hoisted and spilled (a 256-deep 1 x 1 convolution on
+    Cortex-M55: half again the instructions).
+    """
     b = k.b
+    full = channels // 16
+    if channels % 16 == 0 and full > _UNROLLED_CHUNKS:
+        unroll = 2 if full % 2 == 0 else 1
+        with k.loop(full // unroll) as trip:
+            for u in range(unroll):
+                start = k.index((trip, 16 * unroll), base=16 * u)
+                xv = load_vector(k, x, b.add(x_base, start), 16)
+                for w_base, slot in zip(w_bases, accs):
+                    wv = load_vector(k, k.args[WEIGHTS], b.add(w_base, start), 16)
+                    b.store(_mve_dot(k, b.load(slot), xv, wv), slot)
+        return
     for start, lanes in _chunks(channels):
         xv = _widen(k, load_vector(k, x, b.add(x_base, I32(start)), lanes))
         for w_base, slot in zip(w_bases, accs):
