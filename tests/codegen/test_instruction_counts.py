@@ -76,13 +76,13 @@ CMSIS_NN_FIGURES = {("kws_ref_model", "cortex-m7"): 7.8, ("kws_ref_model", "cort
                     ("ad01_int8", "cortex-m7"): 0.58, ("ad01_int8", "cortex-m55"): 0.15}
 # Instructions per inference today (seed 0); a change that makes code slower fails here. KWS
 # and ResNet-8 run as row-streamed chains (their arenas a third of whole tensors' and less):
-# KWS on Cortex-M55 pays 1.6 % for it (window moves), ResNet-8 on Cortex-M7 1.1 %. ad01 keeps
+# ResNet-8 on Cortex-M7 pays 1.1 % for it, KWS on Cortex-M55 about 2 % (window moves). ad01 keeps
 # its 264 KB of weights int8 (flash 278 KB, not 542 KB): 7 % more instructions.
-BOUNDS = {("ad01_int8", "cortex-m7"): 464_699, ("ad01_int8", "cortex-m55"): 67_423,
-          ("kws_ref_model", "cortex-m7"): 6_838_592, ("kws_ref_model", "cortex-m55"): 1_438_897,
+BOUNDS = {("ad01_int8", "cortex-m7"): 464_699, ("ad01_int8", "cortex-m55"): 50_456,
+          ("kws_ref_model", "cortex-m7"): 6_838_592, ("kws_ref_model", "cortex-m55"): 1_388_728,
           ("pretrainedResnet_quant", "cortex-m7"): 26_354_810,
           ("pretrainedResnet_quant", "cortex-m55"): 3_650_028,
-          ("vww_96_int8", "cortex-m7"): 22_137_378, ("vww_96_int8", "cortex-m55"): 4_523_089}
+          ("vww_96_int8", "cortex-m7"): 22_137_378, ("vww_96_int8", "cortex-m55"): 4_357_232}
 assert CMSIS_NN_FIGURES.keys() <= BOUNDS.keys()
 
 
