@@ -209,19 +209,22 @@ def mbqm(k: Kernel, x: ir.Value, multiplier: ir.Value, shift: ir.Value) -> ir.Va
     return rounding_divide_by_pot(k, srdhm(k, b.shl(x, left), multiplier, True), right)
 
 
-def tflite_split(k: Kernel, acc: ir.Value, multiplier: ir.Value, left: ir.Value,
-                 right: ir.Value, rounding: ir.Value, negative_fix: ir.Value, zero_point: int,
-                 low: int, high: int) -> ir.Value:
+def tflite_split(k: Kernel, acc: ir.Value, multiplier: ir.Value, left: ir.Value | None,
+                 right: ir.Value, rounding: ir.Value, negative_fix: ir.Value | None,
+                 zero_point: int, low: int, high: int) -> ir.Value:
     """The tflite rule with the shift pre-split, the rounding right shift in two steps.
 
     (acc << left), SRDHM, then one saturating add and an arithmetic shift:
     RoundingDivideByPOT(x, e) = (x + 2**(e-1) - [x < 0]) >> e for e >= 1 (ties away from
     zero), x for e = 0; `channel_arrays` provides the split only where the saturation cannot
-    reach the clamped result. Scalars or vectors alike (QADD / VQADD on Arm).
+    reach the clamped result. Scalars or vectors alike (QADD / VQADD on Arm). `left` None:
+    no channel shifts left; `negative_fix` None: every channel's shift is right (e >= 1).
     """
     b = k.b
-    x = srdhm(k, b.shl(acc, left), multiplier, True)
-    addend = b.sub(rounding, b.and_(b.lshr(x, const(x, 31)), negative_fix))
+    x = srdhm(k, acc if left is None else b.shl(acc, left), multiplier, True)
+    negative = b.lshr(x, const(x, 31))
+    addend = b.sub(rounding, negative if negative_fix is None else b.and_(negative,
+                                                                         negative_fix))
     ty = x.type
     name = (f"llvm.sadd.sat.v{ty.count}i32" if isinstance(ty, ir.VectorType)
             else "llvm.sadd.sat.i32")
