@@ -145,9 +145,14 @@ def test_instruction_counts_per_lowering_pass_under_qemu(block_file, capsys):
         assert record["instructions_before"] > 0 and record["instructions_after"] > 0
         if not record["changed"]:
             assert record["instructions_after"] == record["instructions_before"]
-    # Fusing the Add into the store saves its own pass over the tensor.
+    # Fusing the Add into the store saves a tensor of arena for at most 1 % of instructions
+    # (its own pass over the tensor saved, the convolution's registers shared with the Add).
     residual = records[RESIDUAL_IN_STORE]
-    assert residual["instructions_after"] < residual["instructions_before"]
+    assert residual["arena_after"] < residual["arena_before"]
+    assert residual["instructions_after"] <= 1.01 * residual["instructions_before"]
+    # The block as one row-streamed chain: fewer instructions than the pair it replaces.
+    chains = records[ROW_CHAINS]
+    assert chains["instructions_after"] < chains["instructions_before"]
 
 
 @pytest.mark.slow
