@@ -99,7 +99,6 @@ class ChainChooser:
         self.size: dict[str, int] = {v.name: v.type.nbytes for v in graph_inputs}
         self.rows: dict[str, int] = {v.name: v.type.shape[1] if v.type.rank >= 2 else 1
                                      for v in graph_inputs}
-        self.reads: list[set[str]] = []
         self.writes: list[set[str]] = []
         for k, u in enumerate(units):
             ins = {_root(v, root).name for v in _data(u.node)}
@@ -109,7 +108,6 @@ class ChainChooser:
             if is_view(u.node):
                 for o in outs:
                     root[id(o)] = _root(u.node.inputs[0], root)
-                self.reads.append(set())
                 self.writes.append(set())
                 name = _root(u.node.inputs[0], root).name
                 self.last[name] = max(self.last.get(name, -1), k)
@@ -121,12 +119,10 @@ class ChainChooser:
                 self.rows[o.name] = o.type.shape[1] if o.type.rank >= 2 else 1
             for name in ins:
                 self.last[name] = max(self.last.get(name, -1), k)
-            self.reads.append(ins)
             self.writes.append({o.name for o in outs})
         for v in graph_outputs:
             self.last[_root(v, root).name] = len(units)
         self.kept = {_root(v, root).name for v in graph_outputs}
-        self.chosen: list[tuple[int, int, RowChain]] = []
         self._cache: dict[tuple[int, int], RowChain | None] = {}
 
     def live(self, first: int, last: int) -> int:
