@@ -301,22 +301,17 @@ class MemoryTimeline(QWidget):
             # A white seam: buffers of one operator touch, and must still read as separate.
             p.setPen(QPen(QColor("#ffffff"), 2))
             p.drawRect(rect)
+            self._paint_window_rows(p, bar, rect)
             if rect.width() > 60 and rect.height() > 14:
+                text = p.fontMetrics().elidedText(f"{bar.op} {kib(bar.height)}",
+                                                  Qt.TextElideMode.ElideRight,
+                                                  int(rect.width() - 8))
+                if bar.window_rows > 1:  # the rows' lines stop under the label
+                    width = p.fontMetrics().horizontalAdvance(text) + 4
+                    p.fillRect(QRectF(rect.left() + 2, rect.center().y() - 7, width, 14), fill)
                 p.setPen(QColor(style.TITLE_TEXT))
                 p.drawText(rect.adjusted(4, 0, -4, 0),
-                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                           p.fontMetrics().elidedText(f"{bar.op} {kib(bar.height)}",
-                                                      Qt.TextElideMode.ElideRight,
-                                                      int(rect.width() - 8)))
-        # A chain's window: a line between its rows, the rows a ring of a few holds.
-        for bar in self.bars:
-            rect = self.bar_rect(bar)
-            if bar.window_rows > 1 and rect.height() / bar.window_rows >= 3:
-                p.setPen(QPen(QColor("#ffffff"), 1, Qt.PenStyle.DotLine))
-                step = bar.size / bar.window_rows
-                for k in range(1, bar.window_rows):
-                    y = self._y(bar.offset + k * step)
-                    p.drawLine(QPointF(rect.left() + 2, y), QPointF(rect.right() - 2, y))
+                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
         # Bytes a streaming buffer shares with its source: hatched at the step both are live.
         for bar in self.bars:
             source = self.bar(bar.streams_from)
@@ -328,6 +323,16 @@ class MemoryTimeline(QWidget):
             p.setPen(QPen(QColor(style.SELECTED), 3))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRect(self.bar_rect(chosen).adjusted(-1, -1, 1, 1))
+
+    def _paint_window_rows(self, p: QPainter, bar: Bar, rect: QRectF) -> None:
+        """A chain's window: a dotted line between its rows, where they are tall enough."""
+        if bar.window_rows < 2 or rect.height() / bar.window_rows < 3:
+            return
+        p.setPen(QPen(QColor("#ffffff"), 1, Qt.PenStyle.DotLine))
+        step = bar.size / bar.window_rows
+        for k in range(1, bar.window_rows):
+            y = self._y(bar.offset + k * step)
+            p.drawLine(QPointF(rect.left() + 2, y), QPointF(rect.right() - 2, y))
 
     def _paint_curves(self, p: QPainter) -> None:
         r = self.plot_rect()
