@@ -139,10 +139,6 @@ class StateSlot:
         return len(self.initial)
 
 
-def _runtime(node: Node) -> list[Value]:
-    """A node's runtime (non-constant) inputs."""
-    return [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
-
 
 def _location(plan: MemoryPlan, value: Value | str) -> tuple[int, int]:
     """(argument index of the region, byte offset) of a runtime value (or its name)."""
@@ -242,7 +238,7 @@ class _Builder:
     def _arguments(node: Node, add: Node | None, weights: dict[int, tuple[np.ndarray, int]]
                    ) -> tuple[list[Value], list[tuple[int, ir.Type]]]:
         """A kernel's runtime values (inputs, residual, outputs) and weights (blob offset, type)."""
-        runtime = [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
+        runtime = node.runtime_inputs()
         outputs = list(node.outputs)
         if add is not None:
             residual = next(v for v in add.inputs if v is not node.output
@@ -422,7 +418,7 @@ class _Builder:
         stage_of = {n: s for s in code.stages for n in s.nodes}
         for c, part in code.parts.items():
             if part.kind == "conv":
-                alone = [True] * (len(_runtime(part.node)) + 1 + (part.add is not None))
+                alone = [True] * (len(part.node.runtime_inputs()) + 1 + (part.add is not None))
                 fn, _, own = self.kernel(part.node, f"{step}.c{c}", part.add, weights[c], alone)
                 fn.attributes.discard("alwaysinline")  # called once per row: a call is cheap
                 fn.attributes.add("noinline")

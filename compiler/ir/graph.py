@@ -89,6 +89,10 @@ class Node:
         """Types of the inputs, None for omitted optional ones."""
         return [v.type if v is not None else None for v in self.inputs]
 
+    def runtime_inputs(self) -> list[Value]:
+        """The inputs computed at run time: buffers, not constants (which live in flash)."""
+        return [v for v in self.inputs if v is not None and not isinstance(v, Constant)]
+
     def __repr__(self) -> str:
         return f"Node(#{self.id} {self.op} {self.name!r})"
 

@@ -101,7 +101,7 @@ class ChainChooser:
                                      for v in graph_inputs}
         self.writes: list[set[str]] = []
         for k, u in enumerate(units):
-            ins = {_root(v, root).name for v in _data(u.node)}
+            ins = {_root(v, root).name for v in u.node.runtime_inputs()}
             if u.residual is not None:
                 ins.add(_root(u.residual, root).name)
             outs = u.add.outputs if u.add is not None else u.node.outputs
@@ -211,9 +211,6 @@ class ChainChooser:
                 cost[k] = size
         return [(a, z, c) for (a, z), (c, _) in sorted(chosen.items())]
 
-
-def _data(node: Node) -> list[Value]:
-    return [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
 
 
 def _root(value: Value, root: dict[int, Value]) -> Value:

@@ -273,7 +273,7 @@ class _Lowering:
         """No code: the output shares its input's storage (or is the Concat's own storage)."""
         if id(node.output) not in self.where:  # a Concat's output is placed with its inputs
             self.place(node.output, *self.where[id(node.inputs[0])])
-        data_in = _data_inputs(node)
+        data_in = node.runtime_inputs()
         if node.op == "Concat":
             self.site(CONCAT_SLICES, f"{node.name}: {len(data_in)} inputs written into their "
                                      f"slices of {node.output.name}")
@@ -283,7 +283,7 @@ class _Lowering:
 
     def lower_fused(self, node: Node, add: Node, residual: Value) -> None:
         """`Conv+Add`: the producer adds the residual; in place over it when it dies."""
-        data_in = _data_inputs(node)
+        data_in = node.runtime_inputs()
         out = add.output
         rs, roff = self.where[id(residual)]
         # Nothing but the Add may read the residual once the producer has run, and the
@@ -370,7 +370,7 @@ class _Lowering:
 
     def lower_op(self, node: Node) -> None:
         """An ordinary kernel; element-wise ones write over an input that dies here."""
-        data_in = _data_inputs(node)
+        data_in = node.runtime_inputs()
         out = node.output
         if (IN_PLACE in self.enabled and id(out) not in self.slices
                 and id(out) not in self.outputs):
@@ -422,10 +422,6 @@ class _Lowering:
                                     fusion))
         self.step += 1
 
-
-def _data_inputs(node: Node) -> list[Value]:
-    """Inputs that are buffers (constants live in flash and are not operands)."""
-    return [v for v in node.inputs if v is not None and not isinstance(v, Constant)]
 
 
 def _in_place_ok(node: Node, value: Value) -> bool:
