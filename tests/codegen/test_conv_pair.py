@@ -114,10 +114,5 @@ def test_the_block_runs_exactly_on_cortex_m7(block, tmp_path):
     assert any(k.fusion is Fusion.CONV_PAIR for k in net.kernels)
     for seed in range(3):
         feeds = _feeds(prepared, seed)
-        folder = tmp_path / str(seed)
-        folder.mkdir()
-        elf = firmware.build(net, firmware.main_c(net, feeds), "mps2-an500", folder)
-        stdout, _ = firmware.run(elf, "mps2-an500")
-        got = firmware.parse_outputs(net, stdout)
-        for name, value in run(prepared, feeds).items():
-            assert np.array_equal(got[name], value), f"seed {seed}, output {name}"
+        firmware.assert_exact(net, prepared, feeds, "mps2-an500", tmp_path / str(seed),
+                               f"seed {seed}")

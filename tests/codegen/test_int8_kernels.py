@@ -182,12 +182,7 @@ def _exact_on_board(machine: str, source: str, name: str, tmp_path, other_layout
         return twin.scale[0], twin.zero_point[0]
 
     feeds = {x.name: int8_sample(name, x.type.shape, folder, quantization)}
-    elf = firmware.build(net, firmware.main_c(net, feeds), machine, tmp_path)
-    stdout, _ = firmware.run(elf, machine)
-    got = firmware.parse_outputs(net, stdout)
-    want = run(prepared, feeds)
-    for value in prepared.outputs:
-        assert np.array_equal(got[value.name], want[value.name])
+    firmware.assert_exact(net, prepared, feeds, machine, tmp_path)
 
 
 def test_an_int8_model_compiles_for_every_target():

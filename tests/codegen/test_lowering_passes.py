@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from app import cli
 from compiler.driver import Options, compilation
 from compiler.frontends.load import load_model
 from compiler.inputs import random_inputs
-from compiler.interpreter import run
 from compiler.lowir.ir import Fusion
 from compiler.lowir.passes import (
     CONV_PAIR,
@@ -121,13 +119,8 @@ def _exact_on_m7(graph, options: Options, tmp_path, seeds=2) -> None:
     net = compiled.net(options)
     for seed in range(seeds):
         feeds = random_inputs(compiled.prepared, seed)
-        folder = tmp_path / f"seed{seed}"
-        folder.mkdir()
-        elf = firmware.build(net, firmware.main_c(net, feeds), "mps2-an500", folder)
-        stdout, _ = firmware.run(elf, "mps2-an500")
-        got = firmware.parse_outputs(net, stdout)
-        for name, value in run(compiled.prepared, feeds).items():
-            assert np.array_equal(got[name], value), f"seed {seed}, output {name}"
+        firmware.assert_exact(net, compiled.prepared, feeds, "mps2-an500",
+                              tmp_path / f"seed{seed}", f"seed {seed}")
 
 
 def test_the_block_without_its_pair_runs_exactly_on_cortex_m7(block_file, tmp_path):

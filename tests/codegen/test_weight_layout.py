@@ -27,7 +27,6 @@ from compiler.codegen.targets import Board, auto_lean_weights, get_target
 from compiler.codegen.weights import int8_weight_bytes
 from compiler.driver import Options, compilation
 from compiler.frontends.load import load_model
-from compiler.interpreter import run
 from compiler.qmath.requant import REQUANT_KEY
 from tests.conftest import shared_models
 from tests.tflite.oracles import quantized
@@ -165,8 +164,4 @@ def test_cortex_m4_rounds_ties_inline_as_the_interpreter(rule, tmp_path):
                                              -1.2, 100.0, -100.0, 0.75, -0.75, 1.25, -1.25,
                                              3.25, -3.25, 4.75, -4.75, 6.25, -6.25])])
     feeds = {prepared.inputs[0].name: x.reshape(1, 64)}
-    elf = firmware.build(net, firmware.main_c(net, feeds), "mps2-an386", tmp_path)
-    stdout, _ = firmware.run(elf, "mps2-an386")
-    got = firmware.parse_outputs(net, stdout)
-    for name, value in run(prepared, feeds).items():
-        assert np.array_equal(got[name], value), name
+    firmware.assert_exact(net, prepared, feeds, "mps2-an386", tmp_path)

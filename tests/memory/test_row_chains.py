@@ -170,13 +170,8 @@ def test_the_chain_runs_exactly_on_cortex_m(net, machine, tmp_path):
     assert any(k.fusion is Fusion.ROW_CHAIN for k in compiled_net.kernels)
     for seed in range(3):
         feeds = _feeds(prepared, seed)
-        folder = tmp_path / str(seed)
-        folder.mkdir()
-        elf = firmware.build(compiled_net, firmware.main_c(compiled_net, feeds), machine, folder)
-        stdout, _ = firmware.run(elf, machine)
-        got = firmware.parse_outputs(compiled_net, stdout)
-        for name, value in run(prepared, feeds).items():
-            assert np.array_equal(got[name], value), f"seed {seed}, output {name}"
+        firmware.assert_exact(compiled_net, prepared, feeds, machine, tmp_path / str(seed),
+                               f"seed {seed}")
 
 
 def _stage(name: str, source: str, needed, rows: int, source_rows: int, **kw) -> RowStage:

@@ -121,10 +121,4 @@ def test_random_chains_run_exactly_on_cortex_m(machine, monkeypatch, tmp_path):
         x = prepared.inputs[0]
         feeds = {x.name: np.random.default_rng(seed).integers(-128, 128, x.type.shape)
                  .astype(np.int8)}
-        folder = tmp_path / str(seed)
-        folder.mkdir()
-        elf = firmware.build(net, firmware.main_c(net, feeds), machine, folder)
-        stdout, _ = firmware.run(elf, machine)
-        got = firmware.parse_outputs(net, stdout)
-        for name, value in run(prepared, feeds).items():
-            assert np.array_equal(got[name], value), f"net {seed}"
+        firmware.assert_exact(net, prepared, feeds, machine, tmp_path / str(seed), f"net {seed}")

@@ -178,10 +178,5 @@ def test_the_chain_runs_exactly_on_cortex_m(chain, machine, tmp_path):
                for s, f in streams.items())
     for seed in range(3):
         feeds = _feeds(prepared, seed)
-        folder = tmp_path / str(seed)
-        folder.mkdir()
-        elf = firmware.build(net, firmware.main_c(net, feeds), machine, folder)
-        stdout, _ = firmware.run(elf, machine)
-        got = firmware.parse_outputs(net, stdout)
-        for name, value in run(prepared, feeds).items():
-            assert np.array_equal(got[name], value), f"seed {seed}, output {name}"
+        firmware.assert_exact(net, prepared, feeds, machine, tmp_path / str(seed),
+                               f"seed {seed}")

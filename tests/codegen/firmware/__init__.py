@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compiler.errors import KilnError
@@ -45,3 +47,20 @@ def _failing(fn):
 build = _failing(_firmware.build)
 run = _failing(_firmware.run)
 parse_outputs = _failing(_firmware.parse_outputs)
+
+
+def outputs_on(net, feeds: dict, machine: str, folder: Path) -> dict[str, np.ndarray]:
+    """`net` built into firmware for QEMU's `machine` with `feeds`, run: its outputs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    elf = build(net, main_c(net, feeds), machine, folder)
+    stdout, _ = run(elf, machine)
+    return parse_outputs(net, stdout)
+
+
+def assert_exact(net, graph, feeds: dict, machine: str, folder: Path, what: str = "") -> None:
+    """`net` run under QEMU gives the reference interpreter's bytes on `graph`, output by output."""
+    from compiler.interpreter import run as interpret
+
+    got = outputs_on(net, feeds, machine, folder)
+    for name, value in interpret(graph, feeds).items():
+        assert np.array_equal(got[name], value), f"{what} output {name}".strip()
