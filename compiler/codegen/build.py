@@ -400,11 +400,14 @@ class _Builder:
         emit_driver(driver, rows, kernels)
         return driver, consts
 
-    def _chain_code(self, instr: Instr) -> ChainCode:
+    def _chain_parts(self, instr: Instr) -> tuple[ChainCode, dict[int, dict]]:
+        """A chain instruction's table and parts, and each convolution part's weights."""
         chain = self.plan.lowir.chains[instr.name]
         values = {v.name: v for v in self.graph.values()}
         args = {o.value: k for k, o in enumerate(instr.operands)}
-        return chain_code(chain, self.nodes, values, args)
+        code = chain_code(chain, self.nodes, values, args)
+        return code, {c: self._weights(p.node) if p.kind == "row" else {}
+                      for c, p in code.parts.items()}
 
     def chain(self, step: int, instr: Instr, code: ChainCode, weights: dict[int, dict]
               ) -> tuple[ir.Function, list[tuple[int, ir.Type]]]:
@@ -417,7 +420,7 @@ class _Builder:
         symbol = f"{self.name}.k{step}.RowChain"
         stage_of = {n: s for s in code.stages for n in s.nodes}
         for c, part in code.parts.items():
-            if part.kind == "conv":
+            if part.kind == "row":
                 alone = [True] * (len(part.node.runtime_inputs()) + 1 + (part.add is not None))
                 fn, _, own = self.kernel(part.node, f"{step}.c{c}", part.add, weights[c], alone)
                 fn.attributes.discard("alwaysinline")  # called once per row: a call is cheap
@@ -452,9 +455,7 @@ class _Builder:
                 rows = self._pair_rows(instr.nodes)
                 prepared.append((rows, {p: self._weights(n) for p, n in rows.parts.items()}))
             elif instr.fusion is Fusion.ROW_CHAIN:
-                code = self._chain_code(instr)
-                prepared.append((code, {c: self._weights(p.node) if p.kind == "conv" else {}
-                                        for c, p in code.parts.items()}))
+                prepared.append(self._chain_parts(instr))
             else:
                 prepared.append(self._weights(node))
         self._placeholder()

@@ -21,7 +21,7 @@ from compiler.codegen.qpool import emit_qgap_finish, emit_qgap_row_sums
 from compiler.errors import KilnError
 from compiler.ir.graph import Node, Value
 from compiler.ir.types import TensorType
-from compiler.lowir.rows import RowChain, RowEvent
+from compiler.lowir.rows import RowChain, RowEvent, RowStage
 from compiler.ops.geometry import spatial
 
 I8P = ir.PointerType(ir.IntType(8))
@@ -34,9 +34,9 @@ OFFSET_BITS = 24  # a place: argument index above, byte offset below
 class ChainPart:
     """One kernel a chain's driver calls.
 
-    kind: "conv" (`node` one row, with its one-row residual `add` or None), "sums_first" /
-    "sums" (a pool's row into its sums), "finish" (a pool's output from its sums). `source`
-    is the name of the graph node it cuts down.
+    kind: "row" (`node` cut to one output row, run by its usual emitter, with its one-row
+    residual `add` or None), "sums_first" / "sums" (a pool's row into its sums), "finish"
+    (a pool's output from its sums). `source` is the name of the graph node it cuts down.
     """
 
     kind: str
@@ -48,7 +48,8 @@ class ChainPart:
     def label(self) -> str:
         """What it runs, for reports: the operator and which part of it."""
         op = self.node.op + (f"+{self.add.op}" if self.add is not None else "")
-        return f"{op} ({'one row' if self.kind == 'conv' else self.kind.replace('_', ' ')})"
+        part = "one row" if self.kind == "row" else self.kind.replace("_", " ")
+        return f"{op} ({part})"
 
 
 @dataclass
@@ -57,7 +58,7 @@ class ChainCode:
 
     parts: dict[int, ChainPart]
     table: list[tuple[int, int, int, int]]
-    stages: list
+    stages: list[RowStage]
 
 
 def chain_code(chain: RowChain, nodes: dict[str, Node], values: dict[str, Value],
@@ -100,16 +101,15 @@ def _entry(event: RowEvent, chain: RowChain, nodes: dict[str, Node], case, place
     node = nodes[stage.nodes[0]]
     sums = args[f"{stage.output}.sums"] << OFFSET_BITS if stage.sums else 0
     if event.kind == "finish":
-        return (case((event.stage, "finish"), lambda: ChainPart("finish", node, None, node.name)),
-                sums,
-                place(stage.output, 0), 0)
+        finish = case((event.stage, "finish"), lambda: ChainPart("finish", node, None, node.name))
+        return finish, sums, place(stage.output, 0), 0
     (first, slot), *rest = event.reads
     if stage.sums:
         kind = "sums_first" if event.row == 0 else "sums"
         return (case((event.stage, kind), lambda: ChainPart(kind, node, None, node.name)),
                 place(stage.inputs[0].value, slot), sums, 0)
     if node.op == "QLinearAdd":  # two rows of the output's shape
-        part = case((event.stage, "add"), lambda: ChainPart("conv", _add_row(node), None,
+        part = case((event.stage, "add"), lambda: ChainPart("row", _add_row(node), None,
                                                              node.name))
         return (part, place(stage.inputs[0].value, slot),
                 place(stage.inputs[1].value, rest[0][1]), place(stage.output, event.slot))
@@ -121,7 +121,7 @@ def _entry(event: RowEvent, chain: RowChain, nodes: dict[str, Node], case, place
     def make() -> ChainPart:
         conv = one_row(node, pads[2], pads[0], pads[1], f"c{event.stage}.{pads[0]}.{pads[1]}")
         add = row_add(nodes[stage.nodes[1]], node, conv) if len(stage.nodes) > 1 else None
-        return ChainPart("conv", conv, add, node.name)
+        return ChainPart("row", conv, add, node.name)
 
     code = case((event.stage, *pads), make)
     where = [place(stage.inputs[0].value, slot)]

@@ -109,10 +109,7 @@ class KernelMap:
         builder = _Builder(self.graph, self.plan, target, NET_NAME, "external")
         node, add, instr = builder._steps()[step.index]
         if instr.fusion is Fusion.ROW_CHAIN:  # the driver with its one-row kernels
-            code = builder._chain_code(instr)
-            parts = {c: builder._weights(p.node) if p.kind == "conv" else {}
-                     for c, p in code.parts.items()}
-            fn, _ = builder.chain(step.index, instr, code, parts)
+            fn, _ = builder.chain(step.index, instr, *builder._chain_parts(instr))
             fn.linkage = ""
             return str(builder.module)
         arrays = lookup(node, target)[1](node)

@@ -136,7 +136,7 @@ class _Lowering:
                 self.fused[id(pair[0])] = (add, pair[1])
         # id(first node of a chain) -> (its nodes, the chain); id(node) of every chain node.
         self.chains: dict[int, tuple[list[Node], RowChain]] = {}
-        chained: set[int] = set()
+        self.chained: set[int] = set()
         if ROW_CHAINS in enabled:
             units = units_of(order, self.fused, {id(a) for a, _ in self.fused.values()})
             chooser = ChainChooser(units, list(graph.inputs), list(graph.outputs), inputs_live)
@@ -144,13 +144,13 @@ class _Lowering:
                 nodes = [n for u in units[first:last + 1]
                          for n in (u.node, u.add) if n is not None]
                 self.chains[id(nodes[0])] = (nodes, chain)
-                chained |= {id(n) for n in nodes}
-        self.chained = chained
+                self.chained |= {id(n) for n in nodes}
         # id(second convolution) -> the first, for residual blocks run as a pair.
         self.pairs: dict[int, Node] = {}
         for node in order if CONV_PAIR in enabled and int8_residual else ():
             first = self.pair_head(node)
-            if first is not None and id(node) not in chained and id(first) not in chained:
+            if (first is not None and id(node) not in self.chained
+                    and id(first) not in self.chained):
                 self.pairs[id(node)] = first
         self.step = 0
 

@@ -129,7 +129,6 @@ def schedule_rows(stages: list[RowStage], outputs: set[str], spare: int = 0) -> 
     windows = {v: min(n + spare, rows[v]) for v, n in held.items()}
     input_rows = {i.value: i.rows for s in stages for i in s.inputs if i.value in inputs}
     chain = RowChain(list(stages), inputs, sorted(outputs & made), input_rows)
-    chain.events = []
     _run(stages, outputs, windows, chain.events)
     row_of = {s.output: s.row_bytes for s in stages}
     chain.windows = {v: (row_of[v], n) for v, n in windows.items()}
