@@ -391,7 +391,7 @@ class _Builder:
             kernels[part] = (fn, 2 + len(consts))
             consts += own
         fnty = ir.FunctionType(ir.VoidType(), [I8P, I8P] + [ir.PointerType(t) for _, t in consts])
-        driver = ir.Function(self.module, fnty, f"{self.name}.k{step}.QLinearConv_pair")
+        driver = ir.Function(self.module, fnty, self.symbol(step, rows.out, Fusion.CONV_PAIR))
         driver.linkage = "internal"
         driver.attributes.add("nounwind")
         driver.attributes.add("noinline")
@@ -399,6 +399,14 @@ class _Builder:
             arg.add_attribute("noalias")
         emit_driver(driver, rows, kernels)
         return driver, consts
+
+    def symbol(self, step: int, node: Node | None, fusion: Fusion | None) -> str:
+        """The function name of step `step`'s kernel (a pair's or a chain's driver)."""
+        if fusion is Fusion.ROW_CHAIN:
+            return f"{self.name}.k{step}.RowChain"
+        if fusion is Fusion.CONV_PAIR:
+            return f"{self.name}.k{step}.QLinearConv_pair"
+        return f"{self.name}.k{step}.{node.op}"
 
     def _chain_parts(self, instr: Instr) -> tuple[ChainCode, dict[int, dict]]:
         """A chain instruction's table and parts, and each convolution part's weights."""
@@ -417,7 +425,7 @@ class _Builder:
         in order) and then every kernel's weight arguments in turn, and those arguments.
         """
         kernels, consts, first, count = {}, [], {}, {}
-        symbol = f"{self.name}.k{step}.RowChain"
+        symbol = self.symbol(step, None, Fusion.ROW_CHAIN)
         stage_of = {n: s for s in code.stages for n in s.nodes}
         for c, part in code.parts.items():
             if part.kind == "row":

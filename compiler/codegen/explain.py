@@ -71,7 +71,7 @@ class KernelMap:
     def __init__(self, prepared: Graph, plan: MemoryPlan):
         self.graph, self.plan = prepared, plan
         builder = _Builder(prepared, plan, get_target("x86-64"), NET_NAME, "external")
-        self.steps = [KernelStep(i, f"{NET_NAME}.k{i}.{node.op}", instr.op, instr.nodes)
+        self.steps = [KernelStep(i, builder.symbol(i, node, instr.fusion), instr.op, instr.nodes)
                       for i, (node, _, instr) in enumerate(builder._steps())]
         self._nodes = {n.name for n in prepared.nodes}
         self._code: dict[tuple[str, str], KernelCode] = {}
@@ -110,6 +110,12 @@ class KernelMap:
         node, add, instr = builder._steps()[step.index]
         if instr.fusion is Fusion.ROW_CHAIN:  # the driver with its one-row kernels
             fn, _ = builder.chain(step.index, instr, *builder._chain_parts(instr))
+            fn.linkage = ""
+            return str(builder.module)
+        if instr.fusion is Fusion.CONV_PAIR:  # the driver with its one-row kernels
+            rows = builder._pair_rows(instr.nodes)
+            fn, _ = builder.pair(step.index, rows, {part: builder._weights(n)
+                                                    for part, n in rows.parts.items()})
             fn.linkage = ""
             return str(builder.module)
         arrays = lookup(node, target)[1](node)

@@ -12,6 +12,7 @@ Cortex-M55.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -203,3 +204,14 @@ def test_a_stride_two_reader_pulls_two_rows_per_row():
     order = [(e.stage, e.row) for e in chain.events if e.kind == "row"]
     assert order[:5] == [(0, 0), (0, 1), (1, 0), (0, 2), (0, 3)]
     assert chain.windows["a"][1] == 3
+
+
+def test_the_code_view_shows_the_chain_driver_a_layer_belongs_to(net):
+    """Selecting a chained layer shows the chain's code, scrolled to its driver."""
+    kernels = compilation(net).kernels(Options("cortex-m7"))
+    chain = next(s for s in kernels.steps if s.op.startswith("RowChain"))
+    code = kernels.kernel_code(chain.nodes[1], "cortex-m7")
+    assert code.symbol == chain.symbol and code.symbol.endswith(".RowChain")
+    name = re.escape(code.symbol)
+    assert re.search(rf'^"?{name}"?:', code.assembly, re.M)  # where the view scrolls to
+    assert re.search(rf'^define\b.*@"?{name}\(', code.llvm_ir, re.M)
