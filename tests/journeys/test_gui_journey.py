@@ -2,7 +2,8 @@
 
 Open the float model, calibrate from the Calibrate dialog on a folder of .npy samples, drag a
 range on the histogram, keep one layer float, export int8 for Cortex-M7 counting instructions
-under QEMU, export int8 for the host and `make run` it: the program prints the bytes of Kiln's
+under QEMU (the object it wrote, run in firmware under QEMU, gives the interpreter's bytes),
+export int8 for the host and `make run` it: the program prints the bytes of Kiln's
 interpreter on the same quantized graph. Screenshots of the dialog, the export report and the
 stale banner after an edit go to KILN_JOURNEY_SHOTS when it is set (to look at them).
 """
@@ -18,9 +19,12 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
+from app.export import driver_options
 from app.export_dialog import ExportOptions
+from compiler.codegen.targets import BOARDS
 from compiler.driver import compilation
 from compiler.interpreter import run
+from tests.codegen import firmware as firmware_tests
 from tests.conftest import require_tools
 from tests.gui.helpers import click_box, click_row, make_window
 from tests.journeys.data import data_of, model_path
@@ -132,8 +136,8 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
 
     if firmware.missing_tools():
         require_tools(*firmware.missing_tools())
-    dialog = _export(qtbot, window, ExportOptions("cortex-m7", "stm32f746g-disco", "net",
-                                                  "embedded", False, tmp_path / "m7"), True)
+    m7 = ExportOptions("cortex-m7", "stm32f746g-disco", "net", "embedded", False, tmp_path / "m7")
+    dialog = _export(qtbot, window, m7, True)
     counts = window.export.last.counts
     assert set(counts) == {"int8", "float"} and counts["int8"] > 10_000
     assert dialog.precision_label.text().startswith("Precision: int8")
@@ -141,6 +145,15 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     _shot(dialog, f"{model}_int8_export_report")
     assert dialog.height() <= 1000
     dialog.close()
+    # The object it wrote, built into firmware and run under QEMU: the interpreter's bytes.
+    options, _ = compilation(qdq).layout_that_fits(driver_options(m7),
+                                                   BOARDS["stm32f746g-disco"])
+    m7_net = compilation(qdq).net(options)
+    assert (tmp_path / "m7" / "net.o").read_bytes() == m7_net.object
+    _, held = data_of(model)
+    x = compilation(qdq).prepared.inputs[0]
+    firmware_tests.assert_exact(m7_net, compilation(qdq).final, {x.name: held.samples[:1]},
+                       "mps2-an500", tmp_path / "m7-run", "exported for Cortex-M7")
 
     # int8 for the host, built and run with make: the interpreter's bytes.
     require_tools("cc", "make")
