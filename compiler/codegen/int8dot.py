@@ -5,6 +5,8 @@ channels' int32 accumulators and add to each the dot product of an input run (on
 channels, or one row's features) with that channel's weight run, both contiguous:
 - Helium (MVE): one VMLADAVA per 16 int8 products (8 products widened to 16 bits for a
   remainder of 8), through the intrinsic.
+- Scalar cores (Cortex-M3, M0+): per input byte one load for the block, then per channel a
+  load and a multiply-accumulate.
 - DSP (Cortex-M4/M7/M33): per word of four input bytes, two SXTB16 make its (0, 2) and (1, 3)
   int16 pairs once for the block; weights are stored as the matching int16 pairs
   (`dsp_pairs`), so each channel takes one 64-bit load and two SMLAD per four products. With
@@ -80,8 +82,9 @@ def same_requant(node) -> bool:
     return bool(np.all(scales == scales[0]))
 BLOCK = 4  # output channels sharing each input load
 # The depth a kernel needs a multiple of: Helium's dot products take 16 bytes (or 8 widened);
-# SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes.
-DEPTH_STEP = {DotProduct.MVE: 8, DotProduct.DSP: 4}
+# SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes; scalar cores
+# take four bytes to a trip.
+DEPTH_STEP = {DotProduct.MVE: 8, DotProduct.DSP: 4, DotProduct.SCALAR: 4}
 I8 = ir.IntType(8)
 
 
@@ -239,8 +242,27 @@ def dots(k: Kernel, x_base, w_bases, accs, depth: int, x: ir.Value | None = None
     given (a column buffer).
     """
     x = k.args[0] if x is None else x
-    dots = dsp_dots if k.target.int8_dot is DotProduct.DSP else mve_dots
+    dots = {DotProduct.DSP: dsp_dots, DotProduct.SCALAR: scalar_dots}.get(k.target.int8_dot,
+                                                                           mve_dots)
     dots(k, x, x_base, w_bases, accs, depth)
+
+
+def scalar_dots(k: Kernel, x, x_base, w_bases, accs, depth: int) -> None:
+    """The same dot products one product at a time, for cores without SIMD.
+
+    Each input byte is loaded once for the block and each weight byte once: per product a
+    load and a multiply-accumulate, plus a quarter of a load for the input with the block of
+    four (CMSIS-NN's C path pays a load of each and an im2col copy). Four bytes to a trip, at
+    constant offsets from the trip's pointers.
+    """
+    b = k.b
+    with k.loop(depth // 4) as trip:
+        for u in range(4):
+            i = k.index((trip, 4), base=u)
+            xv = b.sext(k.load(x, b.add(x_base, i)), I32)
+            for w_base, slot in zip(w_bases, accs):
+                wv = b.sext(k.load(k.args[WEIGHTS], b.add(w_base, i)), I32)
+                b.store(b.add(b.load(slot), b.mul(xv, wv)), slot)
 
 
 def _widen(k: Kernel, vector: ir.Value) -> ir.Value:

@@ -37,7 +37,7 @@ from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
-_BLOCK = {DotProduct.DSP: 4, DotProduct.MVE: 8, DotProduct.VNNI: 32}
+_BLOCK = {DotProduct.DSP: 4, DotProduct.MVE: 8, DotProduct.VNNI: 32, DotProduct.SCALAR: 4}
 
 
 

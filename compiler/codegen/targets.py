@@ -17,6 +17,9 @@ class DotProduct(enum.Enum):
     DSP = "dsp"  # SMLAD: two 16-bit products summed (Armv7E-M and Armv8-M DSP extension)
     MVE = "mve"  # VMLADAVA: sixteen 8-bit products summed (Armv8.1-M Helium)
     VNNI = "vnni"  # VPDPBUSD: four u8 x s8 products per 32-bit lane (AVX-512 VNNI)
+    # One product per multiply-accumulate (MLA; MULS and ADDS on Armv6-M): cores without SIMD,
+    # whose kernels keep a block of channels' accumulators in general registers.
+    SCALAR = "scalar"
 
     def __bool__(self) -> bool:
         return self is not DotProduct.NONE
@@ -187,9 +190,11 @@ _TARGETS = (
     Target("icelake-server", _X86, "icelake-server", "-prefer-256-bit", "hard", 512,
            registers=32, int8_dot=DotProduct.VNNI, requires=(*_AVX512, "avx512vnni")),
     Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True,
-           c_compiler=_ARM_CC, c_flags=("-mcpu=cortex-m0plus", *_SOFT)),
+           int8_dot=DotProduct.SCALAR, c_compiler=_ARM_CC,
+           c_flags=("-mcpu=cortex-m0plus", *_SOFT)),
     Target("cortex-m3", "thumbv7m-none-eabi", "cortex-m3", "", "soft", 0, True,
-           c_compiler=_ARM_CC, c_flags=("-mcpu=cortex-m3", *_SOFT)),
+           int8_dot=DotProduct.SCALAR, c_compiler=_ARM_CC,
+           c_flags=("-mcpu=cortex-m3", *_SOFT)),
     Target("cortex-m4", "thumbv7em-none-eabihf", "cortex-m4", "+vfp4d16sp", "hard", 0, True,
            registers=32, int8_dot=DotProduct.DSP, c_compiler=_ARM_CC,
            c_flags=("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"),
@@ -206,7 +211,8 @@ _TARGETS = (
     Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128,
            registers=32, c_compiler="aarch64-linux-gnu-gcc"),
     Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True,
-           c_compiler="riscv32-unknown-elf-gcc", c_flags=("-march=rv32imf", "-mabi=ilp32")),
+           int8_dot=DotProduct.SCALAR, c_compiler="riscv32-unknown-elf-gcc",
+           c_flags=("-march=rv32imf", "-mabi=ilp32")),
 )
 
 # Kiln marks its Arm objects Tag_ABI_VFP_args "compatible" (they pass no floats across calls and

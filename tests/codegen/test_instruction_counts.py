@@ -82,7 +82,11 @@ BOUNDS = {("ad01_int8", "cortex-m7"): 464_699, ("ad01_int8", "cortex-m55"): 50_4
           ("kws_ref_model", "cortex-m7"): 6_545_020, ("kws_ref_model", "cortex-m55"): 1_304_920,
           ("pretrainedResnet_quant", "cortex-m7"): 26_313_819,
           ("pretrainedResnet_quant", "cortex-m55"): 3_522_000,
-          ("vww_96_int8", "cortex-m7"): 21_438_098, ("vww_96_int8", "cortex-m55"): 4_137_591}
+          ("vww_96_int8", "cortex-m7"): 21_438_098, ("vww_96_int8", "cortex-m55"): 4_137_591,
+          # Cortex-M3 against CMSIS-NN's C path (no DSP extension).
+          ("ad01_int8", "cortex-m3"): 715_511, ("kws_ref_model", "cortex-m3"): 9_724_730,
+          ("pretrainedResnet_quant", "cortex-m3"): 36_023_462,
+          ("vww_96_int8", "cortex-m3"): 29_850_509}
 assert CMSIS_NN_FIGURES.keys() <= BOUNDS.keys()
 
 

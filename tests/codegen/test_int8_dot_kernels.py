@@ -1,11 +1,13 @@
-"""The dot-product kernels of Cortex-M cores (Helium VMLADAVA, DSP SMLAD) give the
-interpreter's bytes, under QEMU, for the shapes that exercise them.
+"""The dot-product kernels of Cortex-M cores (Helium VMLADAVA, DSP SMLAD, the scalar
+multiply-accumulates of cores without either) give the interpreter's bytes, under QEMU, for the
+shapes that exercise them.
 
 Convolutions with padding cut windows at every border (the input zero point is folded per
 border class), strides, 1x1, 3x3 and 5x4 filters, depths that are multiples of 16 and of 8
 only, shallow inputs gathered into columns (1, 3 and 6 channels), fused activations; fully
-connected layers of several depths. Each case runs a batch of two
-seeded inputs under both requantization rules on cortex-m7 (DSP) and cortex-m55 (Helium).
+connected layers of several depths, depthwise blocks. Each case runs a batch of two seeded
+inputs under both requantization rules on cortex-m7 (DSP), cortex-m55 (Helium) and cortex-m3
+(scalar).
 
 The x86 levels' kernels run on 50 seeded inputs where this CPU has the level's features; the
 AVX-512 VNNI kernels also run on any AVX2 CPU with VPDPBUSD emulated, so their tiling, borders
@@ -33,7 +35,8 @@ from tests.tflite.oracles import quantized
 from tests.tflite.writer import Model, Op, T, write
 
 SAME, VALID = 0, 1
-MACHINES = {t: firmware.board_for(t).qemu_machine for t in ("cortex-m7", "cortex-m55")}
+MACHINES = {t: firmware.board_for(t).qemu_machine
+            for t in ("cortex-m7", "cortex-m55", "cortex-m3")}
 
 
 def _conv(cin: int, cout: int, kernel: int | tuple[int, int], stride: int, padding: int,
@@ -84,6 +87,8 @@ CASES = {
     "fc-64x12": lambda: _fully_connected(64, 12),
     "fc-8x4": lambda: _fully_connected(8, 4),
     "fc-24x8": lambda: _fully_connected(24, 8),
+    "depthwise-same-c16": lambda: _depthwise(16, 1, SAME),
+    "depthwise-valid-stride2-c32": lambda: _depthwise(32, 2, VALID),
 }
 
 

@@ -145,8 +145,9 @@ def test_the_int8_mlperf_models_compile_to_the_interpreters_bytes(name, source, 
 
 
 @pytest.mark.slow
-# cortex-m4, cortex-m7, cortex-m33, cortex-m55
-@pytest.mark.parametrize("machine", ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547"])
+# cortex-m4, cortex-m7, cortex-m33, cortex-m55, cortex-m3
+@pytest.mark.parametrize("machine", ["mps2-an386", "mps2-an500", "mps2-an505", "mps3-an547",
+                                     "mps2-an385"])
 @pytest.mark.parametrize("source", ["tflite", "onnx"])
 @pytest.mark.parametrize("name", INT8_MODELS)
 def test_int8_models_run_exactly_on_cortex_m(machine, source, name, tmp_path):
