@@ -104,7 +104,7 @@ def emit_qconv_dot(k: Kernel) -> None:
                 at = k.index((kh, kw_n), (kw, 1))
                 w_bases = [k.index((ob, BLOCK * taps * channels), (at, BLOCK * channels),
                                    base=j * channels) for j in range(BLOCK)]
-                dots(k, x_base, w_bases, accs, channels)
+                dots(k, x_base, w_bases, accs, channels, taps=taps)
 
             each_tap(k, node, oh, ow, tap)
             store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0), zp)
@@ -204,5 +204,6 @@ def emit_qconv_im2col(k: Kernel) -> None:
             oc0 = k.index((ob, BLOCK))
             _start(k, accs, b.add(border, oc0))
             w_bases = [k.index((ob, BLOCK * depth), base=j * depth) for j in range(BLOCK)]
-            dots(k, I32(0), w_bases, accs, depth, x=base)
+            dots(k, I32(0), w_bases, accs, depth, x=base,
+                 taps=kw_n * node.inputs[3].type.shape[2])
             store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0), zp)

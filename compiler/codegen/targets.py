@@ -48,7 +48,8 @@ class Target:
             lacks it. For tests only: AVX-512 VNNI's kernels, but for the one instruction,
             checked on AVX2 machines (no emulator of AVX-512 is at hand), never faster.
         lean_weights: On DSP cores, int8 weights stay bytes, widened by SXTB16 in the kernel
-            (half the flash, 7 to 10 % more instructions), instead of ready int16 pairs.
+            (half the flash; Cortex-M7: 7 % more instructions on ad01, about a fifth more on
+            the convolutional models), instead of ready int16 pairs.
             None (the default) weighs the cost per model and core (`auto_lean_weights`).
         usual_flash: Flash of the core's usual parts (1 MB for Cortex-M4 and M33, 2 MB for
             M7), which the automatic weight layout measures weights against.
