@@ -33,12 +33,14 @@ def window(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value) -> Iterator[tuple]
 
 
 def each_tap(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value,
-             body: Callable[[ir.Value, ir.Value, ir.Value, ir.Value], None]) -> None:
+             body: Callable[[ir.Value, ir.Value, ir.Value, ir.Value], None],
+             unrolled: bool = False) -> None:
     """Emit `body(ih, iw, kh, kw)` for every tap of output (oh, ow) inside the input.
 
     When padding can cut windows, the body is emitted twice: once without any bounds check
     for the pixels whose whole window is inside (most of them), once with the checks for the
-    border pixels; one test per pixel picks the copy.
+    border pixels; one test per pixel picks the copy. `unrolled`: the inside copy's taps are
+    emitted one by one, not as loops LLVM may or may not unroll.
     """
     (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, _, _) = spatial(node)
     _, height, width, _ = node.inputs[0].type.shape
@@ -47,7 +49,7 @@ def each_tap(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value,
     lo_h, hi_h = -(-pt // sh), min(out_h, (height - 1 - (kh_n - 1) * dh + pt) // sh + 1)
     lo_w, hi_w = -(-pl // sw), min(out_w, (width - 1 - (kw_n - 1) * dw + pl) // sw + 1)
     if lo_h == 0 and hi_h >= out_h and lo_w == 0 and hi_w >= out_w:
-        _taps(k, node, oh, ow, body, checked=False)
+        _taps(k, node, oh, ow, body, checked=False, unrolled=unrolled)
         return
     b = k.b
     if lo_h >= hi_h or lo_w >= hi_w:  # no pixel has its whole window inside
@@ -57,14 +59,21 @@ def each_tap(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value,
     columns = b.icmp_unsigned("<", b.sub(ow, I32(lo_w)), I32(hi_w - lo_w))
     with b.if_else(b.and_(rows, columns)) as (interior, border):
         with interior:
-            _taps(k, node, oh, ow, body, checked=False)
+            _taps(k, node, oh, ow, body, checked=False, unrolled=unrolled)
         with border:
             _taps(k, node, oh, ow, body, checked=True)
 
 
-def _taps(k: Kernel, node: Node, oh, ow, body, checked: bool) -> None:
+def _taps(k: Kernel, node: Node, oh, ow, body, checked: bool, unrolled: bool = False
+          ) -> None:
     (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, _, _) = spatial(node)
     _, height, width, _ = node.inputs[0].type.shape
+    if unrolled and not checked:
+        for kh in map(I32, range(kh_n)):
+            ih = k.index((oh, sh), (kh, dh), base=-pt)
+            for kw in map(I32, range(kw_n)):
+                body(ih, k.index((ow, sw), (kw, dw), base=-pl), kh, kw)
+        return
     with k.loop(kh_n) as kh:
         ih = k.index((oh, sh), (kh, dh), base=-pt)
         with inside(k, ih, height, checked), k.loop(kw_n) as kw:
