@@ -80,6 +80,8 @@ def same_requant(node) -> bool:
     """True when one weight scale serves every output channel (per-tensor weights)."""
     scales = np.asarray(node.inputs[4].data, np.float32).reshape(-1)
     return bool(np.all(scales == scales[0]))
+
+
 BLOCK = 4  # output channels sharing each input load
 # The depth a kernel needs a multiple of: Helium's dot products take 16 bytes (or 8 widened);
 # SMLAD takes two pairs of 16-bit values, unpacked from one word of four bytes; scalar cores
@@ -107,8 +109,6 @@ def dsp_pairs(blocked: np.ndarray) -> np.ndarray:
     shape = blocked.shape
     quads = blocked.reshape(*shape[:-1], shape[-1] // 4, 4)[..., [0, 2, 1, 3]]
     return quads.reshape(shape).astype(np.int16)
-
-
 
 
 def _mve_dot(k: Kernel, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:

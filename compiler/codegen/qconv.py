@@ -26,7 +26,6 @@ _WEIGHTS, _BIAS = 3, 8
 _MULTIPLIERS, _SHIFTS, _SCALES = requant.MULTIPLIERS, requant.SHIFTS, requant.SCALES
 
 
-
 def qconv_weights(node: Node) -> dict[int, np.ndarray]:
     """Arranged weights minus their zero point, the int32 bias, the per-channel requant data."""
     w = np.asarray(node.inputs[3].data, np.int64)

@@ -31,7 +31,6 @@ from compiler.ir.graph import Node
 _WEIGHTS = 3
 
 
-
 def dot_eligible(node: Node, target: Target | None) -> bool:
     """Whether this convolution runs as depth dot products on `target`."""
     if target is None or target.int8_dot not in DEPTH_STEP or int(node.attrs.get("group",
@@ -44,8 +43,6 @@ def dot_eligible(node: Node, target: Target | None) -> bool:
         return False
     channels, out_c = node.inputs[0].type.shape[3], node.output.type.shape[3]
     return channels % DEPTH_STEP[target.int8_dot] == 0 and out_c % BLOCK == 0
-
-
 
 
 def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
@@ -64,16 +61,6 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     arrays.update(conv_requant_arrays(node))
     arrays[_WEIGHTS] = dsp_weights(arrays[_WEIGHTS], target)
     return arrays
-
-
-
-
-
-
-
-
-
-
 
 
 def _one_chunk(k: Kernel, channels: int) -> bool:
@@ -118,17 +105,6 @@ def emit_qconv_dot(k: Kernel) -> None:
 
             each_tap(k, node, oh, ow, tap, unrolled=_one_chunk(k, channels))
             store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0), zp)
-
-
-
-
-
-
-
-
-
-
-
 
 
 # -- shallow inputs: the window gathered into a column first --------------------------------

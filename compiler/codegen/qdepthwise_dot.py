@@ -45,7 +45,6 @@ _BLOCK = {DotProduct.DSP: 4, DotProduct.MVE: 8, DotProduct.VNNI: 32, DotProduct.
 UNROLLED_TAPS = {DotProduct.MVE, DotProduct.DSP, DotProduct.SCALAR}
 
 
-
 def _block(channels: int, target: Target) -> int:
     """Channels per block: the core's, or sixteen on Helium where they divide the channels.
 
@@ -84,7 +83,6 @@ def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int
               **border_starts(node, w[:, 0], bias, zx)}
     arrays.update(conv_requant_arrays(node))
     return arrays
-
 
 
 def emit_qdepthwise_dot(k: Kernel) -> None:

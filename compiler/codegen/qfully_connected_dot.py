@@ -30,7 +30,6 @@ from compiler.ir.graph import Node
 _BIAS = 9  # the folded bias, after QGemm's own inputs
 
 
-
 def fc_dot_eligible(node: Node, target: Target | None) -> bool:
     """Whether this QGemm runs as dot products on `target`."""
     if target is None or target.int8_dot not in DEPTH_STEP or node.op != "QGemm":
