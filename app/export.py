@@ -23,7 +23,7 @@ from app.export_dialog import ExportDialog, ExportOptions
 from app.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
 from compiler.codegen.bundle_folder import FolderInUse, check_folder
-from compiler.codegen.targets import BOARDS, Target, get_target
+from compiler.codegen.targets import BOARDS, WEIGHT_LAYOUTS, Target, get_target
 from compiler.driver import Compilation, Options, compilation
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
@@ -99,7 +99,7 @@ def driver_options(options: ExportOptions) -> Options:
     """The compile driver's options for the dialog's choices (what `kiln compile` builds)."""
     return Options(options.target, options.name, None, options.io_in_arena, options.weights,
                    disabled_lowering=options.disabled_lowering,
-                   lean_weights={"int8": True, "int16": False}.get(options.weight_layout))
+                   lean_weights=WEIGHT_LAYOUTS.get(options.weight_layout))
 
 
 def export_job(compiled: Compilation, options: ExportOptions,
@@ -122,7 +122,6 @@ def export_job(compiled: Compilation, options: ExportOptions,
     def work(progress: Progress) -> Exported:
         opts = driver_options(options).check()
         board = _board(options)
-        opts, _ = compiled.layout_that_fits(opts, board)  # the report names the layout
         _check_counting(options)
         target = opts.resolved_target()
         check_folder(folder, opts.name, target.name, options.force, example=not target.mcu)
@@ -131,6 +130,7 @@ def export_job(compiled: Compilation, options: ExportOptions,
         progress.report(0.15, "planning memory")
         plan = compiled.plan(opts)
         progress.report(0.2, f"generating code ({plan.arena.size:,} B of activations)")
+        opts, _ = compiled.layout_that_fits(opts, board)  # the report names the layout
         net = compiled.net(opts)
         float_doc = None
         if floating is not None:
@@ -145,7 +145,8 @@ def export_job(compiled: Compilation, options: ExportOptions,
                                  ("float", floating)):
                 if which is not None:
                     progress.report(0.75, f"counting {label} instructions under QEMU")
-                    counts[label] = bench_compilation(which, options.target, peer=False).kiln.total
+                    counts[label] = bench_compilation(which, options.target, peer=False,
+                                                      options=opts).kiln.total
         progress.report(0.9, "writing bundle")
         extra, elsewhere = {}, None
         if profile is not None and options.profile is not None:

@@ -264,14 +264,15 @@ class Compilation:
     def layout_that_fits(self, options: Options, board: Board | None) -> tuple[Options, str]:
         """`options`, with int8 weights when int16 pairs would not fit `board`'s flash.
 
-        Only when the options leave the layout to the target; returns the options and a
-        sentence saying why the layout changed ("" when it did not).
+        Only when the options leave the layout to the target and its automatic choice
+        (`auto_lean_weights`) stored pairs; returns the options and a sentence saying why the
+        layout changed ("" when it did not).
         """
-        target = options.resolved_target()
         if (board is None or options.lean_weights is not None
-                or target.int8_dot is not DotProduct.DSP or target.lean_weights is not None):
+                or options.resolved_target().int8_dot is not DotProduct.DSP):
             return options, ""
-        if report(self.net(options), board)["board"]["flash_used"] <= board.flash:
+        net = self.net(options)
+        if net.target.lean_weights or report(net, board)["board"]["flash_used"] <= board.flash:
             return options, ""
         lean = replace(options, lean_weights=True)
         used = report(self.net(lean), board)["board"]["flash_used"]
