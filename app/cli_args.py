@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from compiler.codegen.targets import BOARDS
+from compiler.codegen.targets import BOARDS, WEIGHT_LAYOUTS
 from compiler.errors import KilnError
 from compiler.lowir.passes import LOWERING_NAMES
 
@@ -167,8 +167,7 @@ def target_options(args):
     options = Options(target.name, getattr(args, "name", "net"), args.alignment,
                       getattr(args, "io_in_arena", False), getattr(args, "weights", "embedded"),
                       disabled_lowering=frozenset(getattr(args, "disable_lowering", ())),
-                      lean_weights={"int8": True, "int16": False}.get(
-                          getattr(args, "weight_layout", None)))
+                      lean_weights=WEIGHT_LAYOUTS.get(getattr(args, "weight_layout", None)))
     try:
         return options.check(), board
     except KilnError as exc:

@@ -20,16 +20,15 @@ from compiler.memory.report import MemoryPlan
 from compiler.memory.stages import LoweringRecord
 from views.lowering import LoweringView, PlanPicture
 from views.passes import StageRow
-from views.timeline import Bar
+from views.timeline import Bar, window_fields
 
 
 def picture(plan: MemoryPlan, ops: dict[str, str]) -> PlanPicture:
     """A plan's buffers as the timeline draws them (`ops`: node name -> operator)."""
     offsets, a = plan.arena.offsets, plan.alignment
-    windows = {b.name: plan.window_of(b.name) or {} for b in plan.arena.buffers}
     bars = [Bar(b.name, b.node, ops.get(b.node, "Input"), b.size, offsets[b.name],
                 align_up(b.size, a), b.first, b.last, b.stream[0] if b.stream else "",
-                windows[b.name].get("of", ""), windows[b.name].get("rows", 0))
+                *window_fields(plan.window_of(b.name)))
             for b in plan.arena.buffers]
     return PlanPicture(bars, plan.arena.live_bytes(), plan.arena.lower_bound, plan.arena.size,
                        plan.lowir.steps)

@@ -30,7 +30,7 @@ from compiler.ir.graph import Graph
 from compiler.memory.buffers import align_up
 from views import style
 from views.flow_layout import FlowLayout
-from views.timeline import Bar, MemoryTimeline, kib
+from views.timeline import Bar, MemoryTimeline, kib, window_fields
 
 
 @dataclass
@@ -353,9 +353,7 @@ class MemoryController(QObject):
         a = result.doc["alignment"]
         return [Bar(b["name"], b["node"], result.ops.get(b["name"], "?"), b["size"],
                     offsets.get(b["name"], b["offset"]), align_up(b["size"], a), b["first"],
-                    b["last"], result.streams.get(b["name"], ""),
-                    (b.get("window") or {}).get("of", ""),
-                    (b.get("window") or {}).get("rows", 0))
+                    b["last"], result.streams.get(b["name"], ""), *window_fields(b["window"]))
                 for b in result.doc["buffers"]]
 
     def _draw(self) -> None:
@@ -366,7 +364,7 @@ class MemoryController(QObject):
         self.timeline.set_plan(self.bars(), doc["live_bytes"], doc["lower_bound"], arena)
         efficiency = doc["lower_bound"] / arena if arena else 1.0
         self.panel.summary.setStyleSheet("")
-        whole = doc.get("whole_tensor_bound", doc["lower_bound"])
+        whole = doc["whole_tensor_bound"]
         rows = f" (whole tensors: {whole:,} B)" if whole != doc["lower_bound"] else ""
         self.panel.summary.setText(
             f"Arena {arena:,} B ({kib(arena)}) · lower bound {doc['lower_bound']:,} B{rows} · "

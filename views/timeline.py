@@ -40,6 +40,11 @@ class Bar:
     window_rows: int = 0  # the rows it holds
 
 
+def window_fields(window: dict | None) -> tuple[str, int]:
+    """A bar's `window_of` and `window_rows` from a plan's window description (or None)."""
+    return (window["of"], window["rows"]) if window else ("", 0)
+
+
 def kib(n: float) -> str:
     """Bytes as KiB for axis labels (one decimal below 10 KiB)."""
     value = n / 1024

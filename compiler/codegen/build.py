@@ -390,15 +390,25 @@ class _Builder:
             fn, _, own = self.kernel(node, f"{step}.{part}", add, weights[part], alone)
             kernels[part] = (fn, 2 + len(consts))
             consts += own
-        fnty = ir.FunctionType(ir.VoidType(), [I8P, I8P] + [ir.PointerType(t) for _, t in consts])
-        driver = ir.Function(self.module, fnty, self.symbol(step, rows.out, Fusion.CONV_PAIR))
-        driver.linkage = "internal"
-        driver.attributes.add("nounwind")
-        driver.attributes.add("noinline")
+        driver = self._driver(self.symbol(step, rows.out, Fusion.CONV_PAIR), 2, consts)
         for arg in driver.args:
             arg.add_attribute("noalias")
         emit_driver(driver, rows, kernels)
         return driver, consts
+
+    def _driver(self, symbol: str, places: int, consts: list[tuple[int, ir.Type]]
+                ) -> ir.Function:
+        """A pair's or chain's driver function, internal and called once (never inlined).
+
+        It takes `places` tensor pointers, then its kernels' weight arguments.
+        """
+        fnty = ir.FunctionType(ir.VoidType(),
+                               [I8P] * places + [ir.PointerType(t) for _, t in consts])
+        driver = ir.Function(self.module, fnty, symbol)
+        driver.linkage = "internal"
+        driver.attributes.add("nounwind")
+        driver.attributes.add("noinline")
+        return driver
 
     def symbol(self, step: int, node: Node | None, fusion: Fusion | None) -> str:
         """The function name of step `step`'s kernel (a pair's or a chain's driver)."""
@@ -442,12 +452,7 @@ class _Builder:
             self.kernels.append(KernelInfo(fn.name, part.label, stage.nodes, 0, Fusion.ROW_CHAIN,
                                            symbol))
         places = len(instr.operands)
-        fnty = ir.FunctionType(ir.VoidType(),
-                               [I8P] * places + [ir.PointerType(t) for _, t in consts])
-        driver = ir.Function(self.module, fnty, symbol)
-        driver.linkage = "internal"
-        driver.attributes.add("nounwind")
-        driver.attributes.add("noinline")
+        driver = self._driver(symbol, places, consts)
         own_weights = {c: list(driver.args[places + first[c]:places + first[c] + count[c]])
                        for c in kernels}
         emit_chain_driver(driver, code, kernels, own_weights, places,
@@ -475,21 +480,16 @@ class _Builder:
         calls: list[Call] = []
         for step, ((node, add, instr), weights) in enumerate(zip(steps, prepared)):
             names = instr.nodes
-            if instr.fusion is Fusion.CONV_PAIR:
-                rows, parts = weights
-                fn, consts = self.pair(step, rows, parts)
-                residual = self.nodes[names[0]].inputs[0]
-                places = [_location(self.plan, residual),
-                          _location(self.plan, pair_window(self.nodes[names[0]].output.name))]
-                places += [(BLOB, offset) for offset, _ in consts]
-                calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
-                self.kernels.append(KernelInfo(fn.name, instr.op, names, sum(
-                    a.nbytes for own in parts.values() for a, _ in own.values()), instr.fusion))
-                continue
-            if instr.fusion is Fusion.ROW_CHAIN:
-                code, parts = weights
-                fn, consts = self.chain(step, instr, code, parts)
-                places = [_location(self.plan, o.value) for o in instr.operands]
+            if instr.fusion in (Fusion.CONV_PAIR, Fusion.ROW_CHAIN):  # a driver of parts
+                layout, parts = weights
+                if instr.fusion is Fusion.CONV_PAIR:
+                    fn, consts = self.pair(step, layout, parts)
+                    first = self.nodes[names[0]]
+                    places = [_location(self.plan, first.inputs[0]),
+                              _location(self.plan, pair_window(first.output.name))]
+                else:
+                    fn, consts = self.chain(step, instr, layout, parts)
+                    places = [_location(self.plan, o.value) for o in instr.operands]
                 places += [(BLOB, offset) for offset, _ in consts]
                 calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
                 self.kernels.append(KernelInfo(fn.name, instr.op, names, sum(

@@ -18,7 +18,7 @@ from compiler.codegen.build import CompiledNet, Tensor
 from compiler.codegen.bundle_folder import EXAMPLE_FILES, check_folder, swap_in
 from compiler.codegen.example import c_comment, example_files
 from compiler.codegen.sizes import ObjectSizes, object_sizes
-from compiler.codegen.targets import BOARDS, Board, DotProduct
+from compiler.codegen.targets import BOARDS, Board
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, weights_files
 from compiler.errors import KilnError
 from compiler.qmath.requant import REQUANT_KEY
@@ -137,8 +137,7 @@ def _state_macros(net: CompiledNet) -> list[str]:
 
 def weight_layout(target) -> str:
     """How int8 weights are stored: "int16 pairs" (DSP cores, unless lean) or "int8"."""
-    return ("int16 pairs" if target.int8_dot is DotProduct.DSP and not target.lean_weights
-            else "int8")
+    return "int16 pairs" if target.int16_pairs else "int8"
 
 
 def _layers(net: CompiledNet) -> list[dict]:

@@ -21,6 +21,7 @@ from compiler.codegen.qpool import emit_qgap_finish, emit_qgap_row_sums
 from compiler.errors import KilnError
 from compiler.ir.graph import Node, Value
 from compiler.ir.types import TensorType
+from compiler.lowir.ir import sums_storage
 from compiler.lowir.rows import RowChain, RowEvent, RowStage
 from compiler.ops.geometry import spatial
 
@@ -99,7 +100,7 @@ def _entry(event: RowEvent, chain: RowChain, nodes: dict[str, Node], case, place
                 event.count * chain.windows[event.value][0])
     stage = chain.stages[event.stage]
     node = nodes[stage.nodes[0]]
-    sums = args[f"{stage.output}.sums"] << OFFSET_BITS if stage.sums else 0
+    sums = args[sums_storage(stage.output)] << OFFSET_BITS if stage.sums else 0
     if event.kind == "finish":
         finish = case((event.stage, "finish"), lambda: ChainPart("finish", node, None, node.name))
         return finish, sums, place(stage.output, 0), 0

@@ -95,9 +95,7 @@ def dsp_weights(blocked: np.ndarray, target) -> np.ndarray:
 
     Other targets read the int8 bytes as they are.
     """
-    if target is None or target.int8_dot is not DotProduct.DSP or target.lean_weights:
-        return blocked
-    return dsp_pairs(blocked)
+    return dsp_pairs(blocked) if target is not None and target.int16_pairs else blocked
 
 
 def dsp_pairs(blocked: np.ndarray) -> np.ndarray:

@@ -83,6 +83,11 @@ class Target:
         return MCU_ALIGNMENT if self.mcu else HOST_ALIGNMENT
 
     @property
+    def int16_pairs(self) -> bool:
+        """Whether int8 weights are stored widened to int16 pairs (DSP cores, unless lean)."""
+        return self.int8_dot is DotProduct.DSP and not self.lean_weights
+
+    @property
     def int8_residual_in_store(self) -> bool:
         """Whether an int8 residual Add is done in its convolution's store, over the residual.
 
@@ -103,6 +108,10 @@ class Target:
         of their own, 0.1 % and 0.3 %); on Cortex-M7 inlining still pays (KWS: 0.3 % fewer).
         """
         return self.int8_dot is not DotProduct.MVE
+
+
+# `--weight-layout` and the export dialog's choice, as `Target.lean_weights` (None: automatic).
+WEIGHT_LAYOUTS = {"int8": True, "int16": False}
 
 
 # The automatic layout keeps weights int8 when int16 pairs would take more than this share of

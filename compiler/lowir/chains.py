@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Node, Value
-from compiler.lowir.ir import Stream
+from compiler.lowir.ir import Stream, overlapped_span
 from compiler.lowir.rows import RowChain, RowInput, RowStage, schedule_rows
 from compiler.ops.geometry import rows_read
 from compiler.schedule.model import is_view
@@ -125,10 +125,14 @@ class ChainChooser:
         self.kept = {_root(v, root).name for v in graph_outputs}
         self._cache: dict[tuple[int, int], RowChain | None] = {}
 
-    def live(self, first: int, last: int) -> int:
-        """Bytes of values live at some step of [first, last], made before or in it."""
+    def live(self, first: int, last: int, exclude: frozenset[str] | set[str] = frozenset()
+             ) -> int:
+        """Bytes of values live at some step of [first, last], made before or in it.
+
+        Values in `exclude` are left out (a chain's inner tensors, which only windows hold).
+        """
         return sum(self.size.get(v, 0) for v, m in self.made.items()
-                   if m <= last and self.last.get(v, m) >= first)
+                   if m <= last and self.last.get(v, m) >= first and v not in exclude)
 
     def step_bytes(self, k: int) -> int:
         """Live bytes at step k, an output overlapping the input it streams from counted once."""
@@ -145,8 +149,7 @@ class ChainChooser:
         flow = Stream(x, 0, size_in // rows_in, rows_in, 0, stage.row_bytes,
                       stage.inputs[0].needed)
         size_out = stage.row_bytes * stage.rows
-        union = min(max(size_out, flow.ascending_lag() + size_in),
-                    max(size_in, flow.descending_lead() + size_out), size_out + size_in)
+        union = overlapped_span(size_out, size_in, flow.ascending_lag(), flow.descending_lead())
         return total - (size_in + size_out - union)
 
     def chain(self, first: int, last: int) -> RowChain | None:
@@ -174,9 +177,7 @@ class ChainChooser:
     def chain_bytes(self, first: int, last: int, chain: RowChain) -> int:
         """Live bytes at the chain's one step: windows instead of its inner tensors."""
         inner = {v for k in range(first, last + 1) for v in self.writes[k]} - set(chain.outputs)
-        total = sum(self.size.get(v, 0) for v, m in self.made.items()
-                    if m <= last and self.last.get(v, m) >= first and v not in inner)
-        return total + chain.window_bytes
+        return self.live(first, last, inner) + chain.window_bytes
 
     def choose(self) -> list[tuple[int, int, RowChain]]:
         """Disjoint chains (first unit, last unit, chain) that lower the peak, in order."""
@@ -217,12 +218,12 @@ def _root(value: Value, root: dict[int, Value]) -> Value:
     return root.get(id(value), value)
 
 
-def units_of(order: list[Node], fused: dict[int, tuple[Node, Value]], skip: set[int]
-             ) -> list[Unit]:
+def units_of(order: list[Node], fused: dict[int, tuple[Node, Value]]) -> list[Unit]:
     """Lowering's instructions-to-be in order: fused Adds ride with their producer."""
+    adds = {id(add) for add, _ in fused.values()}
     units = []
     for node in order:
-        if id(node) in skip:
+        if id(node) in adds:
             continue
         add, residual = fused.get(id(node), (None, None))
         units.append(Unit(node, add, residual))

@@ -33,6 +33,15 @@ def pair_window(middle: str) -> str:
     return f"{middle}.rows"
 
 
+def overlapped_span(size_out: int, size_in: int, lag: int, lead: int) -> int:
+    """The fewest bytes a streaming output and its input span together.
+
+    Rows upwards, the output starts at least `lag` below the input; downwards, at least
+    `lead` above it; apart, they span both sizes.
+    """
+    return min(max(size_out, lag + size_in), max(size_in, lead + size_out), size_out + size_in)
+
+
 def sums_storage(value: str) -> str:
     """The name of a chain's int32 sums storage for a pooled `value`."""
     return f"{value}.sums"

@@ -138,7 +138,7 @@ class _Lowering:
         self.chains: dict[int, tuple[list[Node], RowChain]] = {}
         self.chained: set[int] = set()
         if ROW_CHAINS in enabled:
-            units = units_of(order, self.fused, {id(a) for a, _ in self.fused.values()})
+            units = units_of(order, self.fused)
             chooser = ChainChooser(units, list(graph.inputs), list(graph.outputs), inputs_live)
             for first, last, chain in chooser.choose():
                 nodes = [n for u in units[first:last + 1]

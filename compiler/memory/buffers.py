@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from compiler.lowir.ir import overlapped_span
+
 
 @dataclass(frozen=True)
 class Buffer:
@@ -89,10 +91,8 @@ def stream_union(out: Buffer, source: Buffer, alignment: int = 1) -> int:
     `lead` above it; apart, they span both sizes.
     """
     _, lag, lead = out.stream
-    size_out, size_in = align_up(out.size, alignment), align_up(source.size, alignment)
-    below = max(size_out, align_up(lag, alignment) + size_in)
-    above = max(size_in, align_up(lead, alignment) + size_out)
-    return min(below, above, size_out + size_in)
+    return overlapped_span(align_up(out.size, alignment), align_up(source.size, alignment),
+                           align_up(lag, alignment), align_up(lead, alignment))
 
 
 def lower_bound(buffers: Sequence[Buffer], alignment: int = 1) -> int:

@@ -91,7 +91,7 @@ def simulate(plan: MemoryPlan) -> None:
         def row_token(value: str, row: int) -> int:
             return tokens.setdefault(f"{value}#{row}", len(tokens) + 1)
 
-        def span(value: str, slot: int, count: int, row_bytes: int) -> tuple[np.ndarray, int]:
+        def span(value: str, slot: int, row_bytes: int) -> tuple[np.ndarray, int]:
             o = place[value]
             mem, base = region(o.storage)
             return mem, base + o.offset + slot * row_bytes
@@ -99,13 +99,13 @@ def simulate(plan: MemoryPlan) -> None:
         for e in flow.events:
             if e.kind == "move":
                 row = flow.windows[e.value][0]
-                mem, dst = span(e.value, 0, e.count, row)
+                mem, dst = span(e.value, 0, row)
                 src = dst + e.row * row
                 mem[dst:dst + e.count * row] = mem[src:src + e.count * row].copy()
                 continue
             stage = flow.stages[e.stage]
             if e.kind == "finish":
-                mem, at = span(stage.output, 0, 1, stage.row_bytes)
+                mem, at = span(stage.output, 0, stage.row_bytes)
                 mem[at:at + stage.row_bytes] = row_token(stage.output, 0)
                 continue
             for i, (first, slot) in zip(stage.inputs, e.reads):
@@ -115,12 +115,12 @@ def simulate(plan: MemoryPlan) -> None:
                           (first * whole[i.value], (last + 1) * whole[i.value]))
                     continue
                 for r in range(first, last + 1):
-                    mem, at = span(i.value, slot + r - first, 1, rows[i.value])
+                    mem, at = span(i.value, slot + r - first, rows[i.value])
                     if not (mem[at:at + rows[i.value]] == row_token(i.value, r)).all():
                         raise PlanError(f"{ins.name}: {stage.name} reads row {r} of {i.value}"
                                         " but another row or value is there")
             if not stage.sums:
-                mem, at = span(stage.output, e.slot, 1, stage.row_bytes)
+                mem, at = span(stage.output, e.slot, stage.row_bytes)
                 mem[at:at + stage.row_bytes] = row_token(stage.output, e.row)
         for v in flow.outputs:
             o = place[v]
