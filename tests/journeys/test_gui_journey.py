@@ -150,6 +150,11 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
                                                    BOARDS["stm32f746g-disco"])
     m7_net = compilation(qdq).net(options)
     assert (tmp_path / "m7" / "net.o").read_bytes() == m7_net.object
+    # The count is the exported build's (its weight layout and lowering), not the defaults'.
+    from compiler.harness.cortex_m_bench import bench_compilation
+
+    assert counts["int8"] == bench_compilation(compilation(qdq), "cortex-m7", peer=False,
+                                               options=options).kiln.total
     _, held = data_of(model)
     x = compilation(qdq).prepared.inputs[0]
     firmware_tests.assert_exact(m7_net, compilation(qdq).final, {x.name: held.samples[:1]},
