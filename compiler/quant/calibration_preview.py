@@ -38,12 +38,18 @@ class Preview:
     labels: str  # where the labels come from ("" when the source has none)
 
     def describe(self) -> str:
-        """One line: the sample's shape, type and range, and whether labels were found."""
+        """One line: the sample's shape, type and range, and whether labels were found.
+
+        A sample whose every value is the same (an all-zero file) gets a warning: ranges
+        calibrated on such data clip every real input.
+        """
         s = self.sample
         low, high = (float(s.min()), float(s.max())) if s.size else (0.0, 0.0)
         labels = f"labels: {self.labels}" if self.labels else "no labels (no accuracy)"
+        flat = (f"; warning: every value is {low:.4g}, so ranges calibrated on it will clip "
+                f"real inputs") if s.size and low == high else ""
         return (f"First sample: {list(s.shape)} {s.dtype}, min {low:.4g}, max {high:.4g}; "
-                f"{labels}")
+                f"{labels}{flat}")
 
     def image(self) -> np.ndarray | None:
         """The sample as an 8-bit [H, W, C] picture (C 1 or 3), stretched to its own range.

@@ -132,7 +132,10 @@ def test_choosing_a_source_previews_its_first_sample(qtbot, tmp_path):
     assert dialog.preview_image.isVisible()
     assert dialog.preview_image.pixmap().width() == 64  # 8x8 enlarged, sharp
     _type(qtbot, dialog.data, str(tmp_path / "plain.npy"))
-    assert dialog.preview_text.text().endswith("min 0.25, max 0.25; no labels (no accuracy)")
+    # One value everywhere: the dialog says what calibrating on it would do.
+    assert dialog.preview_text.text().endswith(
+        "min 0.25, max 0.25; no labels (no accuracy); warning: every value is 0.25, so ranges "
+        "calibrated on it will clip real inputs")
 
 
 def test_the_last_source_and_folder_are_remembered(qtbot, tmp_path, monkeypatch):

@@ -169,6 +169,10 @@ def test_the_preview_reads_one_sample_and_says_where_labels_are(tmp_path, graph)
     first = held_out_digits(1)[0]
     assert text == (f"First sample: [1, 1, 8, 8] float32, min {first.min():.4g}, max "
                     f"{first.max():.4g}; no labels (no accuracy)")
+    np.save(tmp_path / "zeros.npy", np.zeros((4, 1, 8, 8), np.float32))  # a blank file
+    assert preview_calibration(tmp_path / "zeros.npy", graph).describe().endswith(
+        "no labels (no accuracy); warning: every value is 0, so ranges calibrated on it "
+        "will clip real inputs")
     np.save(tmp_path / "wrong.npy", np.zeros((5, 3, 8), np.float32))
     with pytest.raises(KilnError, match=r"wrong.npy: shape \[5, 3, 8\] fits neither"):
         preview_calibration(tmp_path / "wrong.npy", graph)
