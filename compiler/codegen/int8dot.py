@@ -29,23 +29,25 @@ from compiler.qmath.requant import RANGES
 WEIGHTS = 3  # the weight slot: QLinearConv's and QGemm's weights both come fourth
 
 
-def conv_requant_arrays(node) -> dict[int, np.ndarray]:
+def conv_requant_arrays(node, target=None) -> dict[int, np.ndarray]:
     """`requant_arrays` of a QLinearConv, read from its own inputs (x, w and y parameters)."""
     return requant_arrays(node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,
                           np.float32(first(node.inputs[6].data)), node.inputs[3].type.shape[0],
-                          int(first(node.inputs[7].data)))
+                          int(first(node.inputs[7].data)), target=target)
 
 
 def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: int,
-                   fully_connected: bool = False) -> dict[int, np.ndarray]:
+                   fully_connected: bool = False, target=None) -> dict[int, np.ndarray]:
     """The per-channel requantization data `store_block` reads (split shifts where exact).
 
-    One element each when every channel's is the same (`same_requant`): a fully connected
-    layer of 640 outputs would otherwise store 640 copies of six numbers.
+    With the float64 tables too on a target that requantizes in float64. One element each
+    when every channel's is the same (`same_requant`): a fully connected layer of 640
+    outputs would otherwise store 640 copies of six numbers.
     """
     high = (node.attrs.get("output_range") or RANGES[node.output.type.dtype])[1]
     arrays = requant.channel_arrays(node, x_scale, w_scale, y_scale, channels,
-                                    fully_connected, split_for=(zero_point, high))
+                                    fully_connected, split_for=(zero_point, high),
+                                    float64=target is not None and target.float64_requant)
     if same_requant(node):
         arrays = {slot: np.ascontiguousarray(a[:1]) for slot, a in arrays.items()}
     return arrays
@@ -312,23 +314,35 @@ def store_block(k: Kernel, accs: list[ir.Value], oc0: ir.Value, at: ir.Value, zp
     store_vector(k, values, oc0, at, zp)
 
 
+def _has(k: Kernel, slot: int) -> bool:
+    """Whether the kernel was given the weight array of `slot`."""
+    return len(k.args) > slot and k.args[slot] is not None
+
+
 def store_vector(k: Kernel, values: ir.Value, oc0: ir.Value, at: ir.Value, zp: int) -> None:
     """A vector of accumulators (output channels oc0...) requantized and stored at `at`."""
     node, b = k.node, k.b
     low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
     count = values.type.count
-    split = len(k.args) > requant.NEGATIVE_FIXES and k.args[requant.NEGATIVE_FIXES] is not None
+    split = _has(k, requant.NEGATIVE_FIXES)
     same = same_requant(node)
 
     def table(slot: int, ty: ir.Type = I32) -> ir.Value:
+        ptr = k.args[slot]
+        if ty is requant.F64:  # float64 tables are stored as their bit patterns
+            ptr = b.bitcast(ptr, ir.PointerType(ty))
         if not same:
-            return load_vector(k, k.args[slot], oc0, count, ty)
-        one = b.insert_element(ir.Constant(ir.VectorType(ty, 1), None),
-                               b.load(k.args[slot]), I32(0))
+            return load_vector(k, ptr, oc0, count, ty)
+        one = b.insert_element(ir.Constant(ir.VectorType(ty, 1), None), b.load(ptr), I32(0))
         return b.shuffle_vector(one, ir.Constant(ir.VectorType(ty, 1), None),
                                 ir.Constant(ir.VectorType(I32, count), [0] * count))
 
-    if split:
+    if _has(k, requant.F64_MULTIPLIERS):
+        out = requant.tflite_float64(
+            k, values, *(table(slot, requant.F64) for slot in (
+                requant.F64_MULTIPLIERS, requant.F64_UPS, requant.F64_DOWNS)),
+            table(requant.NEGATIVE_BELOW), zp, low, high)
+    elif split:
         no_left, all_fix = split_facts(node)
         out = requant.tflite_split(
             k, values, table(requant.MULTIPLIERS), None if no_left else table(requant.LEFTS),

@@ -58,7 +58,7 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     blocked = w.reshape(out_c // BLOCK, BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
     arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(conv_requant_arrays(node))
+    arrays.update(conv_requant_arrays(node, target))
     arrays[_WEIGHTS] = dsp_weights(arrays[_WEIGHTS], target)
     return arrays
 
@@ -150,7 +150,7 @@ def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, 
     bias = conv_bias(node)
     arrays = {_WEIGHTS: dsp_weights(rows, target),
               **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(conv_requant_arrays(node))
+    arrays.update(conv_requant_arrays(node, target))
     return arrays
 
 

@@ -25,7 +25,7 @@ from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
 _VECTORS = 4  # vectors of output channels one pixel keeps in registers
-_CHAINS = 4  # accumulators per pixel, at least: vectors times chains per vector
+_CHAINS = 8  # accumulators per pixel, at least: vectors times chains per vector
 
 
 
@@ -82,7 +82,7 @@ def qconv_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np
     bias = conv_bias(node)
     arrays = {WEIGHTS: np.ascontiguousarray(arranged).astype(np.int8),
               **border_starts(node, w.sum(axis=1), bias, zx + 128)}
-    arrays.update(conv_requant_arrays(node))
+    arrays.update(conv_requant_arrays(node, target))
     return arrays
 
 
@@ -134,7 +134,7 @@ def emit_qconv_vnni(k: Kernel) -> None:
     words = (_column_depth(node) if _gathered(node) else channels) // 4
     # Independent accumulator chains per output vector, summed before requantizing: one
     # chain would wait on each VPDPBUSD's latency.
-    chains = next(c for c in (_CHAINS // group, 2, 1) if c >= 1 and words % c == 0)
+    chains = next(c for c in (8, 4, 2, 1) if c <= max(_CHAINS // group, 1) and words % c == 0)
     accs = [[k.alloca(vec) for _ in range(chains)] for _ in range(group)]
     column, column_bytes = None, _column_depth(node)
     block_bytes = (column_bytes if _gathered(node) else taps * channels) * lanes

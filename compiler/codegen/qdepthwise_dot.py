@@ -81,7 +81,7 @@ def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int
         w.reshape(channels // block, block, kh_n, kw_n).transpose(0, 2, 3, 1)).astype(np.int8)
     arrays = {WEIGHTS: dsp_weights(blocked, target),
               **border_starts(node, w[:, 0], bias, zx)}
-    arrays.update(conv_requant_arrays(node))
+    arrays.update(conv_requant_arrays(node, target))
     return arrays
 
 
@@ -90,9 +90,11 @@ def emit_qdepthwise_dot(k: Kernel) -> None:
     node, b = k.node, k.b
     batch, height, width, channels = node.inputs[0].type.shape
     _, out_h, out_w, _ = node.output.type.shape
-    kw_n = node.inputs[3].type.shape[3]
-    taps = node.inputs[3].type.shape[2] * kw_n
+    kh_n, kw_n = node.inputs[3].type.shape[2:]
+    taps = kh_n * kw_n
+    pairs = _pairs_fit(node)
     dsp = k.target.int8_dot is DotProduct.DSP
+    host = not k.target.mcu
     block = _block(channels, k.target)
     zp = int(first(constant_input(k, 7, "output zero point")))
     accs = [k.alloca(I32) for _ in range(block)] if dsp else None
@@ -109,22 +111,59 @@ def emit_qdepthwise_dot(k: Kernel) -> None:
             else:
                 b.store(load_vector(k, k.args[STARTS], b.add(border, c0), block, I32), acc_vec)
 
-            def tap(ih, iw, kh, kw, n=n, cb=cb, c0=c0):
+            pending: list[ir.Value] = []  # a host's product waiting for its pair
+
+            def tap(ih, iw, kh, kw, n=n, cb=cb, c0=c0, pending=pending):
                 x_at = b.add(k.index((n, height * width * channels), (ih, width * channels),
                                      (iw, channels)), c0)
                 w_at = k.index((cb, taps * block), (kh, kw_n * block), (kw, block))
                 if dsp:
                     _dsp_taps(k, x_at, w_at, accs)
+                elif host:
+                    unrolled = isinstance(kh, ir.Constant)  # the inside window's copy
+                    last = unrolled and (kh.constant, kw.constant) == (kh_n - 1, kw_n - 1)
+                    _host_tap(k, x_at, w_at, acc_vec, pending, pairs and unrolled, last)
                 else:  # int8 widened to int32 as loaded (VLDRB.S32), multiply-accumulated
                     x = b.sext(load_vector(k, k.args[0], x_at, block), vec)
                     w = b.sext(load_vector(k, k.args[WEIGHTS], w_at, block), vec)
                     b.store(b.add(b.load(acc_vec), b.mul(x, w)), acc_vec)
 
-            each_tap(k, node, oh, ow, tap, unrolled=k.target.int8_dot in UNROLLED_TAPS)
+            each_tap(k, node, oh, ow, tap, unrolled=k.target.int8_dot in UNROLLED_TAPS or host)
             if dsp:
                 store_block(k, [b.load(slot) for slot in accs], c0, b.add(pixel, c0), zp)
             else:
                 store_vector(k, b.load(acc_vec), c0, b.add(pixel, c0), zp)
+
+
+def _pairs_fit(node: Node) -> bool:
+    """Whether two taps' products may be summed in int16: no weight is -128.
+
+    Then |x * w| <= 128 * 127 and two such sums stay within int16 (32,512).
+    """
+    return bool(np.asarray(node.inputs[3].data).min() > -128)
+
+
+def _host_tap(k: Kernel, x_at, w_at, acc: ir.Value, pending: list, paired: bool,
+              last: bool) -> None:
+    """One tap of a block on a host: int16 products, two taps summed before widening.
+
+    An int8 product fits int16 (VPMULLW, one instruction, where an int32 product takes
+    VPMULLD's two); with `paired` (an unrolled inside window whose weights allow it) the
+    product waits in `pending` for the next tap's, so two taps cost one widening and one
+    int32 add. `last`: the window's last tap, which adds whatever waits.
+    """
+    b = k.b
+    lanes = acc.type.pointee.count
+    narrow = ir.VectorType(ir.IntType(16), lanes)
+    x = b.sext(load_vector(k, k.args[0], x_at, lanes), narrow)
+    w = b.sext(load_vector(k, k.args[WEIGHTS], w_at, lanes), narrow)
+    product = b.mul(x, w, flags=["nsw"])
+    if paired and not pending and not last:
+        pending.append(product)
+        return
+    if paired and pending:
+        product = b.add(pending.pop(), product, flags=["nsw"])
+    b.store(b.add(b.load(acc), b.sext(product, acc.type.pointee)), acc)
 
 
 def _dsp_taps(k: Kernel, x_at, w_at, accs) -> None:

@@ -55,7 +55,7 @@ def qgemm_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     arrays.update(requant_arrays(
         node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,
         np.float32(first(node.inputs[7].data)), outs, int(first(node.inputs[8].data)),
-        fully_connected=True))
+        fully_connected=True, target=target))
     return arrays
 
 

@@ -61,7 +61,7 @@ def qgemm_vnni_weights(node: Node, target: Target | None = None) -> dict[int, np
     arrays.update(requant_arrays(
         node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,
         np.float32(first(node.inputs[y_scale].data)), outs,
-        int(first(node.inputs[y_zero].data)), fully_connected=True))
+        int(first(node.inputs[y_zero].data)), fully_connected=True, target=target))
     return arrays
 
 

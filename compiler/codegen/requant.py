@@ -4,7 +4,9 @@ The same arithmetic as compiler/qmath/requant.py, emitted as LLVM integer and fl
 `tflite` multiplies by a Q31 multiplier with TFLite Micro's double rounding (a 64-bit product,
 a nudge, a truncating division by 2**31, then a rounding right shift, ties away from zero);
 `onnx` multiplies the accumulator converted to float32 by a float32 scale, clamps and rounds
-half to even (llvm.rint in the default rounding mode). Every function takes scalars or vectors
+half to even (llvm.rint in the default rounding mode). On CPUs with wide float64 vectors the
+tflite rule has a cheaper exact form, `tflite_float64`: one float64 multiply, a select and a
+floor instead of 64-bit integer lanes. Every function takes scalars or vectors
 (a vector of output channels requantized at once); the per-channel parameters arrive as weight
 arrays, so one kernel serves every layer of one shape.
 """
@@ -23,20 +25,28 @@ MULTIPLIERS, SHIFTS, SCALES = 10, 11, 12
 # The tflite rule's shift split for `tflite_split`: left shift, right shift, rounding addend,
 # and whether the addend drops by one for a negative value.
 LEFTS, RIGHTS, ROUNDS, NEGATIVE_FIXES = 16, 17, 18, 19
+# The tflite rule's float64 form (`tflite_float64`): the multiplier M * 2**-(31 + r) and the
+# addends 1/2 + H and 1/2 - H (H = 2**-(1 + r), 0 when r = 0), as float64 bit patterns in
+# int64 arrays, and the int32 accumulator below which the lower addend applies.
+F64_MULTIPLIERS, F64_UPS, F64_DOWNS, NEGATIVE_BELOW = 20, 21, 22, 23
+# The float64 form is exact for right shifts up to this (see `float64_arrays`).
+FLOAT64_MAX_RIGHT = 13
 
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
+F64 = ir.DoubleType()
 
 
 def channel_arrays(node, x_scale, w_scale, y_scale, channels: int,
-                   fully_connected: bool = False, split_for: tuple[int, int] | None = None
-                   ) -> dict[int, np.ndarray]:
+                   fully_connected: bool = False, split_for: tuple[int, int] | None = None,
+                   float64: bool = False) -> dict[int, np.ndarray]:
     """The per-channel requantization data of the node's rule, by weight slot.
 
     The tflite rule's Q31 multipliers and shifts (a per-tensor fully connected layer forms
     in * w in float first, as TFLite Micro does) or the onnx rule's float32 scales. With
     `split_for` (the output zero point and upper clamp), also the split shifts of
-    `tflite_split` when they give exact results for this layer.
+    `tflite_split` when they give exact results for this layer; with `float64` (a target with
+    wide float64 vectors), the tables of `tflite_float64` where every channel allows it.
     """
     w_scale = np.asarray(w_scale, np.float32).reshape(-1)
     if node.attrs.get("requant", "onnx") == "tflite":
@@ -55,9 +65,31 @@ def channel_arrays(node, x_scale, w_scale, y_scale, channels: int,
                            ROUNDS: np.where(right > 0, 1 << np.maximum(right - 1, 0), 0)
                            .astype(np.int32),
                            NEGATIVE_FIXES: (right > 0).astype(np.int32)})
+        if float64:
+            arrays.update(float64_arrays(arrays[MULTIPLIERS], shift))
         return arrays
     return {SCALES: np.broadcast_to(onnx_scale(x_scale, w_scale, y_scale),
                                     (channels,)).astype(np.float32)}
+
+
+def float64_arrays(multiplier: np.ndarray, shift: np.ndarray) -> dict[int, np.ndarray]:
+    """The tables of `tflite_float64`, or none when a channel shifts left or too far right.
+
+    A left shift is done on int32 by TFLite (wrapping), which float64 does not repeat; past
+    FLOAT64_MAX_RIGHT the float64 products may round where the result is not yet clamped.
+    """
+    shift = np.asarray(shift, np.int64)
+    if np.any(shift > 0) or np.any(shift < -FLOAT64_MAX_RIGHT):
+        return {}
+    right = -shift
+    multiplier = np.asarray(multiplier, np.int64)
+    scaled = multiplier * np.ldexp(1.0, -31 - right)
+    half = np.where(right > 0, np.ldexp(1.0, -1 - right), 0.0)
+    tables = {slot: np.ascontiguousarray(t, np.float64).view(np.int64) for slot, t in (
+        (F64_MULTIPLIERS, scaled), (F64_UPS, 0.5 + half), (F64_DOWNS, 0.5 - half))}
+    # acc * M < -2**30 from acc = -1 on, unless M is 2**30 (or 0, where either addend gives 0)
+    tables[NEGATIVE_BELOW] = np.where(multiplier > 1 << 30, 0, -1).astype(np.int32)
+    return tables
 
 
 def _like(value: ir.Value, scalar: ir.Type) -> ir.Type:
@@ -181,12 +213,7 @@ def _mve_vqrdmulh(k: Kernel, a: ir.Value, multiplier: ir.Value) -> ir.Value:
         pick = ir.Constant(ir.VectorType(I32, 4), list(range(start, start + 4)))
         parts.append(b.call(fn, [b.shuffle_vector(a, a, pick),
                                  b.shuffle_vector(multiplier, multiplier, pick)]))
-    while len(parts) > 1:
-        width = parts[0].type.count
-        join = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
-        parts = [b.shuffle_vector(parts[i], parts[i + 1], join)
-                 for i in range(0, len(parts), 2)]
-    return parts[0]
+    return _join(b, parts)
 
 
 def rounding_divide_by_pot(k: Kernel, x: ir.Value, exponent: ir.Value) -> ir.Value:
@@ -232,6 +259,67 @@ def tflite_split(k: Kernel, acc: ir.Value, multiplier: ir.Value, left: ir.Value 
     fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty, ty]), name)
     x = b.ashr(b.call(fn, [x, addend]), right)
     return clamp(k, b.add(x, const(x, zero_point)), low, high)
+
+
+def tflite_float64(k: Kernel, acc: ir.Value, multiplier: ir.Value, up: ir.Value,
+                   down: ir.Value, negative_below: ir.Value, zero_point: int, low: int,
+                   high: int) -> ir.Value:
+    """The tflite rule in float64: floor(acc * M * 2**-(31+r) + 1/2 +- H), + zp, clamped.
+
+    TFLite's two roundings are one: SRDHM gives y = floor((p + 2**30) / 2**31) for p =
+    acc * M, and the rounding right shift floor((y + 2**(r-1) - [y < 0]) / 2**r); the floor
+    of an integer plus an integer, divided, is the floor of the whole, so the result is
+    floor(q + 1/2 + H - 2H[y < 0]) with q = p * 2**-(31+r) and H = 2**-(1+r) (for r = 0:
+    floor(q + 1/2), H = 0). y < 0 exactly when p < -2**30: for M in (2**30, 2**31) when
+    acc < 0, for M = 2**30 when acc < -1 (`negative_below`). In float64 every step is exact
+    while |p| + 2**(31+r) <= 2**53: q and the sum are multiples of 2**-(31+r) below 2**53 of
+    them (so a fused multiply-add gives the same). Beyond, |q| >= 2**(22-r) - 1 >= 511 for
+    r <= FLOAT64_MAX_RIGHT, and the computed value, within two roundings of it, clamps to
+    the same bound. Tables by `float64_arrays`.
+    """
+    b = k.b
+    wide = _like(acc, F64)
+    addend = b.select(b.icmp_signed("<", acc, negative_below), down, up)
+    value = b.fadd(b.fmul(b.sitofp(acc, wide), multiplier, flags=("contract",)), addend,
+                   flags=("contract",))
+    # Clamped before the zero point is added, which then cannot wrap (acc = INT32_MIN).
+    whole = clamp(k, _floor_to_int32(k, value), low - zero_point, high - zero_point)
+    return b.add(whole, const(acc, zero_point))
+
+
+def _floor_to_int32(k: Kernel, value: ir.Value) -> ir.Value:
+    """floor(value) as int32 lanes: one conversion rounding down on AVX-512, else two steps."""
+    b = k.b
+    ty = value.type
+    if (isinstance(ty, ir.VectorType) and ty.count % 8 == 0 and k.target is not None
+            and k.target.vector_bits >= 512 and k.target.triple.startswith("x86_64")):
+        eight, i32x8 = ir.VectorType(F64, 8), ir.VectorType(I32, 8)
+        name = "llvm.x86.avx512.mask.cvtpd2dq.512"
+        module = k.fn.module
+        fn = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(i32x8, [eight, i32x8, ir.IntType(8), I32]), name)
+        parts = []
+        for start in range(0, ty.count, 8):
+            pick = ir.Constant(ir.VectorType(I32, 8), list(range(start, start + 8)))
+            part = b.shuffle_vector(value, value, pick) if ty.count > 8 else value
+            # Rounding 9: toward negative infinity, exceptions suppressed.
+            parts.append(b.call(fn, [part, ir.Constant(i32x8, None), ir.IntType(8)(-1),
+                                     I32(9)]))
+        return _join(b, parts)
+    name = f"llvm.floor.v{ty.count}f64" if isinstance(ty, ir.VectorType) else "llvm.floor.f64"
+    module = k.fn.module
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty]), name)
+    return b.fptosi(b.call(fn, [value]), _like(value, I32))
+
+
+def _join(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
+    """Equal vectors concatenated, pairwise."""
+    while len(parts) > 1:
+        width = parts[0].type.count
+        join = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
+        parts = [b.shuffle_vector(parts[i], parts[i + 1], join)
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def clamp(k: Kernel, value: ir.Value, low: int, high: int) -> ir.Value:

@@ -88,6 +88,16 @@ class Target:
         return self.int8_dot is DotProduct.DSP and not self.lean_weights
 
     @property
+    def float64_requant(self) -> bool:
+        """Whether the tflite rule is requantized in float64 (`requant.tflite_float64`).
+
+        On CPUs with 256-bit or wider vectors: a float64 multiply, select and floor per
+        lane cost less than the 64-bit integer lanes of the fixed-point form (which AVX2
+        cannot even shift arithmetically).
+        """
+        return not self.mcu and self.vector_bits >= 256
+
+    @property
     def int8_residual_in_store(self) -> bool:
         """Whether an int8 residual Add is done in its convolution's store, over the residual.
 
