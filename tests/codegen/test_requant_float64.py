@@ -48,7 +48,7 @@ def _module(target) -> ir.Module:
         with k.loop(CHUNK // LANES) as i:
             at = b.mul(i, I32(LANES))
 
-            def vector(ptr, ty, at=at):
+            def vector(ptr, ty, at=at, b=b):
                 cast = b.bitcast(b.gep(ptr, [at]), ir.PointerType(ir.VectorType(ty, LANES)))
                 return b.load(cast, align=4)
 
@@ -102,7 +102,7 @@ def test_float64_requantization_equals_the_fixed_point_rule(level, record_proper
     chunk = CHUNK
     for z, (zp, low, high) in enumerate(OUTPUTS):
         fn = signature(loaded.address(f"rq_{z}"))
-        for start in range(0, TRIPLES // len(OUTPUTS), chunk):
+        for _ in range(0, TRIPLES // len(OUTPUTS), chunk):
             acc, multiplier, shift = _triples(rng, chunk)
             tables = requant.float64_arrays(multiplier, shift)
             assert tables, "every triple is in the float64 form's domain"
