@@ -10,6 +10,11 @@ OUT := out
 SHARED_ONNX := ../shared/models/onnx
 KILN_BENCH_MODELS := ad01_fp32 kws_ref_model_float32 pretrainedResnet vww_96_float \
   ad01_int8 kws_ref_model pretrainedResnet_quant vww_96_int8
+# The int8 .tflite files, timed under TFLite's requantization rule against LiteRT; and the
+# int8 models again at the AVX2 level (x86-64-v3), which every x86 machine the bench runs on
+# has, so an AVX-512 machine times the kernels an AVX2-only one would use.
+SHARED_TFLITE := ../shared/models/tflite
+KILN_BENCH_TFLITE := ad01_int8 kws_ref_model pretrainedResnet_quant vww_96_int8
 
 # Debian libraries Qt needs offscreen and on a real (or Xvfb) display, and a font for text.
 DEBIAN_PACKAGES := libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \
@@ -115,6 +120,15 @@ bench: setup
 	  if [ -f $(SHARED_ONNX)/$$m.onnx ]; then $(VENV)/bin/kiln bench $(SHARED_ONNX)/$$m.onnx || status=1; \
 	  else echo "note: $(SHARED_ONNX)/$$m.onnx not found, skipped"; fi; \
 	done; \
+	for m in $(KILN_BENCH_TFLITE); do \
+	  if [ -f $(SHARED_TFLITE)/$$m.tflite ]; then $(VENV)/bin/kiln bench $(SHARED_TFLITE)/$$m.tflite || status=1; \
+	  else echo "note: $(SHARED_TFLITE)/$$m.tflite not found, skipped"; fi; \
+	done; \
+	if [ "$$(uname -m)" = x86_64 ]; then for m in $(KILN_BENCH_TFLITE); do \
+	  if [ -f $(SHARED_ONNX)/$$m.onnx ] && [ -f $(SHARED_TFLITE)/$$m.tflite ]; then \
+	    $(VENV)/bin/kiln bench $(SHARED_ONNX)/$$m.onnx --target x86-64-v3 || status=1; \
+	    $(VENV)/bin/kiln bench $(SHARED_TFLITE)/$$m.tflite --target x86-64-v3 || status=1; fi; \
+	done; fi; \
 	$(VENV)/bin/kiln bench $(SAMPLE) || status=1; \
 	if [ $$status != 0 ]; then echo "make bench: a benchmark missed its goal or failed (see above)"; fi; \
 	exit $$status

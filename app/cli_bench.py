@@ -29,7 +29,9 @@ def add_bench_parser(sub) -> None:
                        help="count executed instructions per layer on an emulated Cortex-M "
                             "instead of timing on this host (cortex-m3, cortex-m4, "
                             "cortex-m7, cortex-m33, cortex-m55; needs arm-none-eabi-gcc and "
-                            "qemu-system-arm)")
+                            "qemu-system-arm); or time the kernels of an x86 level this CPU "
+                            "runs (x86-64-v3, skylake-avx512, icelake-server) beside the "
+                            "same peers")
     bench.add_argument("--cmsis-nn", metavar="DIR",
                        help="with --target: the CMSIS-NN source tree built as the peer "
                             "(default: $KILN_CMSIS_NN, else the shared third_party copy)")
@@ -45,20 +47,24 @@ def add_bench_parser(sub) -> None:
 
 def cmd_bench(args) -> int:
     """`kiln bench`: the measuring lives in compiler.harness.host_bench; this only formats."""
+    from compiler.codegen.targets import get_target
     from compiler.harness.host_bench import bench_model
 
     if args.repeats < 1 or (args.runs is not None and args.runs < 1):
         raise UsageError("--runs and --repeats must be at least 1")
     shapes = dict(parse_shape(s) for s in args.shape or [])
-    if args.target:
+    if args.target and get_target(args.target).mcu:
         return _bench_target(args, shapes)
-    result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite)
+    result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite,
+                         args.target or "host")
     if args.json:
         print(json.dumps(result.to_json()))
         return 0
     print(f"{result.model} on {result.target} ({result.triple}): compiled in "
           f"{result.compile_s:.2f} s; median of {result.repeats} repeats x {result.runs} runs, "
           "one thread each, engines interleaved")
+    print(f"  CPU          {result.cpu}")
+    print(f"  kernels      {result.level}")
     for name in result.engines:
         print(f"  {name:<12} {result.ms(name):.4g} ms")
     for peer in result.peers():

@@ -1,4 +1,4 @@
-"""8-bit depthwise convolution in channel blocks, for DSP, Helium and AVX-512 cores.
+"""8-bit depthwise convolution in channel blocks, for DSP, Helium and x86 (AVX2, AVX-512).
 
 One channel per group: each output channel sums its own input channel over the window, so
 there is no depth to take dot products over; instead a block of neighbouring channels is
@@ -7,9 +7,10 @@ taps multiply stored values only:
 - DSP (M4/M7/M33): four channels at a time; a word of four input bytes becomes its (0, 2) and
   (1, 3) int16 pairs (two SXTB16), the weights are stored as the same pairs, and SMLABB /
   SMLATT multiply-accumulate each channel's half-word.
-- Helium (M55): eight channels at a time as int32 lanes (two vector registers); x86 with
-  AVX-512: thirty-two. An int8 by int8 product fits 16 bits, so lanes multiply narrow and
-  accumulate in int32.
+- Helium (M55): eight channels at a time as int32 lanes (two vector registers). An int8 by
+  int8 product fits 16 bits, so lanes multiply narrow and accumulate in int32.
+- x86 hosts: thirty-two channels (sixteen or eight where those divide the channels) as int16
+  products, two taps' summed in int16 before they are widened (`_host_tap`).
 The block is requantized as one vector. Used for symmetric int8 weights and a channel count
 that is a multiple of the block; other depthwise layers take `qconv`'s kernels.
 """
@@ -37,7 +38,8 @@ from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
-_BLOCK = {DotProduct.DSP: 4, DotProduct.MVE: 8, DotProduct.VNNI: 32, DotProduct.SCALAR: 4}
+_BLOCK = {DotProduct.DSP: 4, DotProduct.MVE: 8, DotProduct.VNNI: 32, DotProduct.SCALAR: 4,
+          DotProduct.PMADDWD: 32}
 # Microcontroller cores emit an inside window's taps one by one, each tap its own registers: as
 # LLVM's loops, the accumulators rotate through copies and spills (KWS's depthwise layers on
 # Cortex-M55: 1.00 of CMSIS-NN as loops, 0.85 unrolled; Cortex-M7 VWW 5 % and Cortex-M3 4 %
@@ -53,6 +55,8 @@ def _block(channels: int, target: Target) -> int:
     """
     if target.int8_dot is DotProduct.MVE and channels % 16 == 0:
         return 16
+    if not target.mcu:  # x86 hosts: the widest block of 32, 16 or 8 dividing the channels
+        return next((b for b in (32, 16, 8) if channels % b == 0), _BLOCK[target.int8_dot])
     return _BLOCK[target.int8_dot]
 
 
@@ -67,7 +71,7 @@ def depthwise_dot_eligible(node: Node, target: Target | None) -> bool:
         return False
     if node.inputs[5] is not None and np.asarray(node.inputs[5].data).any():
         return False
-    return channels % _BLOCK[target.int8_dot] == 0
+    return channels % _block(channels, target) == 0
 
 
 def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:

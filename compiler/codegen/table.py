@@ -54,7 +54,7 @@ from compiler.codegen.qconv_dot import (
     qconv_dot_weights,
     qconv_im2col_weights,
 )
-from compiler.codegen.qconv_vnni import emit_qconv_vnni, qconv_vnni_weights, vnni_eligible
+from compiler.codegen.qconv_x86 import emit_qconv_x86, qconv_x86_weights, x86_dot_eligible
 from compiler.codegen.qdepthwise_dot import (
     depthwise_dot_eligible,
     emit_qdepthwise_dot,
@@ -74,10 +74,10 @@ from compiler.codegen.qfully_connected_dot import (
     fc_dot_eligible,
     qgemm_dot_weights,
 )
-from compiler.codegen.qfully_connected_vnni import (
-    emit_qgemm_vnni,
-    fc_vnni_eligible,
-    qgemm_vnni_weights,
+from compiler.codegen.qfully_connected_x86 import (
+    emit_qgemm_x86,
+    fc_x86_eligible,
+    qgemm_x86_weights,
 )
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qlogsoftmax import emit_int_log_softmax
@@ -306,12 +306,12 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
 SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Kernel], None],
                         Callable[..., dict[int, np.ndarray]]]] = [
     ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
-    ("QLinearConv", vnni_eligible, emit_qconv_vnni, qconv_vnni_weights),
+    ("QLinearConv", x86_dot_eligible, emit_qconv_x86, qconv_x86_weights),
     ("QLinearConv", depthwise_dot_eligible, emit_qdepthwise_dot, qdepthwise_dot_weights),
     ("QLinearConv", im2col_eligible, emit_qconv_im2col, qconv_im2col_weights),
     ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),
-    ("QGemm", fc_vnni_eligible, emit_qgemm_vnni, qgemm_vnni_weights),
-    ("QLinearMatMul", fc_vnni_eligible, emit_qgemm_vnni, qgemm_vnni_weights),
+    ("QGemm", fc_x86_eligible, emit_qgemm_x86, qgemm_x86_weights),
+    ("QLinearMatMul", fc_x86_eligible, emit_qgemm_x86, qgemm_x86_weights),
 ]
 
 

@@ -17,6 +17,9 @@ class DotProduct(enum.Enum):
     DSP = "dsp"  # SMLAD: two 16-bit products summed (Armv7E-M and Armv8-M DSP extension)
     MVE = "mve"  # VMLADAVA: sixteen 8-bit products summed (Armv8.1-M Helium)
     VNNI = "vnni"  # VPDPBUSD: four u8 x s8 products per 32-bit lane (AVX-512 VNNI)
+    # VPMADDWD: two int16 products summed per 32-bit lane, exact (AVX2, AVX-512 without VNNI);
+    # int8 inputs are sign-extended to int16 pairs, never VPMADDUBSW's saturating bytes.
+    PMADDWD = "pmaddwd"
     # One product per multiply-accumulate (MLA; MULS and ADDS on Armv6-M): cores without SIMD,
     # whose kernels keep a block of channels' accumulators in general registers.
     SCALAR = "scalar"
@@ -86,6 +89,20 @@ class Target:
     def int16_pairs(self) -> bool:
         """Whether int8 weights are stored widened to int16 pairs (DSP cores, unless lean)."""
         return self.int8_dot is DotProduct.DSP and not self.lean_weights
+
+    @property
+    def kernel_level(self) -> str:
+        """The instruction-set level its kernels are built for, as a benchmark prints it."""
+        dots = {DotProduct.VNNI: "int8 VPDPBUSD", DotProduct.PMADDWD: "int8 VPMADDWD",
+                DotProduct.DSP: "int8 SMLAD", DotProduct.MVE: "int8 VMLADAV",
+                DotProduct.SCALAR: "int8 MLA"}
+        dot = dots.get(self.int8_dot, "int8 generic vectors")
+        if self.triple.startswith("x86_64"):
+            isa = {512: "AVX-512", 256: "AVX2"}.get(self.vector_bits, "SSE2")
+            if self.int8_dot is DotProduct.VNNI:
+                isa += " VNNI"
+            return f"{isa} ({self.vector_bits}-bit vectors, {dot})"
+        return f"{self.cpu or self.triple} ({dot})"
 
     @property
     def float64_requant(self) -> bool:
@@ -182,14 +199,16 @@ def _host() -> Target:
     import llvmlite.binding as llvm
 
     features = llvm.get_host_cpu_features().flatten()
-    if "+avx512f" in features.split(","):
+    has = set(features.split(","))
+    if "+avx512f" in has and "+avx512bw" in has:
         # Some AVX-512 CPUs are tuned to prefer 256-bit vectors, which would split every
         # 16-lane accumulator in two; the kernels are shaped for the full register file.
-        vnni = DotProduct.VNNI if "+avx512vnni" in features.split(",") else DotProduct.NONE
+        dot = DotProduct.VNNI if "+avx512vnni" in has else DotProduct.PMADDWD
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                      features + ",-prefer-256-bit", "hard", 512, registers=32, int8_dot=vnni)
+                      features + ",-prefer-256-bit", "hard", 512, registers=32, int8_dot=dot)
+    dot = DotProduct.PMADDWD if "+avx2" in has else DotProduct.NONE
     return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
-                  "hard", 256)
+                  "hard", 256, int8_dot=dot)
 
 
 _X86 = "x86_64-unknown-linux-gnu"
@@ -203,10 +222,10 @@ _TARGETS = (
     # x86 hosts by instruction-set level, each with the kernels the host detection would pick
     # there: AVX2 (Haswell and later, AMD Zen), AVX-512 without and with VNNI. Objects for
     # them are compiled on any machine and run where the CPU has the features.
-    Target("x86-64-v3", _X86, "x86-64-v3", "", "hard", 256,
+    Target("x86-64-v3", _X86, "x86-64-v3", "", "hard", 256, int8_dot=DotProduct.PMADDWD,
            requires=("avx2", "fma", "bmi2")),
     Target("skylake-avx512", _X86, "skylake-avx512", "-prefer-256-bit", "hard", 512,
-           registers=32, requires=_AVX512),
+           registers=32, int8_dot=DotProduct.PMADDWD, requires=_AVX512),
     Target("icelake-server", _X86, "icelake-server", "-prefer-256-bit", "hard", 512,
            registers=32, int8_dot=DotProduct.VNNI, requires=(*_AVX512, "avx512vnni")),
     Target("cortex-m0plus", "thumbv6m-none-eabi", "cortex-m0plus", "", "soft", 0, True,

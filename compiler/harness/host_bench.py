@@ -49,6 +49,8 @@ class BenchResult:
     macs: int = 0
     peak_gflops: float = 0.0
     tflite: str = ""
+    cpu: str = ""
+    level: str = ""
 
     def ms(self, engine: str) -> float:
         """Median of `engine`'s block medians."""
@@ -92,13 +94,30 @@ class BenchResult:
                "ratios": {peer: self.ratio(peer) for peer in self.peers()},
                "max_abs_diff": self.max_abs_diff, "macs": self.macs,
                "kiln_gflops": self.kiln_gflops, "peak_gflops": self.peak_gflops,
-               "peak_fraction": self.peak_fraction}
+               "peak_fraction": self.peak_fraction, "cpu": self.cpu, "level": self.level}
         # The keys of the first version, kept for scripts that read them.
         doc.update(kiln_ms=self.kiln_ms, kiln_repeats_ms=self.engines[KILN])
         if ORT in self.engines:
             doc.update(ort_ms=self.ort_ms, ratio=self.ratio(ORT),
                        ort_repeats_ms=self.engines[ORT])
         return doc
+
+
+def cpu_model() -> str:
+    """This machine's CPU as its vendor names it, and as LLVM knows it."""
+    import platform
+
+    import llvmlite.binding as llvm
+
+    name = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            name = next((line.split(":", 1)[1].strip() for line in info
+                         if line.lower().startswith(("model name", "hardware"))), "")
+    except OSError:
+        pass
+    name = name or platform.processor() or platform.machine()
+    return f"{name} (LLVM: {llvm.get_host_cpu_name()})"
 
 
 def _onnxruntime():
@@ -212,17 +231,19 @@ def _max_diff(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
 
 
 def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None = None,
-                repeats: int = 5, seed: int = 0, tflite: str | Path | None = None
-                ) -> BenchResult:
+                repeats: int = 5, seed: int = 0, tflite: str | Path | None = None,
+                target_name: str = "host") -> BenchResult:
     """Compile `model` for the host and time it against its peers on the same inputs.
 
     `tflite` names the model's LiteRT twin; by default a twin found by `litert_twin` is used.
     A TFLite `model` is its own twin, and onnxruntime, which cannot read it, sits out.
+    `target_name`: an x86 level this CPU runs (x86-64-v3, ...) instead of the host's own, so
+    one machine times the kernels of a lower level beside the same peers.
     """
     from compiler.codegen.host import HostNet
     from compiler.codegen.peak import peak_flops
-    from compiler.codegen.targets import get_target
-    from compiler.driver import compilation
+    from compiler.codegen.targets import get_target, missing_on_this_cpu
+    from compiler.driver import Options, compilation
     from compiler.frontends.load import is_tflite, load_model
     from compiler.frontends.onnx import load_onnx
     from compiler.inputs import random_inputs
@@ -245,13 +266,19 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
         twin = Path(tflite) if tflite is not None else litert_twin(model)
     if twin is not None and not twin.is_file():
         raise KilnError(f"--tflite {twin}: no such file")
-    target = get_target("host")
+    target = get_target(target_name)
+    if target.mcu or missing_on_this_cpu(target) or not target.triple.startswith(
+            get_target("host").triple.split("-")[0]):
+        raise KilnError(f"cannot time {target.name} code on this machine (its CPU is "
+                        f"{cpu_model()}): bench --target times the x86 levels this CPU runs "
+                        "and counts Cortex-M cores' instructions under QEMU")
+    options = Options(target=target_name)
     start = time.perf_counter()
     compiled = compilation(graph)
-    compiled.net()
+    compiled.net(options)
     compile_s = time.perf_counter() - start
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as folder:
-        compiled.bundle(folder)
+        compiled.bundle(folder, options)
         hosted = HostNet.from_bundle(folder)
         try:
             ours = hosted.run(feeds)
@@ -281,4 +308,4 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
             hosted.close()
     return BenchResult(Path(model).name, target.name, target.triple, compile_s, runs, repeats,
                        medians, diffs, compute_stats(graph).macs, peak_flops(target) / 1e9,
-                       twin.name if twin is not None else "")
+                       twin.name if twin is not None else "", cpu_model(), target.kernel_level)

@@ -14,9 +14,10 @@ ELF_MACHINES = {"x86_64": ("EM_X86_64", 64), "aarch64": ("EM_AARCH64", 64),
                 "riscv32": ("EM_RISCV", 32), "thumbv6m": ("EM_ARM", 32),
                 "thumbv7m": ("EM_ARM", 32), "thumbv7em": ("EM_ARM", 32),
                 "thumbv8m.main": ("EM_ARM", 32), "thumbv8.1m.main": ("EM_ARM", 32)}
-# A target's dot-product kind -> the intrinsic its int8 kernels call.
-DOT_INTRINSICS = {"dsp": "llvm.arm.smlad", "mve": "llvm.arm.mve.vmldava",
-                  "vnni": "llvm.x86.avx512.vpdpbusd"}
+# A target's dot-product kind -> the intrinsics its int8 kernels call (one of them).
+DOT_INTRINSICS = {"dsp": ("llvm.arm.smlad",), "mve": ("llvm.arm.mve.vmldava",),
+                  "vnni": ("llvm.x86.avx512.vpdpbusd",),
+                  "pmaddwd": ("llvm.x86.avx2.pmadd.wd", "llvm.x86.avx512.pmaddw.d.512")}
 
 
 def check_object(net, target: Target, entry: str) -> ELFFile:
@@ -36,7 +37,8 @@ def check_object(net, target: Target, entry: str) -> ELFFile:
 
 def dot_kinds(net) -> set[str]:
     """The dot-product kinds whose instructions the net's code calls."""
-    return {kind for kind, name in DOT_INTRINSICS.items() if name in net.llvm_ir}
+    return {kind for kind, names in DOT_INTRINSICS.items()
+            if any(name in net.llvm_ir for name in names)}
 
 
 def check_int8_object(net, target: Target, entry: str = "net", *, dot_used: bool = True) -> None:

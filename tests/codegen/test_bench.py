@@ -86,3 +86,33 @@ def test_bench_without_onnxruntime_is_one_line(monkeypatch, capsys):
     assert main(["bench", str(SAMPLE_MODEL), "--runs", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs onnxruntime" in err
+
+
+def test_bench_names_the_cpu_and_the_kernels_level(capsys):
+    """Figures from different machines are never compared blindly: the text and the JSON
+    name this CPU and the instruction-set level the kernels were built for."""
+    import llvmlite.binding as llvm
+
+    assert main(["bench", str(SAMPLE_MODEL), "--runs", "3", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    cpu = next(line for line in out.splitlines() if line.strip().startswith("CPU"))
+    assert llvm.get_host_cpu_name() in cpu
+    level = next(line for line in out.splitlines() if line.strip().startswith("kernels"))
+    assert "int8" in level and "-bit vectors" in level
+    from compiler.codegen.targets import get_target, missing_on_this_cpu
+
+    code = main(["bench", str(SAMPLE_MODEL), "--json", "--runs", "3", "--repeats", "1",
+                 "--target", "x86-64-v3"])
+    if missing_on_this_cpu(get_target("x86-64-v3")) or "x86_64" not in llvm.get_process_triple():
+        assert code == 2 and "cannot time x86-64-v3 code" in capsys.readouterr().err
+        return
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target"] == "x86-64-v3" and doc["level"].startswith("AVX2 (256-bit")
+    assert "VPMADDWD" in doc["level"] and doc["cpu"] == cpu.split(None, 1)[1]
+
+
+def test_bench_refuses_code_this_cpu_cannot_time(capsys):
+    assert main(["bench", str(SAMPLE_MODEL), "--runs", "1", "--target", "aarch64"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot time aarch64 code on this machine" in err

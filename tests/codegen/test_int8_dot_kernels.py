@@ -118,15 +118,17 @@ def test_dot_kernels_equal_the_interpreter_on_cortex_m(case, rule, target, tmp_p
         assert differing == 0, f"{differing} of {want[value.name].size} elements differ"
 
 
-def _depthwise(channels: int, stride: int, padding: int) -> bytes:
+def _depthwise(channels: int, stride: int, padding: int, low: int = -127) -> bytes:
     rng = np.random.default_rng(channels + stride)
     h, w = 9, 7
     oh, ow = (-(-h // stride), -(-w // stride)) if padding == SAME else (
         (h - 3) // stride + 1, (w - 3) // stride + 1)
     ws = rng.uniform(0.005, 0.03, channels).tolist()
+    weights = rng.integers(low, 128, (1, 3, 3, channels))
+    weights[0, :, :, 0] = low  # a whole window at the lowest weight
     return write(Model(
         [quantized("x", (2, h, w, channels), 0.04, -5),
-         T("w", (1, 3, 3, channels), "int8", rng.integers(-127, 128, (1, 3, 3, channels)),
+         T("w", (1, 3, 3, channels), "int8", weights,
            scale=ws, zero_point=[0] * channels, axis=3),
          T("b", (channels,), "int32", rng.integers(-800, 800, channels),
            scale=[0.04 * s for s in ws], zero_point=[0] * channels),
@@ -136,44 +138,47 @@ def _depthwise(channels: int, stride: int, padding: int) -> bytes:
             "FusedActivationFunction": 3}))], [0], [3]))
 
 
-# The host's kernels: VPDPBUSD convolutions (16 and 8 output lanes, gathered shallow inputs)
-# and fully connected layers, 32-channel depthwise blocks, when this CPU has AVX-512 VNNI.
+# The host's kernels: x86 dot-product convolutions (16 and 8 output lanes, gathered shallow
+# inputs) and fully connected layers, depthwise blocks.
 HOST_CASES = {
-    "conv3x3-same-c16-o32": (lambda: _conv(16, 32, 3, 1, SAME, 1), "emit_qconv_vnni"),
-    "conv3x3-same-stride2-c8-o24": (lambda: _conv(8, 24, 3, 2, SAME, 3), "emit_qconv_vnni"),
-    "conv1x1-c32-o64": (lambda: _conv(32, 64, 1, 1, VALID, 0), "emit_qconv_vnni"),
-    "conv3x3-same-stride2-c3-o16": (lambda: _conv(3, 16, 3, 2, SAME, 1), "emit_qconv_vnni"),
-    "conv5x4-same-c1-o8": (lambda: _conv(1, 8, (5, 4), 1, SAME, 1), "emit_qconv_vnni"),
+    "conv3x3-same-c16-o32": (lambda: _conv(16, 32, 3, 1, SAME, 1), "emit_qconv_x86"),
+    "conv3x3-same-stride2-c8-o24": (lambda: _conv(8, 24, 3, 2, SAME, 3), "emit_qconv_x86"),
+    "conv1x1-c32-o64": (lambda: _conv(32, 64, 1, 1, VALID, 0), "emit_qconv_x86"),
+    "conv3x3-same-stride2-c3-o16": (lambda: _conv(3, 16, 3, 2, SAME, 1), "emit_qconv_x86"),
+    "conv5x4-same-c1-o8": (lambda: _conv(1, 8, (5, 4), 1, SAME, 1), "emit_qconv_x86"),
     "depthwise-same-c32": (lambda: _depthwise(32, 1, SAME), "emit_qdepthwise_dot"),
     "depthwise-valid-stride2-c64": (lambda: _depthwise(64, 2, VALID), "emit_qdepthwise_dot"),
-    "fc-64x16": (lambda: _fully_connected(64, 16), "emit_qgemm_vnni"),
-    "fc-19x8": (lambda: _fully_connected(19, 8), "emit_qgemm_vnni"),  # a partial last word
-    "fc-640x128": (lambda: _fully_connected(640, 128), "emit_qgemm_vnni"),
+    # A weight of -128: two taps' int16 products could overflow, so each tap is widened alone.
+    "depthwise-same-c16-w-128": (lambda: _depthwise(16, 1, SAME, low=-128),
+                                 "emit_qdepthwise_dot"),
+    "fc-64x16": (lambda: _fully_connected(64, 16), "emit_qgemm_x86"),
+    "fc-19x8": (lambda: _fully_connected(19, 8), "emit_qgemm_x86"),  # a partial last word
+    "fc-640x128": (lambda: _fully_connected(640, 128), "emit_qgemm_x86"),
     # What the VNNI kernels share with every other: the input zero point folded with the sign
     # flip (-128: nothing to fold; 0; 127), windows cut on both sides (a 7x7 filter on 5x4),
     # rows and columns a stride leaves out, words of one and three channels (one chain),
     # 8 lanes in groups of one, gathered columns padded with -128, partial last words of 1,
     # 2 and 3 bytes (the last one the only word).
     "conv3x3-same-c4-o16-zx-128": (lambda: _conv(4, 16, 3, 1, SAME, 0, zx=-128),
-                                   "emit_qconv_vnni"),
+                                   "emit_qconv_x86"),
     "conv3x3-same-c12-o8-zx127": (lambda: _conv(12, 8, 3, 1, SAME, 1, zx=127),
-                                  "emit_qconv_vnni"),
+                                  "emit_qconv_x86"),
     "conv3x3-valid-stride2-c16-o40-zx0": (lambda: _conv(16, 40, 3, 2, VALID, 0, zx=0),
-                                          "emit_qconv_vnni"),
+                                          "emit_qconv_x86"),
     "conv7x7-same-c8-o48-5x4": (lambda: _conv(8, 48, 7, 1, SAME, 1, zx=-57, size=(5, 4)),
-                                "emit_qconv_vnni"),
+                                "emit_qconv_x86"),
     "conv5x5-same-stride2-c2-o128-zx-128": (lambda: _conv(2, 128, 5, 2, SAME, 0, zx=-128),
-                                            "emit_qconv_vnni"),
-    "conv3x3-same-c3-o8-zx127": (lambda: _conv(3, 8, 3, 1, SAME, 0, zx=127), "emit_qconv_vnni"),
-    "fc-3x8-zx-128": (lambda: _fully_connected(3, 8, zx=-128), "emit_qgemm_vnni"),
-    "fc-5x16-zx127": (lambda: _fully_connected(5, 16, zx=127), "emit_qgemm_vnni"),
-    "fc-18x24-zx0": (lambda: _fully_connected(18, 24, zx=0), "emit_qgemm_vnni"),
-    "fc-36x80-zx100": (lambda: _fully_connected(36, 80, zx=100), "emit_qgemm_vnni"),
+                                            "emit_qconv_x86"),
+    "conv3x3-same-c3-o8-zx127": (lambda: _conv(3, 8, 3, 1, SAME, 0, zx=127), "emit_qconv_x86"),
+    "fc-3x8-zx-128": (lambda: _fully_connected(3, 8, zx=-128), "emit_qgemm_x86"),
+    "fc-5x16-zx127": (lambda: _fully_connected(5, 16, zx=127), "emit_qgemm_x86"),
+    "fc-18x24-zx0": (lambda: _fully_connected(18, 24, zx=0), "emit_qgemm_x86"),
+    "fc-36x80-zx100": (lambda: _fully_connected(36, 80, zx=100), "emit_qgemm_x86"),
 }
 
 
 # The x86 levels whose kernels these cases exercise, compiled on every machine: VPDPBUSD where
-# the level has VNNI, the plain vector kernels elsewhere.
+# the level has VNNI, VPMADDWD on sign-extended int16 pairs elsewhere.
 X86_LEVELS = ("x86-64-v3", "skylake-avx512", "icelake-server")
 
 
@@ -217,23 +222,31 @@ def _runs_or_is_refused(graph, net, target, folder, record_property) -> None:
 @pytest.mark.parametrize("rule", ["tflite", "onnx"])
 @pytest.mark.parametrize("case", sorted(HOST_CASES))
 def test_x86_int8_kernels_equal_the_interpreter(case, rule, level, tmp_path, record_property):
-    """Each x86 level's kernels give the interpreter's bytes on 50 inputs where this CPU runs
-    them. Where it cannot (an AVX2-only CPU and the AVX-512 levels), the object must still
-    hold the level's instructions and be refused in one sentence instead of faulting; the
-    AVX2 level runs on every machine that has AVX2, AVX-512 ones included."""
+    """Each x86 level's kernels (VPDPBUSD with VNNI, VPMADDWD without) give the interpreter's
+    bytes on 50 inputs where this CPU runs them. Where it cannot (an AVX2-only CPU and the
+    AVX-512 levels), the object must still hold the level's instructions and be refused in
+    one sentence instead of faulting; the AVX2 level runs on every machine that has AVX2,
+    AVX-512 ones included."""
     from compiler.codegen.llvm import emit_assembly
 
     target = get_target(level)
     graph, prepared, layer = _prepared(case, rule)
-    emitter = lookup(layer, target)[0].__name__
-    if target.int8_dot is DotProduct.VNNI:
-        assert emitter == HOST_CASES[case][1]
-    else:
-        assert "vnni" not in emitter
+    assert lookup(layer, target)[0].__name__ == HOST_CASES[case][1]
     net = compile_graph(prepared, target)
-    if target.int8_dot is DotProduct.VNNI and "vnni" in emitter:
-        assert "vpdpbusd" in emit_assembly(net.llvm_ir, target)
+    if HOST_CASES[case][1] != "emit_qdepthwise_dot":
+        instruction = "vpdpbusd" if target.int8_dot is DotProduct.VNNI else "vpmaddwd"
+        assert instruction in emit_assembly(net.llvm_ir, target)
     _runs_or_is_refused(graph, net, target, tmp_path, record_property)
+
+
+def test_host_depthwise_sums_two_taps_in_int16_only_when_no_weight_is_minus_128():
+    """Two int16 products of int8 values overflow only when both are -128 * -128: with a
+    weight of -128 each tap is widened alone, otherwise taps are summed in pairs."""
+    target = get_target("x86-64-v3")
+    for case, paired in (("depthwise-same-c32", True), ("depthwise-same-c16-w-128", False)):
+        _, prepared, _ = _prepared(case, "tflite")
+        text = compile_graph(prepared, target).llvm_ir
+        assert bool(re.search(r"add nsw <\d+ x i16>", text)) == paired, case
 
 
 @pytest.mark.parametrize("rule", ["tflite", "onnx"])
