@@ -71,12 +71,12 @@ PLANTS = (
           "I32(rows.window))", "I32(rows.window + 1))",
           ("tests/codegen/test_guarded_arena.py", "tests/codegen/test_conv_pair.py"),
           "the residual pair's window fills one row late: a row of y lands past its storage"),
-    Plant("vnni-conv-zero-point-fold", "compiler/codegen/qconv_x86.py",
+    Plant("vnni-conv-zero-point-fold", "compiler/codegen/qconv_lanes.py",
           "bias, zx + 128)}", "bias, zx + 127)}",
           ("tests/codegen/test_int8_dot_kernels.py::"
            "test_vnni_kernels_equal_the_interpreter_on_any_avx2_cpu",),
           "the VNNI convolution folds the sign flip as 127: caught on CPUs without VNNI too"),
-    Plant("vnni-fc-zero-point-fold", "compiler/codegen/qfully_connected_x86.py",
+    Plant("vnni-fc-zero-point-fold", "compiler/codegen/qfully_connected_lanes.py",
           "- (zx + 128) * rows.sum(1)", "- (zx + 127) * rows.sum(1)",
           ("tests/codegen/test_int8_dot_kernels.py::"
            "test_vnni_kernels_equal_the_interpreter_on_any_avx2_cpu",),

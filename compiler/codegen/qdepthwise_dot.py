@@ -9,7 +9,7 @@ taps multiply stored values only:
   SMLATT multiply-accumulate each channel's half-word.
 - Helium (M55): eight channels at a time as int32 lanes (two vector registers). An int8 by
   int8 product fits 16 bits, so lanes multiply narrow and accumulate in int32.
-- x86 hosts: thirty-two channels (sixteen or eight where those divide the channels) as int16
+- Hosts (x86, AArch64): thirty-two channels (sixteen or eight where those divide the channels) as int16
   products, two taps' summed in int16 before they are widened (`_host_tap`).
 The block is requantized as one vector. Used for symmetric int8 weights and a channel count
 that is a multiple of the block; other depthwise layers take `qconv`'s kernels.
@@ -39,7 +39,7 @@ from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
 _BLOCK = {DotProduct.DSP: 4, DotProduct.MVE: 8, DotProduct.VNNI: 32, DotProduct.SCALAR: 4,
-          DotProduct.PMADDWD: 32}
+          DotProduct.PMADDWD: 32, DotProduct.SDOT: 32}
 # Microcontroller cores emit an inside window's taps one by one, each tap its own registers: as
 # LLVM's loops, the accumulators rotate through copies and spills (KWS's depthwise layers on
 # Cortex-M55: 1.00 of CMSIS-NN as loops, 0.85 unrolled; Cortex-M7 VWW 5 % and Cortex-M3 4 %
@@ -55,7 +55,7 @@ def _block(channels: int, target: Target) -> int:
     """
     if target.int8_dot is DotProduct.MVE and channels % 16 == 0:
         return 16
-    if not target.mcu:  # x86 hosts: the widest block of 32, 16 or 8 dividing the channels
+    if not target.mcu:  # hosts: the widest block of 32, 16 or 8 dividing the channels
         return next((b for b in (32, 16, 8) if channels % b == 0), _BLOCK[target.int8_dot])
     return _BLOCK[target.int8_dot]
 

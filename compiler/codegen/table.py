@@ -54,7 +54,7 @@ from compiler.codegen.qconv_dot import (
     qconv_dot_weights,
     qconv_im2col_weights,
 )
-from compiler.codegen.qconv_x86 import emit_qconv_x86, qconv_x86_weights, x86_dot_eligible
+from compiler.codegen.qconv_lanes import emit_qconv_lanes, lane_dot_eligible, qconv_lanes_weights
 from compiler.codegen.qdepthwise_dot import (
     depthwise_dot_eligible,
     emit_qdepthwise_dot,
@@ -74,10 +74,10 @@ from compiler.codegen.qfully_connected_dot import (
     fc_dot_eligible,
     qgemm_dot_weights,
 )
-from compiler.codegen.qfully_connected_x86 import (
-    emit_qgemm_x86,
-    fc_x86_eligible,
-    qgemm_x86_weights,
+from compiler.codegen.qfully_connected_lanes import (
+    emit_qgemm_lanes,
+    fc_lanes_eligible,
+    qgemm_lanes_weights,
 )
 from compiler.codegen.qinteger import emit_conv_integer, emit_matmul_integer, integer_weights
 from compiler.codegen.qlogsoftmax import emit_int_log_softmax
@@ -306,12 +306,12 @@ EMITTERS: dict[tuple[str, str], tuple[Callable[[Kernel], None], Prepare]] = {
 SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Kernel], None],
                         Callable[..., dict[int, np.ndarray]]]] = [
     ("QLinearConv", dot_eligible, emit_qconv_dot, qconv_dot_weights),
-    ("QLinearConv", x86_dot_eligible, emit_qconv_x86, qconv_x86_weights),
+    ("QLinearConv", lane_dot_eligible, emit_qconv_lanes, qconv_lanes_weights),
     ("QLinearConv", depthwise_dot_eligible, emit_qdepthwise_dot, qdepthwise_dot_weights),
     ("QLinearConv", im2col_eligible, emit_qconv_im2col, qconv_im2col_weights),
     ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),
-    ("QGemm", fc_x86_eligible, emit_qgemm_x86, qgemm_x86_weights),
-    ("QLinearMatMul", fc_x86_eligible, emit_qgemm_x86, qgemm_x86_weights),
+    ("QGemm", fc_lanes_eligible, emit_qgemm_lanes, qgemm_lanes_weights),
+    ("QLinearMatMul", fc_lanes_eligible, emit_qgemm_lanes, qgemm_lanes_weights),
 ]
 
 

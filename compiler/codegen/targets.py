@@ -20,6 +20,7 @@ class DotProduct(enum.Enum):
     # VPMADDWD: two int16 products summed per 32-bit lane, exact (AVX2, AVX-512 without VNNI);
     # int8 inputs are sign-extended to int16 pairs, never VPMADDUBSW's saturating bytes.
     PMADDWD = "pmaddwd"
+    SDOT = "sdot"  # SDOT: four s8 x s8 products per 32-bit lane (Armv8.2-A dot product)
     # One product per multiply-accumulate (MLA; MULS and ADDS on Armv6-M): cores without SIMD,
     # whose kernels keep a block of channels' accumulators in general registers.
     SCALAR = "scalar"
@@ -94,6 +95,7 @@ class Target:
     def kernel_level(self) -> str:
         """The instruction-set level its kernels are built for, as a benchmark prints it."""
         dots = {DotProduct.VNNI: "int8 VPDPBUSD", DotProduct.PMADDWD: "int8 VPMADDWD",
+                DotProduct.SDOT: "int8 SDOT",
                 DotProduct.DSP: "int8 SMLAD", DotProduct.MVE: "int8 VMLADAV",
                 DotProduct.SCALAR: "int8 MLA"}
         dot = dots.get(self.int8_dot, "int8 generic vectors")
@@ -206,6 +208,10 @@ def _host() -> Target:
         dot = DotProduct.VNNI if "+avx512vnni" in has else DotProduct.PMADDWD
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       features + ",-prefer-256-bit", "hard", 512, registers=32, int8_dot=dot)
+    if llvm.get_process_triple().startswith("aarch64"):
+        dot = DotProduct.SDOT if "+dotprod" in has else DotProduct.NONE
+        return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
+                      "hard", 128, registers=32, int8_dot=dot)
     dot = DotProduct.PMADDWD if "+avx2" in has else DotProduct.NONE
     return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
                   "hard", 256, int8_dot=dot)
@@ -249,6 +255,11 @@ _TARGETS = (
            c_flags=("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-mfpu=auto")),
     Target("aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon", "hard", 128,
            registers=32, c_compiler="aarch64-linux-gnu-gcc"),
+    # Armv8.2-A and later with the dot product (Raspberry Pi 5's Cortex-A76, Graviton 2 and
+    # later, Apple silicon): int8 kernels on SDOT.
+    Target("aarch64-dotprod", "aarch64-unknown-linux-gnu", "generic", "+neon,+dotprod",
+           "hard", 128, registers=32, int8_dot=DotProduct.SDOT,
+           c_compiler="aarch64-linux-gnu-gcc"),
     Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True,
            int8_dot=DotProduct.SCALAR, c_compiler="riscv32-unknown-elf-gcc",
            c_flags=("-march=rv32imf", "-mabi=ilp32")),

@@ -98,7 +98,8 @@ def driver_object(net: CompiledNet, feeds: dict[str, np.ndarray]) -> bytes:
     """The program around `net`, as an object for its target."""
     target = net.target
     module = new_module("driver", target)
-    word = ir.IntType(64) if target.name == "aarch64" else I32
+    arch = target.triple.split("-")[0]
+    word = ir.IntType(64) if arch == "aarch64" else I32
     p8 = I8.as_pointer()
     for name in ("memcpy", "memmove"):
         fn = ir.Function(module, ir.FunctionType(p8, [p8, p8, word]), name)
@@ -117,7 +118,7 @@ def driver_object(net: CompiledNet, feeds: dict[str, np.ndarray]) -> bytes:
         var.align = plan.alignment
         regions[region] = var
     entry_point = ir.Function(module, ir.FunctionType(I32, [p8, p8, p8]), net.name)
-    stub = _syscall_stub(module, target.name)
+    stub = _syscall_stub(module, arch)
     start = ir.Function(module, ir.FunctionType(ir.VoidType(), []), "_start")
     b = ir.IRBuilder(start.append_basic_block("entry"))
 
@@ -150,12 +151,13 @@ def run(net: CompiledNet, feeds: dict[str, np.ndarray], folder: Path,
     Missing tools, a failed link, a non-zero exit, a run past `timeout` and output of the
     wrong length are each a KilnError that says which.
     """
-    missing = missing_tools(net.target.name)
+    arch = net.target.triple.split("-")[0]
+    missing = missing_tools(arch)
     if missing:
         raise KilnError(f"running {net.target.name} objects needs {' and '.join(missing)} "
                         f"(Debian packages: {PACKAGES})")
-    linker, emulator = tools(net.target.name)
-    where = f"{net.name} under {_emulator(net.target.name)[0]}"
+    linker, emulator = tools(arch)
+    where = f"{net.name} under {_emulator(arch)[0]}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "net.o").write_bytes(net.object)
     (folder / "driver.o").write_bytes(driver_object(net, feeds))
@@ -167,7 +169,10 @@ def run(net: CompiledNet, feeds: dict[str, np.ndarray], folder: Path,
         raise KilnError(f"linking the {net.target.name} program failed (exit "
                         f"{done.returncode}): {done.stderr.strip()[-2000:]}")
     try:
-        done = subprocess.run([emulator, str(program)], capture_output=True, timeout=timeout)
+        # QEMU's "max" CPU has every extension it emulates (AArch64: the dot product, I8MM).
+        cpu = ["-cpu", "max"] if arch == "aarch64" else []
+        done = subprocess.run([emulator, *cpu, str(program)], capture_output=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         raise KilnError(f"{where} did not finish within {timeout:.0f} s") from None
     if done.returncode:

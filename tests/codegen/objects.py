@@ -17,7 +17,8 @@ ELF_MACHINES = {"x86_64": ("EM_X86_64", 64), "aarch64": ("EM_AARCH64", 64),
 # A target's dot-product kind -> the intrinsics its int8 kernels call (one of them).
 DOT_INTRINSICS = {"dsp": ("llvm.arm.smlad",), "mve": ("llvm.arm.mve.vmldava",),
                   "vnni": ("llvm.x86.avx512.vpdpbusd",),
-                  "pmaddwd": ("llvm.x86.avx2.pmadd.wd", "llvm.x86.avx512.pmaddw.d.512")}
+                  "pmaddwd": ("llvm.x86.avx2.pmadd.wd", "llvm.x86.avx512.pmaddw.d.512"),
+                  "sdot": ("llvm.aarch64.neon.sdot",)}
 
 
 def check_object(net, target: Target, entry: str) -> ELFFile:

@@ -9,6 +9,8 @@ import os
 import numpy as np
 import pytest
 
+from compiler.codegen.llvm import emit_assembly
+from compiler.codegen.table import lookup
 from compiler.codegen.targets import get_target
 from compiler.driver import compilation, compile_graph
 from compiler.frontends.load import load_model
@@ -20,11 +22,12 @@ from tests.codegen.test_int8_kernels import INT8_MODELS
 from tests.conftest import shared_models
 from tests.samples import int8_sample
 
-TARGETS = ["aarch64", "riscv32"]
+# AArch64 without and with the dot product (SDOT kernels; QEMU's "max" CPU has it).
+TARGETS = ["aarch64", "aarch64-dotprod", "riscv32"]
 
 
 def _require(target: str) -> None:
-    missing = usermode.missing_tools(target)
+    missing = usermode.missing_tools(get_target(target).triple.split("-")[0])
     if not missing:
         return
     message = (f"{' and '.join(missing)} not found (Debian packages: "
@@ -53,6 +56,13 @@ def test_int8_layers_are_exact_on_aarch64_and_riscv32(case, rule, target, tmp_pa
     graph = load_model(build())
     graph.metadata[REQUANT_KEY] = rule
     prepared = compilation(graph).prepared
+    if target == "aarch64-dotprod" and case in HOST_CASES:  # the hosts' kernels, on SDOT
+        layer = next(n for n in prepared.nodes if n.op in ("QLinearConv", "QGemm"))
+        emitter = lookup(layer, get_target(target))[0].__name__
+        assert emitter == HOST_CASES[case][1]
+        if emitter != "emit_qdepthwise_dot":
+            assert "\tsdot\t" in emit_assembly(compile_graph(prepared, get_target(
+                target)).llvm_ir, get_target(target))
     rng = np.random.default_rng(5)
     feeds = {v.name: rng.integers(-128, 128, v.type.shape).astype(v.type.dtype)
              for v in prepared.inputs}

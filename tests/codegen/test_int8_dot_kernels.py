@@ -141,39 +141,39 @@ def _depthwise(channels: int, stride: int, padding: int, low: int = -127) -> byt
 # The host's kernels: x86 dot-product convolutions (16 and 8 output lanes, gathered shallow
 # inputs) and fully connected layers, depthwise blocks.
 HOST_CASES = {
-    "conv3x3-same-c16-o32": (lambda: _conv(16, 32, 3, 1, SAME, 1), "emit_qconv_x86"),
-    "conv3x3-same-stride2-c8-o24": (lambda: _conv(8, 24, 3, 2, SAME, 3), "emit_qconv_x86"),
-    "conv1x1-c32-o64": (lambda: _conv(32, 64, 1, 1, VALID, 0), "emit_qconv_x86"),
-    "conv3x3-same-stride2-c3-o16": (lambda: _conv(3, 16, 3, 2, SAME, 1), "emit_qconv_x86"),
-    "conv5x4-same-c1-o8": (lambda: _conv(1, 8, (5, 4), 1, SAME, 1), "emit_qconv_x86"),
+    "conv3x3-same-c16-o32": (lambda: _conv(16, 32, 3, 1, SAME, 1), "emit_qconv_lanes"),
+    "conv3x3-same-stride2-c8-o24": (lambda: _conv(8, 24, 3, 2, SAME, 3), "emit_qconv_lanes"),
+    "conv1x1-c32-o64": (lambda: _conv(32, 64, 1, 1, VALID, 0), "emit_qconv_lanes"),
+    "conv3x3-same-stride2-c3-o16": (lambda: _conv(3, 16, 3, 2, SAME, 1), "emit_qconv_lanes"),
+    "conv5x4-same-c1-o8": (lambda: _conv(1, 8, (5, 4), 1, SAME, 1), "emit_qconv_lanes"),
     "depthwise-same-c32": (lambda: _depthwise(32, 1, SAME), "emit_qdepthwise_dot"),
     "depthwise-valid-stride2-c64": (lambda: _depthwise(64, 2, VALID), "emit_qdepthwise_dot"),
     # A weight of -128: two taps' int16 products could overflow, so each tap is widened alone.
     "depthwise-same-c16-w-128": (lambda: _depthwise(16, 1, SAME, low=-128),
                                  "emit_qdepthwise_dot"),
-    "fc-64x16": (lambda: _fully_connected(64, 16), "emit_qgemm_x86"),
-    "fc-19x8": (lambda: _fully_connected(19, 8), "emit_qgemm_x86"),  # a partial last word
-    "fc-640x128": (lambda: _fully_connected(640, 128), "emit_qgemm_x86"),
+    "fc-64x16": (lambda: _fully_connected(64, 16), "emit_qgemm_lanes"),
+    "fc-19x8": (lambda: _fully_connected(19, 8), "emit_qgemm_lanes"),  # a partial last word
+    "fc-640x128": (lambda: _fully_connected(640, 128), "emit_qgemm_lanes"),
     # What the VNNI kernels share with every other: the input zero point folded with the sign
     # flip (-128: nothing to fold; 0; 127), windows cut on both sides (a 7x7 filter on 5x4),
     # rows and columns a stride leaves out, words of one and three channels (one chain),
     # 8 lanes in groups of one, gathered columns padded with -128, partial last words of 1,
     # 2 and 3 bytes (the last one the only word).
     "conv3x3-same-c4-o16-zx-128": (lambda: _conv(4, 16, 3, 1, SAME, 0, zx=-128),
-                                   "emit_qconv_x86"),
+                                   "emit_qconv_lanes"),
     "conv3x3-same-c12-o8-zx127": (lambda: _conv(12, 8, 3, 1, SAME, 1, zx=127),
-                                  "emit_qconv_x86"),
+                                  "emit_qconv_lanes"),
     "conv3x3-valid-stride2-c16-o40-zx0": (lambda: _conv(16, 40, 3, 2, VALID, 0, zx=0),
-                                          "emit_qconv_x86"),
+                                          "emit_qconv_lanes"),
     "conv7x7-same-c8-o48-5x4": (lambda: _conv(8, 48, 7, 1, SAME, 1, zx=-57, size=(5, 4)),
-                                "emit_qconv_x86"),
+                                "emit_qconv_lanes"),
     "conv5x5-same-stride2-c2-o128-zx-128": (lambda: _conv(2, 128, 5, 2, SAME, 0, zx=-128),
-                                            "emit_qconv_x86"),
-    "conv3x3-same-c3-o8-zx127": (lambda: _conv(3, 8, 3, 1, SAME, 0, zx=127), "emit_qconv_x86"),
-    "fc-3x8-zx-128": (lambda: _fully_connected(3, 8, zx=-128), "emit_qgemm_x86"),
-    "fc-5x16-zx127": (lambda: _fully_connected(5, 16, zx=127), "emit_qgemm_x86"),
-    "fc-18x24-zx0": (lambda: _fully_connected(18, 24, zx=0), "emit_qgemm_x86"),
-    "fc-36x80-zx100": (lambda: _fully_connected(36, 80, zx=100), "emit_qgemm_x86"),
+                                            "emit_qconv_lanes"),
+    "conv3x3-same-c3-o8-zx127": (lambda: _conv(3, 8, 3, 1, SAME, 0, zx=127), "emit_qconv_lanes"),
+    "fc-3x8-zx-128": (lambda: _fully_connected(3, 8, zx=-128), "emit_qgemm_lanes"),
+    "fc-5x16-zx127": (lambda: _fully_connected(5, 16, zx=127), "emit_qgemm_lanes"),
+    "fc-18x24-zx0": (lambda: _fully_connected(18, 24, zx=0), "emit_qgemm_lanes"),
+    "fc-36x80-zx100": (lambda: _fully_connected(36, 80, zx=100), "emit_qgemm_lanes"),
 }
 
 

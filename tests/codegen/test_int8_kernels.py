@@ -2,7 +2,9 @@
 
 Each case is compiled for the host, written as a bundle, loaded from its files and run on
 seeded random int8 inputs; every element must equal the reference interpreter's result on the
-same prepared graph (0 steps of difference).
+same prepared graph (0 steps of difference). On an x86 CPU whose own kernels are not AVX2's
+(AVX-512, with or without VNNI), every host case also runs compiled for x86-64-v3
+(`host_levels`), so the AVX2 kernels are checked on every x86 machine.
 """
 
 from __future__ import annotations
@@ -29,8 +31,32 @@ SEEDS = range(50)  # seeded random inputs per case, as the int8 issue asks
 INT8_MODELS = ["ad01_int8", "kws_ref_model", "pretrainedResnet_quant", "vww_96_int8"]
 
 
+def host_levels() -> list[str]:
+    """The x86 levels whose kernels a "host" case runs here: the host's own and, on a CPU
+    whose own differ from AVX2's (AVX-512, with or without VNNI), x86-64-v3's too, so the
+    AVX2 kernels are checked on every x86 machine."""
+    from compiler.codegen.targets import missing_on_this_cpu
+
+    own, avx2 = get_target("host"), get_target("x86-64-v3")
+    if not own.triple.startswith("x86_64") or missing_on_this_cpu(avx2) or (
+            own.int8_dot, own.vector_bits) == (avx2.int8_dot, avx2.vector_bits):
+        return ["host"]
+    return ["host", "x86-64-v3"]
+
+
 def _bundle_equals_interpreter(graph, folder, seeds=SEEDS, target: str | Target = "host"
                                ) -> int:
+    """Elements of the bundle's outputs that differ from the interpreter's, over `seeds`;
+    for "host", summed over `host_levels`."""
+    if isinstance(target, str) and target == "host":
+        levels = host_levels()
+        return sum(_one_level_equals_interpreter(
+            graph, folder if level == "host" else folder.parent / f"{folder.name}-{level}",
+            seeds, level) for level in levels)
+    return _one_level_equals_interpreter(graph, folder, seeds, target)
+
+
+def _one_level_equals_interpreter(graph, folder, seeds, target: str | Target) -> int:
     prepared = compilation(graph).prepared
     net = compile_graph(prepared, get_target(target) if isinstance(target, str) else target)
     write_bundle(net, folder)

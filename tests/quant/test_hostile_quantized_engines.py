@@ -522,6 +522,6 @@ def test_vnni_kernels_wrap_as_the_interpreter(rule, tmp_path, record_property):
 
     graph = _ruled(load_model(write(_tflite_conv(HOSTILE * 4, cout=16))), rule)
     layer = next(n for n in compilation(graph).prepared.nodes if n.op == "QLinearConv")
-    assert lookup(layer, VNNI_ON_AVX2)[0].__name__ == "emit_qconv_x86"
+    assert lookup(layer, VNNI_ON_AVX2)[0].__name__ == "emit_qconv_lanes"
     net = compile_graph(compilation(graph).prepared, VNNI_ON_AVX2)
     _runs_or_is_refused(graph, net, VNNI_ON_AVX2, tmp_path, record_property)

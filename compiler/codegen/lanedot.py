@@ -1,12 +1,14 @@
-"""The x86 dot products the int8 convolution and fully connected kernels are built on.
+"""The lane dot products the hosts' int8 convolution and fully connected kernels are built on.
 
-Both kernels (`qconv_x86`, `qfully_connected_x86`) keep output channels in int32 lanes and
+Both kernels (`qconv_lanes`, `qfully_connected_lanes`) keep output channels in int32 lanes and
 broadcast a word of input channels to every lane; what a word is depends on the CPU:
 - VPDPBUSD (AVX-512 VNNI): four channels' bytes, made unsigned by flipping each sign bit
   (x + 128), times four signed weight bytes per lane, summed into the lane.
 - VPMADDWD (AVX2, AVX-512 without VNNI): two channels' bytes sign-extended to a pair of int16,
   times a pair of int16 weights per lane: both products and their sum exact, unlike
   VPMADDUBSW's saturating byte products.
+- SDOT (AArch64 with the dot product): four channels' signed bytes times four signed weight
+  bytes per lane, four lanes to a register.
 This module says, per target, how many channels a word holds, how weights are stored, what
 the input zero point is folded with, and emits the broadcast word and the dot product.
 """
@@ -20,7 +22,7 @@ from compiler.codegen.int8dot import WEIGHTS, load_vector
 from compiler.codegen.kernel import I32, Kernel, splat
 from compiler.codegen.targets import DotProduct, Target
 
-X86_DOTS = (DotProduct.VNNI, DotProduct.PMADDWD)
+LANE_DOTS = (DotProduct.VNNI, DotProduct.PMADDWD, DotProduct.SDOT)
 I8, I16 = ir.IntType(8), ir.IntType(16)
 
 
@@ -37,6 +39,8 @@ def lanes_for(outputs: int, target: Target | None) -> int:
     """
     widest = 16 if target is None or target.int8_dot is DotProduct.VNNI else (
         target.vector_bits // 32)
+    if widest < 8:  # 128-bit registers
+        return widest
     return 16 if widest >= 16 and outputs % 16 == 0 else 8
 
 
@@ -49,12 +53,14 @@ def vectors_and_chains(target: Target | None) -> tuple[int, int]:
     suffices, and eight vectors share each broadcast word (sixteen registers: eight
     accumulators, the word, a product).
     """
+    if target is not None and target.int8_dot is DotProduct.SDOT:
+        return 8, 8  # four lanes a register: eight of 32 hold 32 channels' sums
     return (8, 1) if step(target) == 2 else (4, 8)
 
 
 def sign_shift(target: Target | None) -> int:
     """What each input byte carries besides its value: +128 where the sign bit is flipped."""
-    return 128 if step(target) == 4 else 0
+    return 128 if target is None or target.int8_dot is DotProduct.VNNI else 0
 
 
 def padding_byte(target: Target | None) -> int:
@@ -87,8 +93,10 @@ def input_word(k: Kernel, ptr: ir.Value, at: ir.Value, lanes: int, available: in
     else:
         loaded = b.load(b.bitcast(b.gep(ptr, [at], inbounds=True), ir.PointerType(ty)),
                         align=1)
-    if size == 4:  # 0x80808080: each sign bit flipped
+    if sign_shift(k.target):  # 0x80808080: each sign bit flipped
         word = b.xor(b.bitcast(loaded, I32), I32(-0x7F7F7F80))
+    elif size == 4:
+        word = b.bitcast(loaded, I32)
     else:
         word = b.bitcast(b.sext(loaded, ir.VectorType(I16, 2)), I32)
     return splat(k, word, ir.VectorType(I32, lanes))
@@ -98,6 +106,14 @@ def lane_dot(k: Kernel, acc: ir.Value, x: ir.Value, w_at: ir.Value, lanes: int) 
     """Acc plus, per lane, the word `x` dotted with the lane's weights at element `w_at`."""
     b = k.b
     vec = ir.VectorType(I32, lanes)
+    if k.target.int8_dot is DotProduct.SDOT:
+        quads = ir.VectorType(I8, 4 * lanes)
+        name = f"llvm.aarch64.neon.sdot.v{lanes}i32.v{4 * lanes}i8"
+        module = k.fn.module
+        fn = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(vec, [vec, quads, quads]), name)
+        return b.call(fn, [acc, b.bitcast(x, quads),
+                           load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes)])
     if step(k.target) == 4:
         w = b.bitcast(load_vector(k, k.args[WEIGHTS], w_at, 4 * lanes), vec)
         return vpdpbusd(k, acc, x, w)

@@ -10,7 +10,7 @@ Lanes are output channels and each int32 lane adds a short dot product per instr
   [O/L, KH, KW, C/2, L, 2] and the input's two bytes of a channel pair are sign-extended to
   one pair of int16, broadcast to every lane.
 The input zero point is folded into the accumulator starts per border class (`borders`), so
-the loop is loads and dot products only (`x86dot`). A shallow input (the first layer) has each
+the loop is loads and dot products only (`lanedot`). A shallow input (the first layer) has each
 pixel's window gathered into a column first and taken as one deep tap. One pixel keeps up to
 four vectors of output channels in registers, each in independent chains, and each is
 requantized as one vector. Used for int8 inputs and symmetric int8 weights; other
@@ -25,10 +25,8 @@ from llvmlite import ir
 from compiler.codegen.borders import STARTS, border_offset, border_starts
 from compiler.codegen.int8dot import WEIGHTS, conv_requant_arrays, load_vector, store_vector
 from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
-from compiler.codegen.targets import Target
-from compiler.codegen.window import each_tap
-from compiler.codegen.x86dot import (
-    X86_DOTS,
+from compiler.codegen.lanedot import (
+    LANE_DOTS,
     input_word,
     lane_dot,
     lanes_for,
@@ -38,12 +36,14 @@ from compiler.codegen.x86dot import (
     stored_weights,
     vectors_and_chains,
 )
+from compiler.codegen.targets import Target
+from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
 
 
-def x86_dot_eligible(node: Node, target: Target | None) -> bool:
+def lane_dot_eligible(node: Node, target: Target | None) -> bool:
     """Whether this convolution runs on `target`'s x86 dot products."""
-    if target is None or target.int8_dot not in X86_DOTS or \
+    if target is None or target.int8_dot not in LANE_DOTS or \
             int(node.attrs.get("group", 1)) != 1:
         return False
     if node.inputs[0].type.dtype != "int8" or node.inputs[3].type.dtype != "int8":
@@ -72,7 +72,7 @@ def _gathered(node: Node, target: Target | None) -> bool:
     return node.inputs[0].type.shape[3] % step(target) != 0
 
 
-def qconv_x86_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
+def qconv_lanes_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
     """Weights [O/L, KH, KW, C/S, L, S] (S channels a word), the starts, the rule's data.
 
     A gathered window is one tap of KH * KW * C channels (zero weights pad it to words).
@@ -95,7 +95,7 @@ def qconv_x86_weights(node: Node, target: Target | None = None) -> dict[int, np.
     return arrays
 
 
-def emit_qconv_x86(k: Kernel) -> None:
+def emit_qconv_lanes(k: Kernel) -> None:
     """Per output pixel and group of channel vectors: starts, every inside tap, requantize."""
     node, b = k.node, k.b
     batch, height, width, channels = node.inputs[0].type.shape

@@ -1,7 +1,7 @@
 """8-bit fully connected layers (QGemm, 2-D QLinearMatMul) on x86's dot products.
 
-The same arrangement as the x86 convolution (`qconv_x86`) for one pixel and one tap: output
-units in lanes, weights stored [N/L, K/S, L, S] (S input channels per word, `x86dot`), a word
+The same arrangement as the x86 convolution (`qconv_lanes`) for one pixel and one tap: output
+units in lanes, weights stored [N/L, K/S, L, S] (S input channels per word, `lanedot`), a word
 of input bytes broadcast to every lane, and the input zero point (with VPDPBUSD's sign flip)
 folded into the bias at compile time. A depth that is not a multiple of S gets zero weights
 for the missing bytes of its last word, which is assembled from the bytes that exist.
@@ -14,10 +14,8 @@ from llvmlite import ir
 
 from compiler.codegen.int8dot import WEIGHTS, load_vector, requant_arrays, store_vector
 from compiler.codegen.kernel import I32, Kernel, constant_input, first
-from compiler.codegen.qfully_connected import weight_rows
-from compiler.codegen.targets import Target
-from compiler.codegen.x86dot import (
-    X86_DOTS,
+from compiler.codegen.lanedot import (
+    LANE_DOTS,
     input_word,
     lane_dot,
     lanes_for,
@@ -26,6 +24,8 @@ from compiler.codegen.x86dot import (
     stored_weights,
     vectors_and_chains,
 )
+from compiler.codegen.qfully_connected import weight_rows
+from compiler.codegen.targets import Target
 from compiler.ir.graph import Node
 
 _BIAS = 9  # the folded bias, after the node's inputs
@@ -33,9 +33,9 @@ _SLOTS = {"QGemm": (7, 8, 6), "QLinearMatMul": (6, 7, None)}  # y scale, y zero 
 
 
 
-def fc_x86_eligible(node: Node, target: Target | None) -> bool:
+def fc_lanes_eligible(node: Node, target: Target | None) -> bool:
     """Whether this fully connected layer runs on `target`'s x86 dot products."""
-    if target is None or target.int8_dot not in X86_DOTS or node.op not in _SLOTS:
+    if target is None or target.int8_dot not in LANE_DOTS or node.op not in _SLOTS:
         return False
     x, w = node.inputs[0].type, node.inputs[3].type
     if x.dtype != "int8" or w.dtype != "int8" or x.rank != 2 or w.rank != 2:
@@ -47,7 +47,7 @@ def fc_x86_eligible(node: Node, target: Target | None) -> bool:
 
 
 
-def qgemm_x86_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
+def qgemm_lanes_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
     """Weights [N/L, K/S, L, S] (zero-padded depth), the folded bias, the rule's data."""
     rows = weight_rows(node)
     outs, depth = rows.shape
@@ -69,7 +69,7 @@ def qgemm_x86_weights(node: Node, target: Target | None = None) -> dict[int, np.
     return arrays
 
 
-def emit_qgemm_x86(k: Kernel) -> None:
+def emit_qgemm_lanes(k: Kernel) -> None:
     """Per input row and group of output vectors: folded bias, the row's dot products."""
     node, b = k.node, k.b
     rows, depth = node.inputs[0].type.shape
