@@ -9,8 +9,9 @@ taps multiply stored values only:
   SMLATT multiply-accumulate each channel's half-word.
 - Helium (M55): eight channels at a time as int32 lanes (two vector registers). An int8 by
   int8 product fits 16 bits, so lanes multiply narrow and accumulate in int32.
-- Hosts (x86, AArch64): thirty-two channels (sixteen or eight where those divide the channels) as int16
-  products, two taps' summed in int16 before they are widened (`_host_tap`).
+- Hosts (x86, AArch64): thirty-two channels (sixteen or eight where those divide the
+  channels) as int16 products, two taps' summed in int16 before they are widened
+  (`_host_tap`).
 The block is requantized as one vector. Used for symmetric int8 weights and a channel count
 that is a multiple of the block; other depthwise layers take `qconv`'s kernels.
 """
