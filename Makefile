@@ -124,7 +124,7 @@ bench: setup
 	  if [ -f $(SHARED_TFLITE)/$$m.tflite ]; then $(VENV)/bin/kiln bench $(SHARED_TFLITE)/$$m.tflite || status=1; \
 	  else echo "note: $(SHARED_TFLITE)/$$m.tflite not found, skipped"; fi; \
 	done; \
-	if [ "$$(uname -m)" = x86_64 ]; then for m in $(KILN_BENCH_TFLITE); do \
+	if [ "$$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo; then for m in $(KILN_BENCH_TFLITE); do \
 	  if [ -f $(SHARED_ONNX)/$$m.onnx ] && [ -f $(SHARED_TFLITE)/$$m.tflite ]; then \
 	    $(VENV)/bin/kiln bench $(SHARED_ONNX)/$$m.onnx --target x86-64-v3 || status=1; \
 	    $(VENV)/bin/kiln bench $(SHARED_TFLITE)/$$m.tflite --target x86-64-v3 || status=1; fi; \

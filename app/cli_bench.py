@@ -29,9 +29,9 @@ def add_bench_parser(sub) -> None:
                        help="count executed instructions per layer on an emulated Cortex-M "
                             "instead of timing on this host (cortex-m3, cortex-m4, "
                             "cortex-m7, cortex-m33, cortex-m55; needs arm-none-eabi-gcc and "
-                            "qemu-system-arm); or time the kernels of an x86 level this CPU "
-                            "runs (x86-64-v3, skylake-avx512, icelake-server) beside the "
-                            "same peers")
+                            "qemu-system-arm); or time the kernels of a level this CPU runs "
+                            "(x86-64-v3, skylake-avx512, icelake-server; aarch64 on Arm) "
+                            "beside the same peers")
     bench.add_argument("--cmsis-nn", metavar="DIR",
                        help="with --target: the CMSIS-NN source tree built as the peer "
                             "(default: $KILN_CMSIS_NN, else the shared third_party copy)")

@@ -1,4 +1,4 @@
-"""8-bit convolution with x86's dot products: VPDPBUSD (AVX-512 VNNI) or VPMADDWD (AVX2).
+"""8-bit convolution on the hosts' lane dot products: VPDPBUSD, VPMADDWD or SDOT.
 
 Lanes are output channels and each int32 lane adds a short dot product per instruction:
 - VPDPBUSD: four products of unsigned bytes by signed bytes. The weights are stored
@@ -9,11 +9,14 @@ Lanes are output channels and each int32 lane adds a short dot product per instr
 - VPMADDWD: two products of int16 values, summed exactly. The weights are stored as int16
   [O/L, KH, KW, C/2, L, 2] and the input's two bytes of a channel pair are sign-extended to
   one pair of int16, broadcast to every lane.
+- SDOT (AArch64): as VPDPBUSD, with signed input bytes (nothing flipped), four lanes a
+  register.
 The input zero point is folded into the accumulator starts per border class (`borders`), so
 the loop is loads and dot products only (`lanedot`). A shallow input (the first layer) has each
 pixel's window gathered into a column first and taken as one deep tap. One pixel keeps up to
-four vectors of output channels in registers, each in independent chains, and each is
-requantized as one vector. Used for int8 inputs and symmetric int8 weights; other
+four (VPDPBUSD) or eight vectors of output channels in registers, in independent chains where
+the instruction accumulates in place (`vectors_and_chains`), and each is requantized as one
+vector. Used for int8 inputs and symmetric int8 weights; other
 convolutions take `qconv`'s kernels.
 """
 
@@ -42,7 +45,7 @@ from compiler.ir.graph import Node
 
 
 def lane_dot_eligible(node: Node, target: Target | None) -> bool:
-    """Whether this convolution runs on `target`'s x86 dot products."""
+    """Whether this convolution runs on `target`'s lane dot products."""
     if target is None or target.int8_dot not in LANE_DOTS or \
             int(node.attrs.get("group", 1)) != 1:
         return False
@@ -61,7 +64,7 @@ _COLUMN_LIMIT = 1024  # bytes of one pixel's gathered window
 def _column_depth(node: Node) -> int:
     """A shallow input's gathered window, KH * KW * C, rounded up to 16 bytes.
 
-    Four words: one per accumulator chain.
+    At least four words of four bytes (eight of two), so up to four chains divide it.
     """
     kh_n, kw_n = node.inputs[3].type.shape[2:]
     return -(-kh_n * kw_n * node.inputs[0].type.shape[3] // 16) * 16

@@ -9,9 +9,9 @@ taps multiply stored values only:
   SMLATT multiply-accumulate each channel's half-word.
 - Helium (M55): eight channels at a time as int32 lanes (two vector registers). An int8 by
   int8 product fits 16 bits, so lanes multiply narrow and accumulate in int32.
-- Hosts (x86, AArch64): thirty-two channels (sixteen or eight where those divide the
-  channels) as int16 products, two taps' summed in int16 before they are widened
-  (`_host_tap`).
+- Hosts with lane dot products (AVX2, AVX-512, AArch64's SDOT): thirty-two channels
+  (sixteen or eight where those divide the channels) as int16 products, two taps' summed in
+  int16 before they are widened (`_host_tap`).
 The block is requantized as one vector. Used for symmetric int8 weights and a channel count
 that is a multiple of the block; other depthwise layers take `qconv`'s kernels.
 """
@@ -49,10 +49,11 @@ UNROLLED_TAPS = {DotProduct.MVE, DotProduct.DSP, DotProduct.SCALAR}
 
 
 def _block(channels: int, target: Target) -> int:
-    """Channels per block: the core's, or sixteen on Helium where they divide the channels.
+    """Channels per block: the core's, or on Helium and hosts the widest dividing the channels.
 
-    Four vectors of int32 lanes per tap share the tap's address arithmetic and border test
-    (VWW's 128-channel depthwise layers on Cortex-M55: 0.90 of CMSIS-NN, 1.23 with eight).
+    Helium takes sixteen where it can, hosts 32, 16 or 8. On Helium four vectors of int32
+    lanes per tap share the tap's address arithmetic and border test (VWW's 128-channel
+    depthwise layers on Cortex-M55: 0.90 of CMSIS-NN, 1.23 with eight).
     """
     if target.int8_dot is DotProduct.MVE and channels % 16 == 0:
         return 16

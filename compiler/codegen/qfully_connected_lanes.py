@@ -1,6 +1,6 @@
-"""8-bit fully connected layers (QGemm, 2-D QLinearMatMul) on x86's dot products.
+"""8-bit fully connected layers (QGemm, 2-D QLinearMatMul) on the hosts' lane dot products.
 
-The same arrangement as the x86 convolution (`qconv_lanes`) for one pixel and one tap: output
+The same arrangement as the lane convolution (`qconv_lanes`) for one pixel and one tap: output
 units in lanes, weights stored [N/L, K/S, L, S] (S input channels per word, `lanedot`), a word
 of input bytes broadcast to every lane, and the input zero point (with VPDPBUSD's sign flip)
 folded into the bias at compile time. A depth that is not a multiple of S gets zero weights
@@ -32,9 +32,8 @@ _BIAS = 9  # the folded bias, after the node's inputs
 _SLOTS = {"QGemm": (7, 8, 6), "QLinearMatMul": (6, 7, None)}  # y scale, y zero point, bias
 
 
-
 def fc_lanes_eligible(node: Node, target: Target | None) -> bool:
-    """Whether this fully connected layer runs on `target`'s x86 dot products."""
+    """Whether this fully connected layer runs on `target`'s lane dot products."""
     if target is None or target.int8_dot not in LANE_DOTS or node.op not in _SLOTS:
         return False
     x, w = node.inputs[0].type, node.inputs[3].type
@@ -44,7 +43,6 @@ def fc_lanes_eligible(node: Node, target: Target | None) -> bool:
             node.inputs[5].data).any():
         return False
     return node.output.type.shape[1] % 8 == 0
-
 
 
 def qgemm_lanes_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:

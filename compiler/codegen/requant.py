@@ -291,7 +291,7 @@ def _floor_to_int32(k: Kernel, value: ir.Value) -> ir.Value:
     """floor(value) as int32 lanes: one conversion rounding down on AVX-512, else two steps."""
     b = k.b
     ty = value.type
-    if (isinstance(ty, ir.VectorType) and ty.count % 8 == 0 and k.target is not None
+    if (isinstance(ty, ir.VectorType) and ty.count in (8, 16, 32, 64) and k.target is not None
             and k.target.vector_bits >= 512 and k.target.triple.startswith("x86_64")):
         eight, i32x8 = ir.VectorType(F64, 8), ir.VectorType(I32, 8)
         name = "llvm.x86.avx512.mask.cvtpd2dq.512"

@@ -201,20 +201,23 @@ def _host() -> Target:
     import llvmlite.binding as llvm
 
     features = llvm.get_host_cpu_features().flatten()
-    has = set(features.split(","))
+    has = {f"+{name}" for name in host_cpu_features()}
     if "+avx512f" in has and "+avx512bw" in has:
         # Some AVX-512 CPUs are tuned to prefer 256-bit vectors, which would split every
         # 16-lane accumulator in two; the kernels are shaped for the full register file.
         dot = DotProduct.VNNI if "+avx512vnni" in has else DotProduct.PMADDWD
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       features + ",-prefer-256-bit", "hard", 512, registers=32, int8_dot=dot)
-    if llvm.get_process_triple().startswith("aarch64"):
+    if llvm.get_process_triple().startswith(("aarch64", "arm64")):
         dot = DotProduct.SDOT if "+dotprod" in has else DotProduct.NONE
+        features += ",+dotprod" if dot else ""
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
                       "hard", 128, registers=32, int8_dot=dot)
-    dot = DotProduct.PMADDWD if "+avx2" in has else DotProduct.NONE
+    if "+avx2" in has:
+        return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
+                      "hard", 256, int8_dot=DotProduct.PMADDWD)
     return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
-                  "hard", 256, int8_dot=dot)
+                  "hard", 128)
 
 
 _X86 = "x86_64-unknown-linux-gnu"
@@ -258,7 +261,7 @@ _TARGETS = (
     # Armv8.2-A and later with the dot product (Raspberry Pi 5's Cortex-A76, Graviton 2 and
     # later, Apple silicon): int8 kernels on SDOT.
     Target("aarch64-dotprod", "aarch64-unknown-linux-gnu", "generic", "+neon,+dotprod",
-           "hard", 128, registers=32, int8_dot=DotProduct.SDOT,
+           "hard", 128, registers=32, int8_dot=DotProduct.SDOT, requires=("dotprod",),
            c_compiler="aarch64-linux-gnu-gcc"),
     Target("riscv32", "riscv32-unknown-none-elf", "generic-rv32", "+m,+f", "soft", 0, True,
            int8_dot=DotProduct.SCALAR, c_compiler="riscv32-unknown-elf-gcc",
@@ -290,11 +293,28 @@ BOARDS = {b.name: b for b in (
 
 
 def host_cpu_features() -> frozenset[str]:
-    """The LLVM feature names this machine's CPU has (without the leading '+')."""
+    """The LLVM feature names this machine's CPU has (without the leading '+').
+
+    LLVM's detection from Linux's /proc/cpuinfo on AArch64 knows only a few features; the
+    dot product (the kernel's "asimddp") is read from the file here.
+    """
     import llvmlite.binding as llvm
 
-    return frozenset(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",")
-                     if f.startswith("+"))
+    names = {f[1:] for f in llvm.get_host_cpu_features().flatten().split(",")
+             if f.startswith("+")}
+    if llvm.get_process_triple().startswith(("aarch64", "arm64")) and _cpuinfo_has("asimddp"):
+        names.add("dotprod")
+    return frozenset(names)
+
+
+def _cpuinfo_has(flag: str) -> bool:
+    """Whether a "Features" (or "flags") line of /proc/cpuinfo names `flag`."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return any(flag in line.split(":", 1)[-1].split() for line in info
+                       if line.lower().startswith(("features", "flags")))
+    except OSError:
+        return False
 
 
 def missing_on_this_cpu(target: Target) -> list[str]:

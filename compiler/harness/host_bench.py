@@ -237,8 +237,9 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
 
     `tflite` names the model's LiteRT twin; by default a twin found by `litert_twin` is used.
     A TFLite `model` is its own twin, and onnxruntime, which cannot read it, sits out.
-    `target_name`: an x86 level this CPU runs (x86-64-v3, ...) instead of the host's own, so
-    one machine times the kernels of a lower level beside the same peers.
+    `target_name`: a level of this machine's architecture that its CPU runs (x86-64-v3, ...;
+    aarch64 on AArch64) instead of the host's own, so one machine times the kernels of a
+    lower level beside the same peers.
     """
     from compiler.codegen.host import HostNet
     from compiler.codegen.peak import peak_flops
@@ -270,7 +271,7 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
     if target.mcu or missing_on_this_cpu(target) or not target.triple.startswith(
             get_target("host").triple.split("-")[0]):
         raise KilnError(f"cannot time {target.name} code on this machine (its CPU is "
-                        f"{cpu_model()}): bench --target times the x86 levels this CPU runs "
+                        f"{cpu_model()}): bench --target times the levels this CPU runs "
                         "and counts Cortex-M cores' instructions under QEMU")
     options = Options(target=target_name)
     start = time.perf_counter()

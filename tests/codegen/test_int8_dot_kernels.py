@@ -185,7 +185,9 @@ X86_LEVELS = ("x86-64-v3", "skylake-avx512", "icelake-server")
 # AVX-512 VNNI's kernels as any AVX2 CPU runs them: x86-64-v3 with the VNNI emitters chosen
 # and only VPDPBUSD replaced by portable IR of the same sum. The weights' arrangement, tiling,
 # border classes, zero-point folds and gathered columns are icelake-server's own, checked on
-# machines where its objects cannot run. The bundle names x86-64-v3: it runs where that does.
+# machines where its objects cannot run (the float64 requantization's last step differs: a
+# floor and a conversion where AVX-512 converts rounding down). The bundle names x86-64-v3:
+# it runs where that does.
 VNNI_ON_AVX2 = replace(get_target("x86-64-v3"), int8_dot=DotProduct.VNNI,
                        int8_dot_emulated=True)
 

@@ -47,35 +47,33 @@ def host_levels() -> list[str]:
 def _bundle_equals_interpreter(graph, folder, seeds=SEEDS, target: str | Target = "host"
                                ) -> int:
     """Elements of the bundle's outputs that differ from the interpreter's, over `seeds`;
-    for "host", summed over `host_levels`."""
-    if isinstance(target, str) and target == "host":
-        levels = host_levels()
-        return sum(_one_level_equals_interpreter(
-            graph, folder if level == "host" else folder.parent / f"{folder.name}-{level}",
-            seeds, level) for level in levels)
-    return _one_level_equals_interpreter(graph, folder, seeds, target)
-
-
-def _one_level_equals_interpreter(graph, folder, seeds, target: str | Target) -> int:
+    for "host", summed over `host_levels` (the interpreter runs once per seed)."""
     prepared = compilation(graph).prepared
-    net = compile_graph(prepared, get_target(target) if isinstance(target, str) else target)
-    write_bundle(net, folder)
-    runner = host.HostNet.from_bundle(folder)
-    differing = 0
+    levels = host_levels() if isinstance(target, str) and target == "host" else [target]
+    runners = []
     try:
+        for level in levels:
+            net = compile_graph(prepared, get_target(level) if isinstance(level, str)
+                                else level)
+            where = folder if level == levels[0] else folder.parent / f"{folder.name}-{level}"
+            write_bundle(net, where)
+            runners.append(host.HostNet.from_bundle(where))
+        differing = 0
         for seed in seeds:
             rng = np.random.default_rng(seed)
             feeds = {v.name: rng.integers(-128, 128, v.type.shape).astype(v.type.dtype)
                      for v in prepared.inputs}
             want = run(prepared, feeds)
-            got = runner.run(feeds)
-            for value in prepared.outputs:
-                assert got[value.name].dtype == want[value.name].dtype
-                differing += int(np.count_nonzero(got[value.name].astype(np.int64)
-                                                  != want[value.name].astype(np.int64)))
+            for runner in runners:
+                got = runner.run(feeds)
+                for value in prepared.outputs:
+                    assert got[value.name].dtype == want[value.name].dtype
+                    differing += int(np.count_nonzero(got[value.name].astype(np.int64)
+                                                      != want[value.name].astype(np.int64)))
+        return differing
     finally:
-        runner.close()
-    return differing
+        for runner in runners:
+            runner.close()
 
 
 def _fully_connected(per_channel: bool, activation: int, rows: int = 1) -> bytes:
