@@ -19,7 +19,12 @@ from compiler.codegen.conv_direct import (
 )
 from compiler.codegen.conv_transpose import emit_col2im, emit_conv_transpose
 from compiler.codegen.elementwise import SCALAR_OPS, emit_elementwise, emit_softmax
-from compiler.codegen.fully_connected import emit_fully_connected, fc_weights
+from compiler.codegen.fully_connected import (
+    blocked_eligible,
+    emit_fully_connected,
+    fc_blocked_weights,
+    fc_weights,
+)
 from compiler.codegen.gather import emit_gather
 from compiler.codegen.gemm import emit_gemm
 from compiler.codegen.grid_sample import emit_affine_grid, emit_grid_sample
@@ -309,6 +314,7 @@ SPECIALIZED: list[tuple[str, Callable[[Node, Target | None], bool], Callable[[Ke
     ("QLinearConv", lane_dot_eligible, emit_qconv_lanes, qconv_lanes_weights),
     ("QLinearConv", depthwise_dot_eligible, emit_qdepthwise_dot, qdepthwise_dot_weights),
     ("QLinearConv", im2col_eligible, emit_qconv_im2col, qconv_im2col_weights),
+    ("FullyConnected", blocked_eligible, emit_fully_connected, fc_blocked_weights),
     ("QGemm", fc_dot_eligible, emit_qgemm_dot, qgemm_dot_weights),
     ("QGemm", fc_lanes_eligible, emit_qgemm_lanes, qgemm_lanes_weights),
     ("QLinearMatMul", fc_lanes_eligible, emit_qgemm_lanes, qgemm_lanes_weights),
