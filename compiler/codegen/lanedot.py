@@ -2,9 +2,10 @@
 
 Both kernels (`qconv_lanes`, `qfully_connected_lanes`) keep output channels in int32 lanes and
 broadcast a word of input channels to every lane; what a word is depends on the CPU:
-- VPDPBUSD (AVX-512 VNNI): four channels' bytes, made unsigned by flipping each sign bit
-  (x + 128), times four signed weight bytes per lane, summed into the lane.
-- VPMADDWD (AVX2, AVX-512 without VNNI): two channels' bytes sign-extended to a pair of int16,
+- VPDPBUSD (AVX-512 VNNI; AVX-VNNI on 256-bit registers): four channels' bytes, made
+  unsigned by flipping each sign bit (x + 128), times four signed weight bytes per lane,
+  summed into the lane.
+- VPMADDWD (AVX2 without AVX-VNNI, AVX-512 without VNNI): two channels' bytes sign-extended to a pair of int16,
   times a pair of int16 weights per lane: both products and their sum exact, unlike
   VPMADDUBSW's saturating byte products.
 - SDOT (AArch64 with the dot product): four channels' signed bytes times four signed weight
@@ -34,11 +35,10 @@ def step(target: Target | None) -> int:
 def lanes_for(outputs: int, target: Target | None) -> int:
     """Output channels per vector: the register's int32 lanes where they divide the outputs.
 
-    VNNI's are sixteen (AVX-512) even where VPDPBUSD is emulated on an AVX2 CPU, so the
-    emulation tiles as the real kernels do.
+    Emulated VPDPBUSD keeps AVX-512's sixteen on an AVX2 CPU, so the emulation tiles as
+    icelake-server's kernels do; AVX-VNNI's registers hold eight.
     """
-    widest = 16 if target is None or target.int8_dot is DotProduct.VNNI else (
-        target.vector_bits // 32)
+    widest = 16 if target is None or target.int8_dot_emulated else target.vector_bits // 32
     if widest < 8:  # 128-bit registers
         return widest
     return 16 if widest >= 16 and outputs % 16 == 0 else 8

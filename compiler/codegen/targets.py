@@ -102,7 +102,7 @@ class Target:
         if self.triple.startswith("x86_64"):
             isa = {512: "AVX-512", 256: "AVX2"}.get(self.vector_bits, "SSE2")
             if self.int8_dot is DotProduct.VNNI:
-                isa += " VNNI"
+                isa += " VNNI" if self.vector_bits >= 512 else " with AVX-VNNI"
             return f"{isa} ({self.vector_bits}-bit vectors, {dot})"
         return f"{self.cpu or self.triple} ({dot})"
 
@@ -214,8 +214,10 @@ def _host() -> Target:
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
                       "hard", 128, registers=32, int8_dot=dot)
     if "+avx2" in has:
+        # AVX-VNNI (Intel client cores since Alder Lake): VPDPBUSD on 256-bit registers.
+        dot = DotProduct.VNNI if "+avxvnni" in has else DotProduct.PMADDWD
         return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
-                      "hard", 256, int8_dot=DotProduct.PMADDWD)
+                      "hard", 256, int8_dot=dot)
     return Target("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), features,
                   "hard", 128)
 
@@ -233,6 +235,9 @@ _TARGETS = (
     # them are compiled on any machine and run where the CPU has the features.
     Target("x86-64-v3", _X86, "x86-64-v3", "", "hard", 256, int8_dot=DotProduct.PMADDWD,
            requires=("avx2", "fma", "bmi2")),
+    # AVX2 with AVX-VNNI, no AVX-512: Intel client cores since Alder Lake (VPDPBUSD, 8 lanes).
+    Target("alderlake", _X86, "alderlake", "", "hard", 256, int8_dot=DotProduct.VNNI,
+           requires=("avx2", "fma", "bmi2", "avxvnni")),
     Target("skylake-avx512", _X86, "skylake-avx512", "-prefer-256-bit", "hard", 512,
            registers=32, int8_dot=DotProduct.PMADDWD, requires=_AVX512),
     Target("icelake-server", _X86, "icelake-server", "-prefer-256-bit", "hard", 512,

@@ -179,7 +179,7 @@ HOST_CASES = {
 
 # The x86 levels whose kernels these cases exercise, compiled on every machine: VPDPBUSD where
 # the level has VNNI, VPMADDWD on sign-extended int16 pairs elsewhere.
-X86_LEVELS = ("x86-64-v3", "skylake-avx512", "icelake-server")
+X86_LEVELS = ("x86-64-v3", "alderlake", "skylake-avx512", "icelake-server")
 
 
 # AVX-512 VNNI's kernels as any AVX2 CPU runs them: x86-64-v3 with the VNNI emitters chosen
