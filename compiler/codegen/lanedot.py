@@ -5,9 +5,9 @@ broadcast a word of input channels to every lane; what a word is depends on the 
 - VPDPBUSD (AVX-512 VNNI; AVX-VNNI on 256-bit registers): four channels' bytes, made
   unsigned by flipping each sign bit (x + 128), times four signed weight bytes per lane,
   summed into the lane.
-- VPMADDWD (AVX2 without AVX-VNNI, AVX-512 without VNNI): two channels' bytes sign-extended to a pair of int16,
-  times a pair of int16 weights per lane: both products and their sum exact, unlike
-  VPMADDUBSW's saturating byte products.
+- VPMADDWD (AVX2 without AVX-VNNI, AVX-512 without VNNI): two channels' bytes
+  sign-extended to a pair of int16, times a pair of int16 weights per lane: both products
+  and their sum exact, unlike VPMADDUBSW's saturating byte products.
 - SDOT (AArch64 with the dot product): four channels' signed bytes times four signed weight
   bytes per lane, four lanes to a register.
 This module says, per target, how many channels a word holds, how weights are stored, what
