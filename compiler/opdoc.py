@@ -35,8 +35,8 @@ def compiled_types(op: str) -> list[str]:
     found = {dtype for (name, dtype) in EMITTERS if name == op}
     if op in SCALAR_OPS:
         found.add("float32")  # element-wise steps, fused or alone
-    if any(name == op for name, *_ in SPECIALIZED):
-        found.update(("int8", "uint8"))
+    if op.startswith("Q") and any(name == op for name, *_ in SPECIALIZED):
+        found.update(("int8", "uint8"))  # the quantized operators' dot-product kernels
     order = ("float32", "int8", "uint8", "int32", "int64", "bool")
     return [t for t in order if t in found]
 
