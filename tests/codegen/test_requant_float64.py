@@ -4,8 +4,8 @@
 floor, every float64 step is exact while |acc * M| + 2**(31+r) <= 2**53, and beyond that the
 result clamps either way for right shifts up to FLOAT64_MAX_RIGHT. These tests check the code,
 compiled for each x86 level, on 10**7 random (accumulator, multiplier, shift) triples against
-the scalar rule of compiler/qmath/requant.py: uniform triples, triples aimed at the rounding
-ties of both steps, and the saturating edges (INT32_MIN and INT32_MAX accumulators, the
+the scalar rule of compiler/qmath/requant.py: uniform triples, triples aimed at the ties of
+the final rounding, and the saturating edges (INT32_MIN and INT32_MAX accumulators, the
 multipliers 0, 2**30 and 2**31 - 1, shifts 0 and -13). A level this CPU lacks is compiled
 and named in the terminal summary.
 """
@@ -71,8 +71,7 @@ def _triples(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, 
     small = rng.random(n) < 0.5  # reachable accumulators: well inside int32
     acc[small] >>= rng.integers(4, 24, small.sum())
     # Aim at the ties: the accumulator nearest to (z + 1/2) * 2**(31+r) / M, for outputs z
-    # around the int8 range, then up to two steps either side; the first step's ties sit at
-    # odd multiples of 2**30 of acc * M, the second's at (z + 1/2) * 2**(31+r).
+    # around the int8 range, then up to two steps either side.
     ties = rng.random(n) < 0.35
     z = rng.integers(-300, 300, ties.sum()) + 0.5
     aimed = np.rint(z * np.ldexp(1.0, 31 + shift[ties] * -1) / multiplier[ties])
