@@ -44,10 +44,18 @@ def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: i
     when every channel's is the same (`same_requant`): a fully connected layer of 640
     outputs would otherwise store 640 copies of six numbers.
     """
-    high = (node.attrs.get("output_range") or RANGES[node.output.type.dtype])[1]
+    low, high = node.attrs.get("output_range") or RANGES[node.output.type.dtype]
+    float64 = target is not None and target.float64_requant
+    reach = None
+    if float64:
+        lo, hi = accumulator_range(node)
+        if same_requant(node):  # one table for all: the layer's whole range
+            lo, hi = np.full(channels, lo.min()), np.full(channels, hi.max())
+        reach = (lo, hi)
     arrays = requant.channel_arrays(node, x_scale, w_scale, y_scale, channels,
                                     fully_connected, split_for=(zero_point, high),
-                                    float64=target is not None and target.float64_requant)
+                                    float64=float64, reach=reach,
+                                    output=(zero_point, low, high))
     if same_requant(node):
         arrays = {slot: np.ascontiguousarray(a[:1]) for slot, a in arrays.items()}
     return arrays
@@ -57,6 +65,30 @@ def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: i
 # convolutions: for a fully connected layer's per-tensor tables (loaded once) dropping the
 # terms makes Cortex-M7's code slower (ad01: 2.7 % more instructions).
 _REQUANT_SLOTS = {"QLinearConv": (1, 6, 7)}
+
+
+def accumulator_range(node) -> tuple[np.ndarray, np.ndarray]:
+    """Per output channel, the lowest and highest accumulator any input can produce.
+
+    The accumulator is bias + sum w * (x - x_zero_point) with x an int8 (or uint8) byte, so
+    each term runs between w times the lowest and the highest of x - x_zero_point.
+    """
+    w = np.asarray(node.inputs[WEIGHTS].data, np.int64)
+    if node.op == "QLinearConv":
+        rows, bias_slot = w.reshape(w.shape[0], -1), 8
+    else:  # QGemm, QLinearMatMul (no bias): weights [K, N], or [N, K] under transB
+        rows = w if node.attrs.get("transB") else w.T
+        bias_slot = 6 if node.op == "QGemm" else None
+    x_low, x_high = RANGES[node.inputs[0].type.dtype]
+    zx = int(first(node.inputs[2].data))
+    a, b = x_low - zx, x_high - zx
+    lo = np.minimum(rows * a, rows * b).sum(axis=1)
+    hi = np.maximum(rows * a, rows * b).sum(axis=1)
+    bias = node.inputs[bias_slot] if bias_slot and len(node.inputs) > bias_slot else None
+    if bias is not None:
+        offset = np.broadcast_to(np.asarray(bias.data, np.int64).reshape(-1), lo.shape)
+        lo, hi = lo + offset, hi + offset
+    return lo, hi
 
 
 def split_facts(node) -> tuple[bool, bool]:
@@ -337,7 +369,12 @@ def store_vector(k: Kernel, values: ir.Value, oc0: ir.Value, at: ir.Value, zp: i
         return b.shuffle_vector(one, ir.Constant(ir.VectorType(ty, 1), None),
                                 ir.Constant(ir.VectorType(I32, count), [0] * count))
 
-    if _has(k, requant.F64_MULTIPLIERS):
+    if _has(k, requant.F64_SCALES):  # the two-step float64 form
+        out = requant.tflite_float64(
+            k, values, *(table(slot, requant.F64) for slot in (
+                requant.F64_MULTIPLIERS, requant.F64_UPS, requant.F64_DOWNS)),
+            None, zp, low, high, scale=table(requant.F64_SCALES, requant.F64))
+    elif _has(k, requant.F64_MULTIPLIERS):
         out = requant.tflite_float64(
             k, values, *(table(slot, requant.F64) for slot in (
                 requant.F64_MULTIPLIERS, requant.F64_UPS, requant.F64_DOWNS)),

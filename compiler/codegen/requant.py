@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from compiler.codegen.kernel import I32, Kernel
 from compiler.codegen.targets import DotProduct
-from compiler.qmath.requant import onnx_scale, tflite_multiplier
+from compiler.qmath.requant import onnx_scale, requantize_tflite, tflite_multiplier
 
 # Weight slots of the per-channel requantization data, after a node's own inputs.
 MULTIPLIERS, SHIFTS, SCALES = 10, 11, 12
@@ -29,8 +29,13 @@ LEFTS, RIGHTS, ROUNDS, NEGATIVE_FIXES = 16, 17, 18, 19
 # addends 1/2 + H and 1/2 - H (H = 2**-(1 + r), 0 when r = 0), as float64 bit patterns in
 # int64 arrays, and the int32 accumulator below which the lower addend applies.
 F64_MULTIPLIERS, F64_UPS, F64_DOWNS, NEGATIVE_BELOW = 20, 21, 22, 23
-# The float64 form is exact for right shifts up to this (see `float64_arrays`).
+# The two-step float64 form's 2**-r per channel (its multiplier is M * 2**-31, its addends 1/2
+# and 1/2 - 2**-r); present only in that form.
+F64_SCALES = 24
+# The float64 form is exact for right shifts up to this (see `float64_arrays`); the two-step
+# form for any right shift, while the accumulators stay within TWO_STEP_REACH.
 FLOAT64_MAX_RIGHT = 13
+TWO_STEP_REACH = (1 << 22) - 1
 
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
@@ -39,14 +44,17 @@ F64 = ir.DoubleType()
 
 def channel_arrays(node, x_scale, w_scale, y_scale, channels: int,
                    fully_connected: bool = False, split_for: tuple[int, int] | None = None,
-                   float64: bool = False) -> dict[int, np.ndarray]:
+                   float64: bool = False, reach: tuple | None = None,
+                   output: tuple[int, int, int] | None = None) -> dict[int, np.ndarray]:
     """The per-channel requantization data of the node's rule, by weight slot.
 
     The tflite rule's Q31 multipliers and shifts (a per-tensor fully connected layer forms
     in * w in float first, as TFLite Micro does) or the onnx rule's float32 scales. With
     `split_for` (the output zero point and upper clamp), also the split shifts of
     `tflite_split` when they give exact results for this layer; with `float64` (a target with
-    wide float64 vectors), the tables of `tflite_float64` where every channel allows it.
+    wide float64 vectors), the tables of `tflite_float64` where every channel allows it
+    (`reach`: each channel's lowest and highest accumulator, and `output` the zero point and
+    clamp, when known).
     """
     w_scale = np.asarray(w_scale, np.float32).reshape(-1)
     if node.attrs.get("requant", "onnx") == "tflite":
@@ -66,30 +74,62 @@ def channel_arrays(node, x_scale, w_scale, y_scale, channels: int,
                            .astype(np.int32),
                            NEGATIVE_FIXES: (right > 0).astype(np.int32)})
         if float64:
-            arrays.update(float64_arrays(arrays[MULTIPLIERS], shift))
+            arrays.update(float64_arrays(arrays[MULTIPLIERS], shift, reach, output))
         return arrays
     return {SCALES: np.broadcast_to(onnx_scale(x_scale, w_scale, y_scale),
                                     (channels,)).astype(np.float32)}
 
 
-def float64_arrays(multiplier: np.ndarray, shift: np.ndarray) -> dict[int, np.ndarray]:
-    """The tables of `tflite_float64`, or none when a channel shifts left or too far right.
+def float64_arrays(multiplier: np.ndarray, shift: np.ndarray, reach: tuple | None = None,
+                   output: tuple[int, int, int] | None = None) -> dict[int, np.ndarray]:
+    """The tables of `tflite_float64`, or none when no float64 form is exact for the layer.
 
-    A left shift is done on int32 by TFLite (wrapping), which float64 does not repeat; past
-    FLOAT64_MAX_RIGHT the float64 products may round where the result is not yet clamped.
+    A left shift is done on int32 by TFLite (wrapping), which float64 does not repeat. Past
+    FLOAT64_MAX_RIGHT the one-step form's products may round where the result is not yet
+    clamped; the two-step form (F64_SCALES present) then serves a layer whose accumulators
+    stay within TWO_STEP_REACH. `reach` (each channel's lowest and highest accumulator) and
+    `output` (zero point, low, high) let both see a channel whose every reachable accumulator
+    gives one output (a dead channel: a huge bias, weights near zero): its tables give that
+    output with a zero multiplier, and its shift no longer counts.
     """
     shift = np.asarray(shift, np.int64)
-    if np.any(shift > 0) or np.any(shift < -FLOAT64_MAX_RIGHT):
-        return {}
-    right = -shift
     multiplier = np.asarray(multiplier, np.int64)
-    scaled = multiplier * np.ldexp(1.0, -31 - right)
-    half = np.where(right > 0, np.ldexp(1.0, -1 - right), 0.0)
-    tables = {slot: np.ascontiguousarray(t, np.float64).view(np.int64) for slot, t in (
-        (F64_MULTIPLIERS, scaled), (F64_UPS, 0.5 + half), (F64_DOWNS, 0.5 - half))}
-    # acc * M < -2**30 from acc = -1 on, unless M is 2**30 (or 0, where either addend gives 0)
-    tables[NEGATIVE_BELOW] = np.where(multiplier > 1 << 30, 0, -1).astype(np.int32)
-    return tables
+    constant = np.zeros(shift.shape, bool)
+    if reach is not None:
+        lo, hi = (np.broadcast_to(np.asarray(r, np.int64), shift.shape) for r in reach)
+        wide = np.maximum(np.abs(lo), np.abs(hi))
+        if output is not None:  # the rule is monotonic in the accumulator
+            first, last = (requantize_tflite(np.clip(r, -(1 << 31), (1 << 31) - 1),
+                                             multiplier, shift, *output) for r in (lo, hi))
+            # A range past int32 wraps (as TFLite Micro's sums do): anything is reachable.
+            fits = (lo >= -(1 << 31)) & (hi < 1 << 31)
+            constant = (first == last) & (shift <= 0) & fits
+    live = ~constant
+    right = np.where(live, -shift, 0)
+    if np.any(shift[live] > 0):
+        return {}
+
+    def bits(*pairs) -> dict[int, np.ndarray]:
+        return {slot: np.ascontiguousarray(t, np.float64).view(np.int64) for slot, t in pairs}
+
+    # A constant channel: a zero multiplier and addends that floor to its output less zp.
+    fixed = (first - output[0] + 0.25) if constant.any() else 0.0
+    if np.all(right <= FLOAT64_MAX_RIGHT):
+        scaled = np.where(live, multiplier * np.ldexp(1.0, -31 - right), 0.0)
+        half = np.where(right > 0, np.ldexp(1.0, -1 - right), 0.0)
+        tables = bits((F64_MULTIPLIERS, scaled),
+                      (F64_UPS, np.where(live, 0.5 + half, fixed)),
+                      (F64_DOWNS, np.where(live, 0.5 - half, fixed)))
+        # acc * M < -2**30 from acc = -1 on, unless M is 2**30 (or 0: either addend gives 0)
+        tables[NEGATIVE_BELOW] = np.where(multiplier > 1 << 30, 0, -1).astype(np.int32)
+        return tables
+    if reach is None or np.any(wide[live] > TWO_STEP_REACH):
+        return {}
+    scale = np.ldexp(1.0, -right)
+    return bits((F64_MULTIPLIERS, np.where(live, multiplier * np.ldexp(1.0, -31), 0.0)),
+                (F64_SCALES, scale),
+                (F64_UPS, np.where(live, np.where(right > 0, 0.5, 0.0), fixed)),
+                (F64_DOWNS, np.where(live, np.where(right > 0, 0.5 - scale, 0.0), fixed)))
 
 
 def _like(value: ir.Value, scalar: ir.Type) -> ir.Type:
@@ -262,8 +302,8 @@ def tflite_split(k: Kernel, acc: ir.Value, multiplier: ir.Value, left: ir.Value 
 
 
 def tflite_float64(k: Kernel, acc: ir.Value, multiplier: ir.Value, up: ir.Value,
-                   down: ir.Value, negative_below: ir.Value, zero_point: int, low: int,
-                   high: int) -> ir.Value:
+                   down: ir.Value, negative_below: ir.Value | None, zero_point: int, low: int,
+                   high: int, scale: ir.Value | None = None) -> ir.Value:
     """The tflite rule in float64: floor(acc * M * 2**-(31+r) + 1/2 +- H), + zp, clamped.
 
     TFLite's two roundings are one: SRDHM gives y = floor((p + 2**30) / 2**31) for p =
@@ -276,15 +316,37 @@ def tflite_float64(k: Kernel, acc: ir.Value, multiplier: ir.Value, up: ir.Value,
     them (so a fused multiply-add gives the same). Beyond, |q| >= 2**(22-r) - 1 >= 511 for
     r <= FLOAT64_MAX_RIGHT, and the computed value, within two roundings of it, clamps to
     the same bound. Tables by `float64_arrays`.
+
+    With `scale` (2**-r), the two steps are kept: y = floor(acc * M * 2**-31 + 1/2), exact
+    while |acc| <= TWO_STEP_REACH (|p| + 2**30 < 2**53), then floor(y * 2**-r + 1/2, less
+    2**-r for y < 0): y * 2**-r and the sum are multiples of 2**-r below 2**22, exact for
+    every r up to 31 (`up` and `down` are then 1/2 and 1/2 - 2**-r, 0 for r = 0).
     """
     b = k.b
     wide = _like(acc, F64)
-    addend = b.select(b.icmp_signed("<", acc, negative_below), down, up)
-    value = b.fadd(b.fmul(b.sitofp(acc, wide), multiplier, flags=("contract",)), addend,
-                   flags=("contract",))
+    x = b.sitofp(acc, wide)
+    if scale is not None:
+        y = _floor(k, b.fadd(b.fmul(x, multiplier, flags=("contract",)),
+                             const(acc, 0.5, F64), flags=("contract",)))
+        negative = b.fcmp_ordered("<", y, const(acc, 0.0, F64))
+        value = b.fadd(b.fmul(y, scale, flags=("contract",)),
+                       b.select(negative, down, up), flags=("contract",))
+    else:
+        addend = b.select(b.icmp_signed("<", acc, negative_below), down, up)
+        value = b.fadd(b.fmul(x, multiplier, flags=("contract",)), addend,
+                       flags=("contract",))
     # Clamped before the zero point is added, which then cannot wrap (acc = INT32_MIN).
     whole = clamp(k, _floor_to_int32(k, value), low - zero_point, high - zero_point)
     return b.add(whole, const(acc, zero_point))
+
+
+def _floor(k: Kernel, value: ir.Value) -> ir.Value:
+    """llvm.floor of a float64 (or a vector of them)."""
+    ty = value.type
+    name = f"llvm.floor.v{ty.count}f64" if isinstance(ty, ir.VectorType) else "llvm.floor.f64"
+    module = k.fn.module
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty]), name)
+    return k.b.call(fn, [value])
 
 
 def _floor_to_int32(k: Kernel, value: ir.Value) -> ir.Value:
@@ -306,10 +368,7 @@ def _floor_to_int32(k: Kernel, value: ir.Value) -> ir.Value:
             parts.append(b.call(fn, [part, ir.Constant(i32x8, None), ir.IntType(8)(-1),
                                      I32(9)]))
         return _join(b, parts)
-    name = f"llvm.floor.v{ty.count}f64" if isinstance(ty, ir.VectorType) else "llvm.floor.f64"
-    module = k.fn.module
-    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(ty, [ty]), name)
-    return b.fptosi(b.call(fn, [value]), _like(value, I32))
+    return b.fptosi(_floor(k, value), _like(value, I32))
 
 
 def _join(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
