@@ -21,7 +21,8 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
-from compiler.codegen.kernel import I32, Kernel, first
+from compiler.codegen.borders import border_starts
+from compiler.codegen.kernel import I32, Kernel, conv_bias, first
 from compiler.codegen.qbinary import add_residual
 from compiler.codegen.targets import DotProduct
 from compiler.qmath.requant import RANGES
@@ -34,6 +35,18 @@ def conv_requant_arrays(node, target=None) -> dict[int, np.ndarray]:
     return requant_arrays(node, np.float32(first(node.inputs[1].data)), node.inputs[4].data,
                           np.float32(first(node.inputs[6].data)), node.inputs[3].type.shape[0],
                           int(first(node.inputs[7].data)), target=target)
+
+
+def conv_dot_arrays(node, target, stored: np.ndarray, tap_sums: np.ndarray, flip: int = 0
+                    ) -> dict[int, np.ndarray]:
+    """A dot-product convolution's arrays: weights as stored, starts, the rule's data.
+
+    The starts are per border class, the bias and input zero point folded in (plus `flip`
+    where the kernel flips the input's sign bits).
+    """
+    zx = int(first(node.inputs[2].data))
+    return {WEIGHTS: stored, **border_starts(node, tap_sums, conv_bias(node), zx + flip),
+            **conv_requant_arrays(node, target)}
 
 
 def requant_arrays(node, x_scale, w_scale, y_scale, channels: int, zero_point: int,

@@ -14,16 +14,16 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.borders import STARTS, border_offset, border_starts
+from compiler.codegen.borders import STARTS, border_offset
 from compiler.codegen.int8dot import (
     BLOCK,
     DEPTH_STEP,
-    conv_requant_arrays,
+    conv_dot_arrays,
     dots,
     dsp_weights,
     store_block,
 )
-from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
+from compiler.codegen.kernel import I32, Kernel, constant_input, first
 from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
@@ -53,14 +53,9 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     """
     w = np.asarray(node.inputs[3].data, np.int64)
     out_c, _, kh_n, kw_n = w.shape
-    zx = int(first(node.inputs[2].data))
-    bias = conv_bias(node)
     blocked = w.reshape(out_c // BLOCK, BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
-    arrays = {_WEIGHTS: np.ascontiguousarray(blocked).astype(np.int8),
-              **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(conv_requant_arrays(node, target))
-    arrays[_WEIGHTS] = dsp_weights(arrays[_WEIGHTS], target)
-    return arrays
+    stored = dsp_weights(np.ascontiguousarray(blocked).astype(np.int8), target)
+    return conv_dot_arrays(node, target, stored, w.sum(axis=1))
 
 
 def _one_chunk(k: Kernel, channels: int) -> bool:
@@ -146,12 +141,7 @@ def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, 
     rows = np.zeros((out_c, _column_depth(node, target)), np.int8)
     flat = w.transpose(0, 2, 3, 1).reshape(out_c, -1)
     rows[:, :flat.shape[1]] = flat
-    zx = int(first(node.inputs[2].data))
-    bias = conv_bias(node)
-    arrays = {_WEIGHTS: dsp_weights(rows, target),
-              **border_starts(node, w.sum(axis=1), bias, zx)}
-    arrays.update(conv_requant_arrays(node, target))
-    return arrays
+    return conv_dot_arrays(node, target, dsp_weights(rows, target), w.sum(axis=1))
 
 
 def emit_qconv_im2col(k: Kernel) -> None:

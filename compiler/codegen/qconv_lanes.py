@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.borders import STARTS, border_offset, border_starts
-from compiler.codegen.int8dot import WEIGHTS, conv_requant_arrays, load_vector, store_vector
-from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
+from compiler.codegen.borders import STARTS, border_offset
+from compiler.codegen.int8dot import conv_dot_arrays, load_vector, store_vector
+from compiler.codegen.kernel import I32, Kernel, constant_input, first
 from compiler.codegen.lanedot import (
     LANE_DOTS,
     input_word,
@@ -90,12 +90,8 @@ def qconv_lanes_weights(node: Node, target: Target | None = None) -> dict[int, n
     else:
         arranged = w.reshape(out_c // lanes, lanes, channels // words, words, kh_n,
                              kw_n).transpose(0, 4, 5, 2, 1, 3)
-    zx = int(first(node.inputs[2].data))
-    bias = conv_bias(node)
-    arrays = {WEIGHTS: stored_weights(arranged, target),
-              **border_starts(node, w.sum(axis=1), bias, zx + sign_shift(target))}
-    arrays.update(conv_requant_arrays(node, target))
-    return arrays
+    return conv_dot_arrays(node, target, stored_weights(arranged, target), w.sum(axis=1),
+                           sign_shift(target))
 
 
 def emit_qconv_lanes(k: Kernel) -> None:

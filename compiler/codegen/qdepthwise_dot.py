@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.borders import STARTS, border_offset, border_starts
+from compiler.codegen.borders import STARTS, border_offset
 from compiler.codegen.int8dot import (
     WEIGHTS,
     arm_intrinsic,
-    conv_requant_arrays,
+    conv_dot_arrays,
     dsp_weights,
     load_vector,
     store_block,
@@ -34,7 +34,7 @@ from compiler.codegen.int8dot import (
     weight_quad,
     weight_words,
 )
-from compiler.codegen.kernel import I32, Kernel, constant_input, conv_bias, first
+from compiler.codegen.kernel import I32, Kernel, constant_input, first
 from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
@@ -81,16 +81,11 @@ def qdepthwise_dot_weights(node: Node, target: Target | None = None) -> dict[int
     w = np.asarray(node.inputs[3].data, np.int64)  # [C, 1, KH, KW]
     channels, _, kh_n, kw_n = w.shape
     block = _block(node.inputs[0].type.shape[3], target)
-    zx = int(first(node.inputs[2].data))
-    bias = conv_bias(node)
     blocked = np.ascontiguousarray(
         w.reshape(channels // block, block, kh_n, kw_n).transpose(0, 2, 3, 1)).astype(np.int8)
     # Hosts read int16 weights straight into VPMULLW (one widening less per tap).
     stored = blocked.astype(np.int16) if _host(target) else dsp_weights(blocked, target)
-    arrays = {WEIGHTS: stored,
-              **border_starts(node, w[:, 0], bias, zx)}
-    arrays.update(conv_requant_arrays(node, target))
-    return arrays
+    return conv_dot_arrays(node, target, stored, w[:, 0])
 
 
 def emit_qdepthwise_dot(k: Kernel) -> None:

@@ -135,40 +135,33 @@ def _check(fn, acc, multiplier, shift, tables, last_slot, output) -> None:
         f"shift={shift[bad[0]]}: {out[bad[0]]} != {want[bad[0]]}")
 
 
+# Per float64 form: its kernels' prefix, seed, triples, the reach its tables are built with,
+# and the table its kernels take last.
+FORMS = {
+    "one-step": ("rq", 33, _triples, None, requant.NEGATIVE_BELOW),
+    # Shifts to -31 (channels with tiny multipliers), accumulators within the form's reach.
+    "two-step": ("rq2", 34, _two_step_triples,
+                 (-requant.TWO_STEP_REACH, requant.TWO_STEP_REACH), requant.F64_SCALES),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
 @pytest.mark.parametrize("level", ["x86-64-v3", "icelake-server"])
-def test_two_step_float64_form_equals_the_fixed_point_rule(level, record_property):
-    """Shifts from 0 to -31 (channels with tiny multipliers), accumulators within the two-step
-    form's reach: 10**7 triples in all, 0 differing."""
+def test_float64_requantization_equals_the_fixed_point_rule(level, form, record_property):
+    """10**7 triples per form give the scalar rule's bytes, 0 differing."""
     loaded = _loaded(level, record_property)
     if loaded is None:
         return
-    rng = np.random.default_rng(34)
+    prefix, seed, triples, reach, last_slot = FORMS[form]
+    rng = np.random.default_rng(seed)
     signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)
     for z, output in enumerate(OUTPUTS):
-        fn = signature(loaded.address(f"rq2_{z}"))
+        fn = signature(loaded.address(f"{prefix}_{z}"))
         for _ in range(0, TRIPLES // len(OUTPUTS), CHUNK):
-            acc, multiplier, shift = _two_step_triples(rng, CHUNK)
-            reach = requant.TWO_STEP_REACH
-            tables = requant.float64_arrays(multiplier, shift, (-reach, reach))
-            assert requant.F64_SCALES in tables, "the two-step form serves these triples"
-            _check(fn, acc, multiplier, shift, tables, requant.F64_SCALES, output)
-
-
-@pytest.mark.parametrize("level", ["x86-64-v3", "icelake-server"])
-def test_float64_requantization_equals_the_fixed_point_rule(level, record_property):
-    """10**7 triples per output range give the scalar rule's bytes, 0 differing."""
-    loaded = _loaded(level, record_property)
-    if loaded is None:
-        return
-    rng = np.random.default_rng(33)
-    signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)
-    for z, output in enumerate(OUTPUTS):
-        fn = signature(loaded.address(f"rq_{z}"))
-        for _ in range(0, TRIPLES // len(OUTPUTS), CHUNK):
-            acc, multiplier, shift = _triples(rng, CHUNK)
-            tables = requant.float64_arrays(multiplier, shift)
-            assert requant.NEGATIVE_BELOW in tables, "every triple is in the one-step domain"
-            _check(fn, acc, multiplier, shift, tables, requant.NEGATIVE_BELOW, output)
+            acc, multiplier, shift = triples(rng, CHUNK)
+            tables = requant.float64_arrays(multiplier, shift, reach)
+            assert last_slot in tables, f"the {form} form serves these triples"
+            _check(fn, acc, multiplier, shift, tables, last_slot, output)
 
 
 def test_float64_tables_refuse_what_the_proof_does_not_cover():
