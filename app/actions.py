@@ -42,7 +42,9 @@ class Actions:
         for action in (self.save, self.save_as, self.find, self.fit, self.zoom_in, self.zoom_out,
                        self.input_shape):
             action.setEnabled(has_graph)
-        self.delete.setEnabled(node)
+        key = window.canvas.selected_key()
+        group = isinstance(key, str) and key.startswith("group:")
+        self.delete.setEnabled(node or group)
         self.edit_attribute.setEnabled(node)
         self.rename.setEnabled(node or tensor)
         self.insert.setEnabled(window.canvas.selected_edge() is not None)

@@ -95,8 +95,18 @@ class EditController(QObject):
         """Edit > Delete Node."""
         node_id = self.selected_node()
         if node_id is None:
-            return False
+            return self._delete_selected_group()
         return self._apply(edit.delete_node, f"Delete {self._node_name(node_id)}", node_id)
+
+    def _delete_selected_group(self) -> bool:
+        """Delete every node of the selected closed group, as one undo step."""
+        key = self.window.canvas.selected_key()
+        grouping = self.window.grouping.grouping()
+        if not isinstance(key, str) or grouping is None or key not in grouping.hierarchy.groups:
+            return False
+        title = grouping.hierarchy.groups[key].title
+        return self._apply(edit.delete_nodes, f"Delete {title}",
+                           grouping.hierarchy.members(key), f"group {title!r}")
 
     # -- rename -------------------------------------------------------------------------------
 

@@ -33,7 +33,8 @@ from compiler.ir.graph import Graph
 from compiler.stats import compute_stats, node_macs
 from views import style
 from views.canvas import GraphCanvas
-from views.layout import GraphLayout, compute_layout
+from views.group_layout import lay_out_view
+from views.layout import GraphLayout
 from views.minimap import MiniMap
 from views.palette import OperatorPalette
 from views.problems import ProblemsPanel
@@ -436,22 +437,36 @@ class MainWindow(QMainWindow):
     def _remember_layout(self, graph: Graph, show_constants: bool, layout: GraphLayout) -> None:
         self._layouts.setdefault(graph, {})[show_constants] = layout
 
+    def expanded_groups(self) -> frozenset[str] | None:
+        """The groups open on the canvas (None when the shown layout has no groups)."""
+        layout = self.layout_
+        return layout.expanded if layout is not None and layout.grouping is not None else None
+
     def _lay_out_and_show(self, graph: Graph) -> None:
         known = self._layouts.get(graph, {}).get(self.show_constants)
         if known is not None:
             self._show(graph, known)
         elif len(graph.nodes) <= SYNC_LAYOUT_NODES:
-            layout = compute_layout(graph, show_constants=self.show_constants)
+            layout = lay_out_view(graph, show_constants=self.show_constants,
+                                  expanded=self.expanded_groups())
             self._remember_layout(graph, self.show_constants, layout)
             self._show(graph, layout)
         else:
             self._relayout_in_background(graph)
 
+    def show_layout(self, layout: GraphLayout) -> None:
+        """Show another layout of the current graph (groups opened or closed)."""
+        graph = self.document.graph
+        if graph is None:
+            return
+        self._remember_layout(graph, self.show_constants, layout)
+        self._show(graph, layout)
+
     def _relayout_in_background(self, graph: Graph) -> None:
         if self._layout_job is not None:
             self._layout_job.cancel()
         show_constants = self.show_constants
-        job = Job(lay_out(graph, show_constants), "Laying out", self)
+        job = Job(lay_out(graph, show_constants, self.expanded_groups()), "Laying out", self)
         job.succeeded.connect(lambda layout: self._laid_out(graph, show_constants, layout))
         job.failed.connect(lambda message: dialogs.show_error(self, "Cannot lay out", message))
         self._layout_job = job
@@ -541,7 +556,11 @@ class MainWindow(QMainWindow):
     # -- selection ----------------------------------------------------------------------------
 
     def select_and_center(self, key) -> None:
-        """Select a box (node id or `in:`/`out:`/`const:` key) and centre the canvas on it."""
+        """Select a box (node id or `in:`/`out:`/`const:` key) and centre the canvas on it.
+
+        A node inside closed groups is revealed first: its groups open.
+        """
+        self.grouping.reveal(key)
         if self.layout_ is None or key not in self.layout_.boxes:
             return
         self.canvas.select(key)
@@ -554,13 +573,16 @@ class MainWindow(QMainWindow):
         try:
             if graph is None or key is None:
                 self.properties.clear()
+            elif isinstance(key, str) and key.startswith("group:"):
+                self.grouping.show_properties(key)
             elif isinstance(key, int):
                 problem = self.document.problems.get(key)
                 # An invalid node's output types are stale, so its MACs would be too.
                 macs = None if problem else self.macs().get(key)
                 self.properties.show_node(graph, key, macs=macs, problem=problem)
             else:
-                self.properties.show_value(graph, key.split(":", 1)[1])
+                values = self.layout_.values if self.layout_ is not None else {}
+                self.properties.show_value(graph, values.get(key, key.split(":", 1)[1]))
         except KeyError:
             self.properties.clear()
         self.palette.set_target(None)

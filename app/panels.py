@@ -10,6 +10,7 @@ from __future__ import annotations
 from app import (
     code_panel,
     export,
+    grouping,
     lowering_stages,
     memory_panel,
     quant_screens,
@@ -19,7 +20,8 @@ from app import (
 )
 
 # (window attribute, module)
-FEATURES = (("stepping", stepping), ("lowering", lowering_stages), ("memory", memory_panel),
+FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowering_stages),
+            ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
             ("sessions", sessions), ("recovery", recovery))
 

@@ -18,7 +18,8 @@ from compiler import edit
 from compiler.errors import KilnError, one_line
 from compiler.frontends.load import load_model as load_graph
 from compiler.ir.graph import Graph
-from views.layout import GraphLayout, compute_layout
+from views.group_layout import lay_out_view
+from views.layout import GraphLayout
 
 log = logging.getLogger(__name__)
 
@@ -221,19 +222,23 @@ def load_model(path: str | Path, show_constants: bool) -> Callable[[Progress], L
         progress.report(0.3, f"Checking {path.name}")
         problems = edit.problems(graph)
         progress.report(0.4, f"Laying out {len(graph.nodes):,} nodes")
-        layout = compute_layout(graph, show_constants=show_constants,
-                                progress=lambda f: progress.report(0.4 + 0.6 * f))
+        layout = lay_out_view(graph, show_constants=show_constants,
+                              progress=lambda f: progress.report(0.4 + 0.6 * f))
         return Loaded(path, graph, layout, problems, time.perf_counter() - start)
 
     return work
 
 
-def lay_out(graph: Graph, show_constants: bool) -> Callable[[Progress], GraphLayout]:
-    """The function of a job that lays out a graph (after an edit, or a display toggle)."""
+def lay_out(graph: Graph, show_constants: bool,
+            expanded: frozenset[str] | None = None) -> Callable[[Progress], GraphLayout]:
+    """The function of a job that lays out a graph (after an edit, or a display toggle).
+
+    `expanded` names the groups left open (None: the graph's opening view).
+    """
     def work(progress: Progress) -> GraphLayout:
         progress.report(0.0, f"Laying out {len(graph.nodes):,} nodes")
-        return compute_layout(graph, show_constants=show_constants,
-                              progress=lambda f: progress.report(f))
+        return lay_out_view(graph, show_constants=show_constants, expanded=expanded,
+                            progress=lambda f: progress.report(f))
 
     return work
 

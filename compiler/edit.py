@@ -173,8 +173,38 @@ def delete_node(graph: Graph, node_id: int) -> Graph:
     return _finish(new)
 
 
-def _bypass(graph: Graph, node: Node, source: Value) -> None:
-    out = node.output
+def delete_nodes(graph: Graph, node_ids: Sequence[int], what: str = "the group") -> Graph:
+    """Delete several nodes at once (a group): bypassed like one node when they are read.
+
+    The group's one data input takes the place of its one output read outside it; with no
+    output read outside, the nodes just go. Weights only they read go with them.
+    """
+    new = graph.snapshot()
+    inside = set(node_ids)
+    nodes = [n for n in new.nodes if n.id in inside]
+    if len(nodes) != len(inside):
+        raise EditError(f"cannot delete {what}: some of its nodes are no longer in the graph")
+    static = _static_values(new)
+    made = {id(out) for n in nodes for out in n.outputs}
+    inputs = list(dict.fromkeys(v for n in nodes for v in n.inputs if v is not None
+                                and id(v) not in static and id(v) not in made))
+    read = {id(v) for n in new.nodes if n.id not in inside for v in n.inputs if v is not None}
+    read |= {id(v) for v in new.outputs}
+    used = [out for n in nodes for out in n.outputs if id(out) in read]
+    if used:
+        if len(inputs) != 1 or len(used) != 1:
+            raise EditError(f"cannot delete {what}: it has {len(inputs)} data inputs and "
+                            f"{len(used)} outputs read outside it; delete or rewire its users "
+                            "first")
+        _bypass(new, used[0].producer, inputs[0], used[0])
+    for node in reversed(nodes):
+        new.remove_node(node)
+    _remove_dead_feeders(new, [v for n in nodes for v in n.inputs], static)
+    return _finish(new)
+
+
+def _bypass(graph: Graph, node: Node, source: Value, out: Value | None = None) -> None:
+    out = out if out is not None else node.output
     is_model_output = any(v is out for v in graph.outputs)
     graph.replace_uses(out, source)
     keeps_name = (is_model_output and source.producer is not None

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsView, QWid
 from compiler.ir.graph import Graph
 from views import style
 from views.graph_items import BoxItem, EdgeItem, ghost_item
+from views.group_items import FrameItem
 from views.labels import edge_tip, type_text
 from views.layout import Box, GraphLayout, Key, NodeLabel
 from views.navigation import neighbour
@@ -30,6 +31,16 @@ def _kind(key: Key) -> str:
     return key.split(":", 1)[0]
 
 
+def _category(kind: str, key: Key, nodes: dict, layout: GraphLayout) -> str:
+    """The colour family of a box: its operator's, a group's operator's, or its kind."""
+    if kind == "node":
+        return style.category_of(nodes[key].op)
+    if kind == "group":
+        op = layout.groups.get(key, ("", 0))[0]
+        return style.category_of(op) if op else "group"
+    return kind
+
+
 class GraphCanvas(QGraphicsView):
     """Shows one graph; emits what the user selects and activates.
 
@@ -40,6 +51,7 @@ class GraphCanvas(QGraphicsView):
     nodeSelected = Signal(object)  # key or None
     edgeSelected = Signal(str)  # value name
     nodeActivated = Signal(object)  # key (Enter or double click)
+    groupToggled = Signal(object)  # group key: open it if closed, close it if open
     overviewChanged = Signal()  # boxes or their colours changed (the minimap redraws)
     viewportChanged = Signal()  # the visible part of the scene moved or was zoomed
 
@@ -60,12 +72,14 @@ class GraphCanvas(QGraphicsView):
         self._graph: Graph | None = None
         self._layout: GraphLayout | None = None
         self._boxes: dict[Key, BoxItem] = {}
+        self._frames: dict[Key, FrameItem] = {}
         self._edges: list[EdgeItem] = []
         self._edges_of: dict[Key, list[EdgeItem]] = {}
         self._producers: dict[Key, list[Key]] = {}
         self._consumers: dict[Key, list[Key]] = {}
         self._problems: dict[int, str] = {}
         self._highlight: set[Key] = set()
+        self._highlight_asked: set[Key] = set()
         self._ghosts: dict[Key, BoxItem] = {}  # nodes a pass removed (pass stepping)
         self._selected: Key | None = None
         self._selected_edge: str | None = None
@@ -89,7 +103,7 @@ class GraphCanvas(QGraphicsView):
         old_keys = set(self._boxes)
         self.scene().clear()
         self._boxes, self._edges, self._edges_of = {}, [], {}
-        self._ghosts = {}
+        self._frames, self._ghosts = {}, {}
         self._producers, self._consumers = {}, {}
         self._graph, self._layout = graph, layout
         if graph is None or layout is None:
@@ -99,10 +113,14 @@ class GraphCanvas(QGraphicsView):
             return
         values = {v.name: v for v in graph.values()}
         nodes = {n.id: n for n in graph.nodes}
+        for key, box in layout.frames.items():
+            frame = FrameItem(key, box, layout.labels[key].title,
+                              layout.groups.get(key, ("", 0))[1])
+            self.scene().addItem(frame)
+            self._frames[key] = frame
         for key, box in layout.boxes.items():
             kind = _kind(key)
-            category = style.category_of(nodes[key].op) if kind == "node" else kind
-            item = BoxItem(key, kind, box, layout.labels[key], category)
+            item = BoxItem(key, kind, box, layout.labels[key], _category(kind, key, nodes, layout))
             self.scene().addItem(item)
             self._boxes[key] = item
         for edge in layout.edges:
@@ -114,16 +132,20 @@ class GraphCanvas(QGraphicsView):
             self._edges.append(item)
             self._edges_of.setdefault(edge.src, []).append(item)
             self._edges_of.setdefault(edge.dst, []).append(item)
-            self._consumers.setdefault(edge.src, []).append(edge.dst)
-            self._producers.setdefault(edge.dst, []).append(edge.src)
+            if edge.src in layout.boxes and edge.dst in layout.boxes:  # not a group's frame
+                self._consumers.setdefault(edge.src, []).append(edge.dst)
+                self._producers.setdefault(edge.dst, []).append(edge.src)
         for key, item in self._boxes.items():
             item.setToolTip(self._box_tip(key, nodes, values))
         self.scene().setSceneRect(QRectF(0, 0, layout.width, layout.height))
         self._cached = None
         self._sync_cache()
         self._apply_problems()
+        self._highlight = self._shown_highlight()
         for key in self._highlight & set(self._boxes):
             self._boxes[key].set_state(highlighted=True)
+        for key in self._highlight & set(self._frames):
+            self._frames[key].set_state(highlighted=True)
         selected = self._selected if self._selected in self._boxes else None
         edge = self._selected_edge if self._selected_edge in values else None
         self._selected = self._selected_edge = None
@@ -174,8 +196,13 @@ class GraphCanvas(QGraphicsView):
             if problem:
                 lines.append(f"<span style='color:{style.PROBLEM}'>⚠ {escape(problem)}</span>")
             return "<br>".join(lines)
+        if kind == "group":
+            label = self._layout.labels[key]
+            return "<br>".join([f"<b>{escape(label.title)}</b>", *map(escape, label.lines),
+                                "<i>double click or + to open</i>"])
         name = self._layout.values.get(key, key.split(":", 1)[1]) if self._layout else key
-        what = {"in": "graph input", "out": "graph output", "const": "constant"}[kind]
+        what = {"in": "graph input", "out": "graph output", "const": "constant",
+                "port": "enters the group from outside:"}[kind]
         value = values.get(name)
         type_line = escape(type_text(value.type)) if value is not None else ""
         return f"<b>{escape(name)}</b><br>{what} {type_line}"
@@ -208,14 +235,47 @@ class GraphCanvas(QGraphicsView):
 
     def set_highlight(self, keys: Iterable[Key]) -> None:
         """Highlight search matches (a yellow halo, visible at every zoom)."""
-        self._highlight = set(keys)
+        self._highlight_asked = set(keys)
+        self._highlight = self._shown_highlight()
         for key, item in self._boxes.items():
             item.set_state(highlighted=key in self._highlight)
+        for key, frame in self._frames.items():
+            frame.set_state(highlighted=key in self._highlight)
         self.overviewChanged.emit()
+
+    def _shown_highlight(self) -> set[Key]:
+        """The keys asked to be highlighted, and the closed groups holding any of them."""
+        keys = set(self._highlight_asked)
+        grouping = self._layout.grouping if self._layout is not None else None
+        if grouping is not None:
+            keys |= {grouping.hierarchy.shown_as(k, self._layout.expanded)
+                     for k in keys if isinstance(k, int) and k in grouping.hierarchy.parent}
+        return keys
 
     def highlighted(self) -> set[Key]:
         """Keys highlighted now (those shown)."""
-        return self._highlight & set(self._boxes)
+        return self._highlight & (set(self._boxes) | set(self._frames))
+
+    # -- groups -----------------------------------------------------------------------------
+
+    def frames(self) -> dict[Key, QRectF]:
+        """The open groups' frames, by group key, in scene coordinates."""
+        return {key: item.sceneBoundingRect().adjusted(3, 3, -3, -3)
+                for key, item in self._frames.items()}
+
+    def frame_header(self, key: Key) -> QRectF | None:
+        """The title band of an open group (a click there closes it), in scene coordinates."""
+        item = self._frames.get(key)
+        return item.mapRectToScene(item.header()) if item else None
+
+    def enclosing_frame(self, key: Key) -> Key | None:
+        """The innermost open group around a box."""
+        rect = self.box_rect(key)
+        if rect is None:
+            return None
+        around = [(f.rect.width() * f.rect.height(), k) for k, f in self._frames.items()
+                  if f.sceneBoundingRect().contains(rect)]
+        return min(around)[1] if around else None
 
     # -- pass stepping: what a pass changed ----------------------------------------------
 
@@ -509,23 +569,29 @@ class GraphCanvas(QGraphicsView):
         super().mouseReleaseEvent(event)
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
-        """Double click on a box activates it."""
+        """Double click on a box activates it; on a closed group, opens it."""
         item = self._item_at(event.position().toPoint())
-        if isinstance(item, BoxItem):
+        if isinstance(item, BoxItem) and item.kind == "group":
+            self.select(item.key)
+            self.groupToggled.emit(item.key)
+        elif isinstance(item, BoxItem):
             self.select(item.key)
             self.nodeActivated.emit(item.key)
         event.accept()
 
     def _item_at(self, pos: QPoint):
         for item in self.items(pos):
-            if isinstance(item, (BoxItem, EdgeItem)) and not getattr(item, "ghost", False):
+            if isinstance(item, (BoxItem, EdgeItem, FrameItem)) \
+                    and not getattr(item, "ghost", False):
                 return item
         return None
 
     def _click(self, pos: QPoint) -> None:
         item = self._item_at(pos)
         self._came_from = None
-        if isinstance(item, BoxItem):
+        if isinstance(item, FrameItem):  # the title band of an open group: close it
+            self.groupToggled.emit(item.key)
+        elif isinstance(item, BoxItem):
             self._set_selection(item.key, None)
         elif isinstance(item, EdgeItem):
             self._set_selection(None, item.value)
@@ -535,12 +601,22 @@ class GraphCanvas(QGraphicsView):
     # -- keyboard ---------------------------------------------------------------------------
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        """Arrows walk the graph, Enter activates, Escape clears the selection."""
+        """Arrows walk the graph, Enter activates, Escape clears the selection.
+
+        + opens the selected group, - closes the open group around the selection.
+        """
         key = event.key()
         moves = {Qt.Key.Key_Down: "down", Qt.Key.Key_Up: "up", Qt.Key.Key_Left: "left",
                  Qt.Key.Key_Right: "right"}
         if key in moves and self._boxes:
             self._move(moves[key])
+        elif key in (Qt.Key.Key_Plus, Qt.Key.Key_Equal) and isinstance(self._selected, str) \
+                and _kind(self._selected) == "group":
+            self.groupToggled.emit(self._selected)
+        elif key == Qt.Key.Key_Minus and self._selected is not None:
+            frame = self.enclosing_frame(self._selected)
+            if frame is not None:
+                self.groupToggled.emit(frame)
         elif key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and self._selected is not None:
             self.nodeActivated.emit(self._selected)
         elif key == Qt.Key.Key_Escape:

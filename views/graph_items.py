@@ -33,6 +33,8 @@ LABEL_PAD = 4.0
 
 # Pass stepping: what a pass did to a node, as an outline colour (removed nodes are ghosts).
 DIFF_COLORS = {"added": "#2e9d46", "removed": "#d32f2f", "modified": "#f0a202"}
+OPERATORS = ("node", "group")  # boxes drawn with a coloured title band
+STACK = 4.0  # offset of the card drawn behind a closed group's box
 GHOST_OPACITY = 0.4
 RELATED = "#8e24aa"  # halo of nodes sharing a source with the selected one (provenance)
 
@@ -48,7 +50,7 @@ class BoxItem(QGraphicsItem):
     would be readable, plain rectangles when the whole graph is in view.
     """
 
-    # kind: "node", "in", "out" or "const"
+    # kind: "node", "group" (closed), "in", "out", "const" or "port" (a value entering a group)
     def __init__(self, key: Key, kind: str, box: Box, label: NodeLabel, category: str):
         super().__init__()
         self.key = key
@@ -71,7 +73,8 @@ class BoxItem(QGraphicsItem):
         self._scale = 1.0  # font scale when this machine's font is wider than the layout assumed
 
     def boundingRect(self) -> QRectF:  # noqa: D102 - Qt override
-        return self.rect.adjusted(-HALO, -HALO, HALO, HALO)
+        grow = HALO + (STACK if self.kind == "group" else 0.0)
+        return self.rect.adjusted(-HALO, -HALO, grow, grow)
 
     def shape(self) -> QPainterPath:  # noqa: D102 - Qt override: hits on the box, not the halo
         path = QPainterPath()
@@ -114,7 +117,7 @@ class BoxItem(QGraphicsItem):
             p = overlay_palette(self.overlay[0])
             return (style.color(p.head), style.color(p.body), style.color(p.border),
                     style.color(p.title))
-        if self.kind == "in":
+        if self.kind in ("in", "port"):
             return (style.color(style.INPUT_FILL), style.color(style.INPUT_FILL),
                     style.color(style.INPUT_BORDER), style.color(style.TEXT))
         if self.kind == "out":
@@ -139,7 +142,7 @@ class BoxItem(QGraphicsItem):
 
     def _outline(self) -> QPainterPath:
         path = QPainterPath()
-        radius = self.rect.height() / 2 if self.kind in ("in", "out") else RADIUS
+        radius = self.rect.height() / 2 if self.kind in ("in", "out", "port") else RADIUS
         radius = min(radius, 14.0)
         path.addRoundedRect(self.rect, radius, radius)
         return path
@@ -149,7 +152,7 @@ class BoxItem(QGraphicsItem):
         lod = _lod(painter, option)
         head, body, border, title_color = self._colors()
         if lod < style.LOD_PLAIN:
-            fill = head if self.kind == "node" or self.problem else border
+            fill = head if self.kind in OPERATORS or self.problem else border
             if self.highlighted:
                 fill = style.color(style.HIGHLIGHT)
             if self.selected:
@@ -161,6 +164,10 @@ class BoxItem(QGraphicsItem):
             painter.fillRect(self.rect, fill)
             return
         outline = self._outline()
+        if self.kind == "group":  # a card behind: more inside
+            painter.setPen(QPen(border, 1.0))
+            painter.setBrush(body)
+            painter.drawPath(outline.translated(STACK, STACK))
         if self.related:
             painter.setPen(QPen(style.color(RELATED), 9.0))
             painter.setBrush(Qt.BrushStyle.NoBrush)
@@ -172,7 +179,7 @@ class BoxItem(QGraphicsItem):
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(body)
         painter.drawPath(outline)
-        if self.kind == "node":
+        if self.kind in OPERATORS:
             painter.save()
             painter.setClipPath(outline)
             painter.fillRect(QRectF(0, 0, self.rect.width(), labels.TITLE_H), head)
@@ -208,7 +215,7 @@ class BoxItem(QGraphicsItem):
     def _selection_path(self, grow: float = 2.5) -> QPainterPath:
         path = QPainterPath()
         r = self.rect.adjusted(-grow, -grow, grow, grow)
-        radius = r.height() / 2 if self.kind in ("in", "out") else RADIUS + 2
+        radius = r.height() / 2 if self.kind in ("in", "out", "port") else RADIUS + 2
         radius = min(radius, 16.0)
         path.addRoundedRect(r, radius, radius)
         return path
@@ -237,7 +244,7 @@ class BoxItem(QGraphicsItem):
         w = self.rect.width()
         text, muted = self.line_colors()
         painter.setFont(style.title_font())
-        painter.setPen(title_color if self.kind == "node" or self.problem else text)
+        painter.setPen(title_color if self.kind in OPERATORS or self.problem else text)
         title = f"⚠ {self.label.title}" if self.problem else self.label.title
         painter.drawText(QRectF(0, 0, w, labels.TITLE_H), Qt.AlignmentFlag.AlignCenter, title)
         y = labels.TITLE_H

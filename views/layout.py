@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import igraph
 
@@ -21,7 +22,8 @@ from compiler.frontends.source import short_text, source_of
 from compiler.ir.graph import Constant, Graph, Placeholder
 from views.labels import NodeLabel, node_label, value_label
 
-__all__ = ["Box", "Edge", "GraphLayout", "Key", "NodeLabel", "compute_layout", "node_label"]
+__all__ = ["Box", "Edge", "GraphLayout", "Key", "NodeLabel", "Vertices", "compute_layout",
+           "layout_vertices", "node_label"]
 
 Key = int | str  # node id, or "in:<name>", "out:<name>", "const:<name>"
 
@@ -85,6 +87,10 @@ class GraphLayout:
     layers: dict[Key, int] = field(default_factory=dict)
     values: dict[Key, str] = field(default_factory=dict)  # value name of in/out/const boxes
     show_constants: bool = False
+    frames: dict[Key, Box] = field(default_factory=dict)  # open groups, drawn around members
+    groups: dict[Key, tuple[str, int]] = field(default_factory=dict)  # group: (op, node count)
+    grouping: Any = None  # the GroupedLayout this came from (None: a flat layout)
+    expanded: frozenset = frozenset()  # the groups open in it
 
     def crossings(self) -> int:
         """Number of pairs of edge segments that cross.
@@ -136,7 +142,9 @@ def _prefix(tree: list[int], r: int) -> int:
 
 
 @dataclass
-class _Vertices:
+class Vertices:
+    """What a layout places: keyed vertices with labels, and edges between them."""
+
     keys: list[Key] = field(default_factory=list)
     labels: list[NodeLabel] = field(default_factory=list)
     edges: list[tuple[int, int, str, int]] = field(default_factory=list)  # src, dst, value, port
@@ -144,20 +152,21 @@ class _Vertices:
     values: dict[Key, str] = field(default_factory=dict)  # value name of in/out/const boxes
 
     def add(self, key: Key, label: NodeLabel, const_cone: bool) -> int:
+        """Append a vertex; returns its index."""
         self.keys.append(key)
         self.labels.append(label)
         self.const_cone.append(const_cone)
         return len(self.keys) - 1
 
 
-def _collect(graph: Graph, show_constants: bool) -> _Vertices:
+def _collect(graph: Graph, show_constants: bool) -> Vertices:
     """Vertices (inputs, constants when shown, nodes, outputs) and the edges between them.
 
     A constant shown as a box gets one box per consumer: a shared constant (Unsqueeze's axes
     read by hundreds of nodes) would otherwise pull hundreds of edges across the whole graph.
     The first box is keyed `const:<name>`, the others `const:<name>@<consumer id>`.
     """
-    vs = _Vertices()
+    vs = Vertices()
     producer: dict[int, tuple[int, int]] = {}  # id(value) -> (vertex, output port)
     for value in graph.inputs:
         producer[id(value)] = (vs.add(f"in:{value.name}", value_label(value), False), 0)
@@ -428,10 +437,23 @@ def compute_layout(graph: Graph, *, show_constants: bool = False,
             their consumers.
         progress: Optional callback receiving the fraction done (0 to 1), for a progress bar.
     """
+    layout = layout_vertices(_collect(graph, show_constants), progress)
+    layout.show_constants = show_constants
+    return layout
+
+
+def layout_vertices(vs: Vertices, progress: Callable[[float], None] | None = None,
+                    sizes: dict[int, tuple[float, float]] | None = None) -> GraphLayout:
+    """Lay out vertices and edges collected from a graph (or from one group of it).
+
+    `sizes` overrides the size of some vertices (an open group is as big as its contents).
+    """
     report = progress or (lambda _fraction: None)
-    vs = _collect(graph, show_constants)
     n = len(vs.keys)
-    sizes = [label.size() for label in vs.labels]
+    sizes_of = [label.size() for label in vs.labels]
+    for v, size in (sizes or {}).items():
+        sizes_of[v] = size
+    sizes = sizes_of
     pairs = [(s, d) for s, d, _, _ in vs.edges]
     layer = assign_layers(n, pairs, vs.const_cone)
     report(0.1)
@@ -487,8 +509,7 @@ def compute_layout(graph: Graph, *, show_constants: bool = False,
     report(1.0)
     return GraphLayout(boxes, edges, width, height,
                        labels=dict(zip(vs.keys, vs.labels)),
-                       layers=dict(zip(vs.keys, layer)), values=vs.values,
-                       show_constants=show_constants)
+                       layers=dict(zip(vs.keys, layer)), values=vs.values)
 
 
 def _ports(box: Box, count: int) -> list[float]:
@@ -500,7 +521,7 @@ def _ports(box: Box, count: int) -> list[float]:
     return [first + i * step for i in range(count)]
 
 
-def _route(vs: _Vertices, chains: list[list[int]], place: _Placement, shift: float,
+def _route(vs: Vertices, chains: list[list[int]], place: _Placement, shift: float,
            layer: list[int], band_top: list[float], band_h: list[float],
            boxes: dict[Key, Box]) -> list[Edge]:
     """Polylines: down from the source's port, through each dummy's slot, into the target."""

@@ -337,6 +337,38 @@ class PropertiesPanel(QWidget):
         weights = [v for v in node.inputs if isinstance(v, Constant)]
         self._set_weights(weights, [input_name(node.op, node.inputs.index(w)) for w in weights])
 
+    def show_group(self, graph: Graph, title: str, kind: str, summary) -> None:
+        """Show a closed group: what it is, its nodes' sums, and the tensors leaving it.
+
+        `summary` is a `compiler.hierarchy.GroupSummary`.
+        """
+        self._graph, self._node = graph, None
+        self.read_only = True
+        self.title.setText(f"<b style='font-size: 14px'>{html.escape(title)}</b> "
+                           f"<span style='color: gray'>{html.escape(kind)}</span><br>"
+                           "<span style='color: gray'>Double click the box or press + to open "
+                           "it.</span>")
+        self._set_problem(None)
+        self.info.show()
+        self.name_edit.setEnabled(False)
+        self.name_edit.setText(title)
+        self._set_row_visible("Op", True)
+        self.info_labels["Op"].setText(f"{summary.nodes:,} nodes")
+        self.info_labels["Id"].setText(kind)
+        self.info_labels["MACs"].setText(_count(summary.macs))
+        self.info_labels["Provenance"].setText(f"{summary.weight_bytes:,} bytes of weights")
+        for key, row in (("Op", "Nodes"), ("Id", "Group"), ("MACs", "MACs"),
+                         ("Provenance", "Weights")):
+            self._row_title(key).setText(row)
+        self.attrs_heading.hide()
+        self.attributes.hide()
+        self.inputs_heading.hide()
+        self.inputs.hide()
+        values = [graph.value(name) for name in summary.outputs]
+        self._fill_outputs(values)
+        self._fill_quantization(values, None)
+        self._set_weights([], [])
+
     def show_value(self, graph: Graph, name: str) -> None:
         """Show a tensor: a graph input or output, a constant (with its statistics), an edge."""
         value = graph.value(name)

@@ -24,6 +24,7 @@ CATEGORY_COLORS: dict[str, str] = {
     "quant": "#c2185b",  # raspberry
     "constant": "#6f7780",  # grey
     "misc": "#4e5d6c",  # slate
+    "group": "#37474f",  # blue grey: a closed scope, separable pair or residual block
 }
 UNKNOWN = "#4e5d6c"
 
@@ -31,6 +32,8 @@ UNKNOWN = "#4e5d6c"
 INPUT_FILL, INPUT_BORDER = "#e3edf9", "#5677a6"
 OUTPUT_FILL, OUTPUT_BORDER = "#e4f2e4", "#4f8a4f"
 CONST_FILL, CONST_BORDER = "#f1f1f1", "#9a9a9a"
+# Open groups: a pale frame behind their members, its title band a shade darker.
+FRAME_FILL, FRAME_HEAD, FRAME_BORDER = "#eef1f4", "#dde3e9", "#9aa7b4"
 
 PROBLEM = "#d32f2f"
 PROBLEM_BODY = "#fbd9d5"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -30,8 +31,12 @@ DTYPE_OF_ONNX: dict[int, str] = {v: k for k, v in ONNX_ELEM_TYPES.items()}
 MAX_ELEMENTS = 2**31
 
 
+@functools.lru_cache(maxsize=64)
 def dtype_name(dtype: np.dtype | str | type) -> str:
-    """Return Kiln's element type name for a numpy dtype, refusing types Kiln does not handle."""
+    """Return Kiln's element type name for a numpy dtype, refusing types Kiln does not handle.
+
+    Cached: every constant and value asks, and numpy builds the name anew each time.
+    """
     name = np.dtype(dtype).name
     if name not in ONNX_ELEM_TYPES:
         raise TypeError(f"element type {name} is not supported")

@@ -9,12 +9,25 @@ from compiler.ops.registry import fail
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """Numpy-style multidirectional broadcasting of shapes, as ONNX defines it."""
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        fail(f"shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast")
-    raise AssertionError  # unreachable: fail() raises
+    """Numpy-style multidirectional broadcasting of shapes, as ONNX defines it.
+
+    Plain Python: every element-wise node of a graph asks, and numpy's version costs more
+    than the whole rule on the short tuples shapes are.
+    """
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for shape in shapes:
+        offset = rank - len(shape)
+        for i, d in enumerate(shape):
+            d = int(d)
+            have = out[offset + i]
+            if d == have or d == 1:
+                continue
+            if have == 1:
+                out[offset + i] = d
+            else:
+                fail(f"shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast")
+    return tuple(out)
 
 
 def normalize_axis(axis: int, rank: int) -> int:

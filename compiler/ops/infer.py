@@ -19,17 +19,20 @@ from compiler.ops.registry import lookup
 KNOWN_VALUE_LIMIT = 1 << 16
 
 
-def infer_node(node: Node, known: dict[int, np.ndarray]) -> tuple[list[TensorType], list]:
+def infer_node(node: Node, known: dict[int, np.ndarray],
+               limit: int | None = None) -> tuple[list[TensorType], list]:
     """Output types of `node` and, when computable cheaply, their values.
 
-    `known` maps id(value) to the compile-time array of that value. Raises ShapeError with the
+    `known` maps id(value) to the compile-time array of that value; `limit` is the tensor byte
+    limit when the caller read it once (a loader, for every node). Raises ShapeError with the
     reason when the node cannot accept its inputs.
     """
     opdef = lookup(node.op)
     in_types = node.input_types()
     in_values = [None if v is None else known.get(id(v)) for v in node.inputs]
     out_types = opdef.infer(node, in_types, in_values)
-    limit = max_tensor_bytes()  # read once: this runs for every node a pass makes
+    if limit is None:
+        limit = max_tensor_bytes()  # read once per node: this runs for every node a pass makes
     for t in out_types:
         if t.shape and min(t.shape) < 0:
             raise ShapeError(f"inferred a negative dimension in {list(t.shape)}")

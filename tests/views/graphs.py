@@ -71,3 +71,45 @@ def synthetic(nodes: int = 5000, channels: int = 8) -> Graph:
         block += 1
     g.outputs = [x]
     return g
+
+
+def scoped_model(stages: int, blocks: int, layers: int, width: int = 4) -> onnx.ModelProto:
+    """An ONNX model named in scopes `stage_i/block_j/layer_k/op`, as exporters name layers.
+
+    Each layer is MatMul, Add (bias), Relu and a residual Add: four nodes; each block ends with
+    a Mul, so the model has stages * blocks * (4 * layers + 1) nodes on [1, width] tensors
+    (tiny tensors: the size under test is the graph's, not the arithmetic's).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    x = "x"
+    for s in range(stages):
+        for b in range(blocks):
+            scope = f"stage_{s}/block_{b}"
+            for k in range(layers):
+                name = f"{scope}/layer_{k}"
+                w = (rng.standard_normal((width, width)) * 0.1).astype(np.float32)
+                inits += [numpy_helper.from_array(w, f"{name}/w"),
+                          numpy_helper.from_array(np.full(width, 0.01, np.float32),
+                                                  f"{name}/b")]
+                nodes += [
+                    helper.make_node("MatMul", [x, f"{name}/w"], [f"{name}/mm"],
+                                     name=f"{name}/matmul"),
+                    helper.make_node("Add", [f"{name}/mm", f"{name}/b"], [f"{name}/biased"],
+                                     name=f"{name}/bias"),
+                    helper.make_node("Relu", [f"{name}/biased"], [f"{name}/act"],
+                                     name=f"{name}/relu"),
+                    helper.make_node("Add", [f"{name}/act", x], [f"{name}/out"],
+                                     name=f"{name}/residual")]
+                x = f"{name}/out"
+            inits.append(numpy_helper.from_array(np.full(width, 0.5, np.float32),
+                                                 f"{scope}/scale"))
+            nodes.append(helper.make_node("Mul", [x, f"{scope}/scale"], [f"{scope}/y"],
+                                          name=f"{scope}/scale"))
+            x = f"{scope}/y"
+    graph = helper.make_graph(
+        nodes, "scoped", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, width])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

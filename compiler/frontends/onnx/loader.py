@@ -25,7 +25,7 @@ from compiler.frontends.onnx.schema import check_declared, check_node, check_typ
 from compiler.frontends.onnx.tensors import check_size, elem_type_name, tensor_to_array
 from compiler.ir.graph import Graph, Value
 from compiler.ir.types import DTYPE_OF_ONNX, TensorType
-from compiler.limits import check_tensor_bytes
+from compiler.limits import check_tensor_bytes, max_tensor_bytes
 from compiler.ops.infer import infer_node, known_constants
 from compiler.qmath.check import check_quantization
 from compiler.qmath.requant import MODES, REQUANT_KEY
@@ -151,6 +151,8 @@ class _Importer:
         self._add_constants(g)
         self._add_inputs(g)
         self.known = known_constants(self.graph)
+        self.limit = max_tensor_bytes()
+        self.checked: set[tuple] = set()
         for index in order:
             self.where = f"node {_node_label(g.node[index], index)}"
             self._add_node(g.node[index], index)
@@ -308,7 +310,7 @@ class _Importer:
         label = _node_label(proto, index)
         opdef = ops.lookup(proto.op_type)
         try:
-            check_node(proto, self._domain_opset(proto.domain))
+            self._check_node(proto)
             attrs = decode_attributes(proto, opdef, self.base_dir)
             input_names = list(proto.input)
             if opdef.from_onnx is not None:
@@ -331,7 +333,7 @@ class _Importer:
             # Outputs exist (with a provisional type) before inference, which may count them.
             node = self.graph.add_node(proto.op_type, inputs, [_PENDING] * len(out_names), attrs,
                                        name=name, output_names=out_names, node_id=index)
-            types, values = infer_node(node, self.known)
+            types, values = infer_node(node, self.known, self.limit)
         except ModelError as exc:
             raise ModelError(exc.reason, node=exc.node or label) from None
         except KilnError as exc:
@@ -346,10 +348,26 @@ class _Importer:
                 self.known[id(out)] = value
         try:
             opset = self._domain_opset(proto.domain)
-            check_types(proto, opset, [self.values[n] if n else None for n in proto.input])
+            inputs = [self.values[n] if n else None for n in proto.input]
+            key = (proto.op_type, proto.domain, opset,
+                   tuple(v.type.dtype if v is not None else None for v in inputs))
+            if key not in self.checked:  # one check per operator and element types
+                check_types(proto, opset, inputs)
+                self.checked.add(key)
             check_declared(proto, opset, node.outputs, self.declared)
         except ModelError as exc:
             raise ModelError(exc.reason, node=label) from None
+
+    def _check_node(self, proto: onnx.NodeProto) -> None:
+        """`check_node`, once per operator, attribute names and inputs given.
+
+        Big graphs repeat a few node shapes thousands of times.
+        """
+        key = (proto.op_type, proto.domain, tuple(a.name for a in proto.attribute),
+               tuple(bool(n) for n in proto.input))
+        if key not in self.checked:
+            check_node(proto, self._domain_opset(proto.domain))
+            self.checked.add(key)
 
     def _domain_opset(self, domain: str) -> int:
         """The version of `domain` the model imports (the default domain's is the graph's)."""

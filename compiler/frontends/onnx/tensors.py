@@ -5,6 +5,7 @@ Shared by the loader (initializers) and the attribute decoder (tensor attributes
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -34,6 +35,17 @@ def check_size(shape, what: str) -> None:
         raise ModelError(f"{what} has {numel} elements, more than the limit of 2**31")
 
 
+@functools.lru_cache(maxsize=32)
+def _numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype(dtype)
+
+
+@functools.lru_cache(maxsize=32)
+def _little_endian(dtype: str) -> np.dtype:
+    """ONNX stores raw data little-endian, whatever the machine."""
+    return np.dtype(dtype).newbyteorder("<")
+
+
 def tensor_to_array(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarray:
     """Convert a TensorProto to a read-only numpy array, checking size and external data first."""
     name = tensor.name or "<unnamed>"
@@ -45,20 +57,23 @@ def tensor_to_array(tensor: onnx.TensorProto, base_dir: Path | None) -> np.ndarr
         raise ModelError(f"tensor {name!r} has element type {elem_type_name(tensor.data_type)}, "
                          "which Kiln does not support")
     shape = tuple(tensor.dims)
-    numel = int(np.prod(shape, dtype=np.int64))
+    numel = 1
+    for d in shape:  # plain Python: one per initializer, and numpy's prod costs more
+        numel *= d
+    itemsize = _numpy_dtype(dtype).itemsize
     try:
-        check_tensor_bytes(numel * np.dtype(dtype).itemsize, f"tensor {name!r}")
+        check_tensor_bytes(numel * itemsize, f"tensor {name!r}")
     except ShapeError as exc:
         raise ModelError(str(exc)) from None
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         array = _read_external(tensor, base_dir, dtype, numel).reshape(shape)
     elif tensor.HasField("raw_data"):
-        expected = numel * np.dtype(dtype).itemsize
-        if len(tensor.raw_data) != expected:
-            raise ModelError(f"tensor {name!r} holds {len(tensor.raw_data)} bytes of data, its "
+        expected = numel * itemsize
+        raw = tensor.raw_data
+        if len(raw) != expected:
+            raise ModelError(f"tensor {name!r} holds {len(raw)} bytes of data, its "
                              f"shape {list(shape)} needs {expected}")
-        array = np.frombuffer(tensor.raw_data, dtype=np.dtype(dtype).newbyteorder("<"))
-        array = array.astype(dtype).reshape(shape)
+        array = np.frombuffer(raw, dtype=_little_endian(dtype)).astype(dtype).reshape(shape)
     else:
         field_len = _typed_field_length(tensor)
         if field_len != numel:
