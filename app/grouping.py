@@ -22,6 +22,7 @@ class Grouping:
     def __init__(self, window):
         self.window = window
         window.canvas.groupToggled.connect(self.toggle)
+        window.canvas.revealRequested.connect(self.reveal)
         menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
         menu.addSeparator()
         self.expand_all_action = self._action(menu, "&Open All Groups", self.expand_all,

@@ -10,15 +10,12 @@ from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
-    QLabel,
     QMainWindow,
-    QProgressBar,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from app import dialogs, settings, workers
+from app import dialogs, settings, status_bar, workers
 from app.actions import build_actions
 from app.dock_sizes import DockSizes
 from app.document import Document
@@ -30,7 +27,7 @@ from compiler import edit
 from compiler.errors import KilnError
 from compiler.frontends.load import MODEL_SUFFIXES
 from compiler.ir.graph import Graph
-from compiler.stats import compute_stats, node_macs
+from compiler.stats import node_macs
 from views import style
 from views.canvas import GraphCanvas
 from views.group_layout import lay_out_view
@@ -48,13 +45,6 @@ SYNC_LAYOUT_NODES = 400
 MODEL_FILTER = ("Models (*.onnx *.tflite);;ONNX models (*.onnx);;TFLite models (*.tflite);;"
                 "All files (*)")
 SAVE_FILTER = "ONNX models (*.onnx)"
-
-
-def _human(n: int) -> str:
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g}{unit}"
-    return str(n)
 
 
 def dropped_models(mime) -> list[Path]:
@@ -139,7 +129,7 @@ class MainWindow(QMainWindow):
         self.editing = EditController(self)
         self.actions_ = build_actions(self)
         install_all(self)  # pass stepping, memory timeline, code views, export
-        self._build_status_bar()
+        status_bar.build(self)
         self._connect()
         self.setAcceptDrops(True)
         self.canvas.viewport().installEventFilter(self)
@@ -177,26 +167,6 @@ class MainWindow(QMainWindow):
                 action.menu().insertAction(actions[-1] if actions else None,
                                            dock.toggleViewAction())
         return dock
-
-    def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(220)
-        self.progress.setTextVisible(False)
-        self.cancel_button = QToolButton()
-        self.cancel_button.setText("Cancel")
-        self.cancel_button.setToolTip("Stop loading")
-        self.cancel_button.clicked.connect(self.cancel_loading)
-        self.problems_label = QLabel()
-        self.problems_label.setStyleSheet(f"color: {style.PROBLEM}; font-weight: bold;")
-        self.stats_label = QLabel("No model")
-        self.zoom_label = QLabel()
-        for widget in (self.progress, self.cancel_button, self.problems_label, self.stats_label,
-                       self.zoom_label):
-            bar.addPermanentWidget(widget)
-        self.progress.hide()
-        self.cancel_button.hide()
 
     def _connect(self) -> None:
         doc = self.document
@@ -500,18 +470,7 @@ class MainWindow(QMainWindow):
         self._update_stats()
 
     def _update_stats(self) -> None:
-        graph = self.document.graph
-        if graph is None:
-            self.stats_label.setText("No model")
-            self.problems_label.clear()
-            return
-        stats = compute_stats(graph)
-        self.stats_label.setText(f"{stats.nodes:,} nodes · {_human(stats.params)} parameters "
-                                 f"({_human(stats.param_bytes)}B) · {_human(stats.macs)} MACs")
-        self.stats_label.setToolTip(f"{stats.nodes:,} nodes, {stats.params:,} parameters "
-                                    f"({stats.param_bytes:,} bytes), {stats.macs:,} MACs")
-        count = len(self.document.problems)
-        self.problems_label.setText(f"{count} invalid" if count else "")
+        status_bar.show_stats(self)
 
     def _update_title(self) -> None:
         title = self.document.title() if self.document.graph is not None else "Kiln"
