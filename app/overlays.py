@@ -63,10 +63,10 @@ class OverlayPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.metric = QComboBox()
+        self.metric_box = QComboBox()
         for key, label in CHOICES:
-            self.metric.addItem(label, key)
-        self.metric.setToolTip("The figure the canvas colours each node by")
+            self.metric_box.addItem(label, key)
+        self.metric_box.setToolTip("The figure the canvas colours each node by")
         self.mode = QComboBox()
         self.mode.addItem("Gradient", GRADIENT)
         self.mode.addItem("Threshold", THRESHOLD)
@@ -94,7 +94,7 @@ class OverlayPanel(QWidget):
         pair_row = QHBoxLayout(pair)
         pair_row.setContentsMargins(0, 0, 0, 0)
         pair_row.addWidget(QLabel("Overlay:"))
-        pair_row.addWidget(self.metric)
+        pair_row.addWidget(self.metric_box)
         for widget in (pair, self.mode, self.threshold, self.progress, self.cancel):
             row.addWidget(widget)
         column = QVBoxLayout(self)
@@ -136,7 +136,7 @@ class OverlayController(QObject):
         self._syncing = False
         self._build_menu(window)
         p = self.panel
-        p.metric.currentIndexChanged.connect(lambda _i: self.refresh())
+        p.metric_box.currentIndexChanged.connect(lambda _i: self.refresh())
         p.mode.currentIndexChanged.connect(self._mode_changed)
         p.threshold.valueChanged.connect(lambda _v: self.paint())
         p.cancel.clicked.connect(self.cancel)
@@ -179,13 +179,13 @@ class OverlayController(QObject):
 
     def key(self) -> str:
         """The chosen metric's key ("" for none)."""
-        return self.panel.metric.currentData() or ""
+        return self.panel.metric_box.currentData() or ""
 
     def choose(self, key: str) -> None:
         """Show metric `key` (as the menu and the combo box do); "" ends the overlay."""
-        index = self.panel.metric.findData(key)
-        if index != self.panel.metric.currentIndex():
-            self.panel.metric.setCurrentIndex(index)  # refresh() follows
+        index = self.panel.metric_box.findData(key)
+        if index != self.panel.metric_box.currentIndex():
+            self.panel.metric_box.setCurrentIndex(index)  # refresh() follows
         else:
             self.refresh()
 
@@ -278,7 +278,9 @@ class OverlayController(QObject):
             self.paint()
             return
         whole = metric.whole()
-        total = "" if whole is None else f"whole network {whole:,.6g} {metric.unit}".strip()
+        exact = f"{whole:,.0f}" if whole is not None and float(whole).is_integer() else \
+            f"{whole:.4g}" if whole is not None else ""
+        total = f"whole network {exact} {metric.unit}".strip() if whole is not None else ""
         p.status.setText(f"{metric.title}: {total}. {metric.note[:1].upper()}{metric.note[1:]}.")
         values = list(metric.values().values())
         fitted = coloring(values, metric.higher_is_worse)
