@@ -13,6 +13,7 @@ from app import (
     grouping,
     lowering_stages,
     memory_panel,
+    overlays,
     quant_screens,
     recovery,
     sessions,
@@ -23,7 +24,7 @@ from app import (
 FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowering_stages),
             ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
-            ("sessions", sessions), ("recovery", recovery))
+            ("sessions", sessions), ("recovery", recovery), ("overlays", overlays))
 
 
 def install_all(window) -> None:

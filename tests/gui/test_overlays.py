@@ -1,0 +1,90 @@
+"""The Overlay menu and Layer Metrics dock: chosen, computed, painted and navigated by mouse."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from compiler.layer_metrics import macs
+from tests.codegen import firmware as test_firmware
+from tests.codegen.test_int8_kernels import _conv_tflite
+from tests.gui.helpers import make_window
+from views.metric_table import VALUE
+
+
+def _choose_with_mouse(qtbot, combo, text: str) -> None:
+    """Open the combo box's list with a click and click the entry `text`."""
+    qtbot.mouseClick(combo, Qt.MouseButton.LeftButton)
+    view = combo.view()
+    qtbot.waitUntil(view.isVisible)
+    # The list ignores a release for a double-click interval after it opens (a press-drag-
+    # release on the box would otherwise choose whatever lies under the pointer).
+    qtbot.wait(QApplication.doubleClickInterval() + 50)
+    index = view.model().index(combo.findText(text), 0)
+    view.scrollTo(index)
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=view.visualRect(index).center())
+    qtbot.waitUntil(lambda: combo.currentText() == text)
+
+
+def _wait_shown(qtbot, overlays) -> None:
+    qtbot.waitUntil(lambda: not overlays.is_busy() and overlays.current is not None,
+                    timeout=120000)
+
+
+def test_choosing_instructions_paints_counts_and_a_row_click_selects_its_node(qtbot, tmp_path):
+    test_firmware.require_tools()
+    model = tmp_path / "conv.tflite"
+    model.write_bytes(_conv_tflite(False, 2, 1, 3))
+    window = make_window(qtbot, model)
+    overlays = window.overlays
+    _choose_with_mouse(qtbot, overlays.panel.metric_box, "Instructions on cortex-m7")
+    _wait_shown(qtbot, overlays)
+    metric = overlays.current
+    assert metric.name == "instructions" and overlays.dock.isVisible()
+    assert sum(r.value for r in metric.rows) == metric.total
+    painted = window.canvas.overlay()
+    assert set(painted) == set(metric.values()) and painted
+    assert overlays.actions["instructions:cortex-m7"].isChecked()
+    # A layer's row: a click selects its node and brings it to the middle of the canvas.
+    table = overlays.table
+    row = next(i for i, r in enumerate(table.rows_shown()) if r.nodes)
+    index = table.proxy.index(row, 0)
+    window.canvas.select(None)
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton,
+                     pos=table.visualRect(index).center())
+    key = table.rows_shown()[row].nodes[0]
+    assert window.canvas.selected_key() == key
+    center = window.canvas.visible_scene_rect().center()
+    assert window.canvas.box_rect(key).contains(center)
+
+
+def test_the_macs_table_sorts_by_a_header_click_and_threshold_mode_paints_two_fills(qtbot):
+    window = make_window(qtbot)
+    overlays = window.overlays
+    overlays.choose("macs")
+    _wait_shown(qtbot, overlays)
+    graph = window.document.graph
+    assert overlays.current.rows == macs(window.document.compilation(), graph).rows
+    table = overlays.table
+    values = [r.value for r in table.rows_shown()]
+    assert values == sorted(values, reverse=True)  # the most MACs first
+    header = table.horizontalHeader()
+    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton,
+                     pos=header.rect().topLeft() + _section_center(header, VALUE))
+    values = [r.value for r in table.rows_shown()]
+    assert values == sorted(values)
+    gradient = set(window.canvas.overlay().values())
+    assert len(gradient) >= 3
+    _choose_with_mouse(qtbot, overlays.panel.mode, "Threshold")
+    fills = {fill for fill, _ in window.canvas.overlay().values()}
+    assert len(fills) == 2
+    overlays.choose("")
+    assert window.canvas.overlay() == {}
+
+
+def _section_center(header, section):
+    from PySide6.QtCore import QPoint
+
+    x = header.sectionViewportPosition(section) + header.sectionSize(section) // 2
+    return QPoint(x, header.height() // 2)
