@@ -8,6 +8,7 @@ panels for `kiln --screenshot`.
 from __future__ import annotations
 
 from app import (
+    activation_panel,
     code_panel,
     export,
     lowering_stages,
@@ -21,7 +22,8 @@ from app import (
 # (window attribute, module)
 FEATURES = (("stepping", stepping), ("lowering", lowering_stages), ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
-            ("sessions", sessions), ("recovery", recovery))
+            ("sessions", sessions), ("recovery", recovery),
+            ("activations", activation_panel))
 
 
 def install_all(window) -> None:
