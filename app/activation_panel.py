@@ -17,7 +17,14 @@ from PySide6.QtWidgets import QFileDialog
 
 from app import dialogs
 from app.workers import Job, Progress
-from compiler.activations import RANDOM, SampleRun, SampleSpec, activation, export_npy, run_sample
+from compiler.activations.sample import (
+    RANDOM,
+    SampleRun,
+    SampleSpec,
+    activation,
+    export_npy,
+    run_sample,
+)
 from compiler.driver import compilation
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
@@ -150,7 +157,7 @@ class ActivationController(QObject):
                               session.options.method, session.options.schema)
         job = Job(sample_job(doc.graph, spec, quantized_from), "Running a sample", self)
         job.progress.connect(lambda f, _t: self.panel.progress.setValue(int(f * 1000)))
-        job.succeeded.connect(self._finished)
+        job.succeeded.connect(self.take_result)
         job.failed.connect(self._failed)
         job.cancelled.connect(lambda: self._ended("Cancelled."))
         self._job = job
@@ -173,7 +180,8 @@ class ActivationController(QObject):
     def _failed(self, message: str) -> None:
         self._ended(message, error=True)
 
-    def _finished(self, result: SampleRun) -> None:
+    def take_result(self, result: SampleRun) -> None:
+        """Show a finished run (one of a graph since replaced is dropped)."""
         if result.graph is not self.document.graph:  # an edit came first: it runs again
             self._ended("")
             return
@@ -308,15 +316,17 @@ def screenshots(window, save) -> None:
         session.graph, copy.deepcopy(session.profile), session.options.method,
         session.options.schema)
     try:  # on the GUI thread: scripted runs have no event loop to wait on
-        controller.result = sample_job(graph, spec, quantized_from)(Progress(lambda *_: None))
-        controller.spec = spec
+        result = sample_job(graph, spec, quantized_from)(Progress(lambda *_: None))
     except KilnError:
         return
+    controller.spec = spec
+    controller.take_result(result)
     names = [v.name for n in graph.nodes for v in n.outputs]
     best = next((n for n in names if n in controller.result.int8 and
                  controller.result.values[n].ndim == 4), None)
     controller.show_value(best or next((n for n in names
                                         if controller.result.values[n].ndim == 4), names[0]))
+    shown = controller.dock.isVisible()
     controller.dock.show()
     floating = controller.dock.isFloating()
     controller.dock.setFloating(True)
@@ -324,3 +334,4 @@ def screenshots(window, save) -> None:
     QApplication.processEvents()  # the maps' heights settle before the picture is taken
     save(controller.panel, "activations.png")
     controller.dock.setFloating(floating)
+    controller.dock.setVisible(shown)

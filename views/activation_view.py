@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from compiler.activations import Activation
+from compiler.activations.sample import Activation
 from compiler.stats import TensorStats
 from views import style
 from views.flow_layout import FlowLayout

@@ -6,9 +6,9 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.activation_layout import channel_maps, derived_layouts, layout_of
-from compiler.activation_pairs import dequantize, quantized_names
-from compiler.activations import (
+from compiler.activations.layout import channel_maps, derived_layouts, layout_of
+from compiler.activations.pairs import dequantize, quantized_names
+from compiler.activations.sample import (
     RANDOM,
     SampleSpec,
     activation,
@@ -163,3 +163,23 @@ def test_export_writes_the_exact_tensor_atomically(digits, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["conv2_out.npy"]  # no temporary left
     with pytest.raises(KilnError, match="cannot write x.npy"):
         export_npy(tmp_path / "missing" / "x.npy", back)
+
+
+def test_a_quantized_models_int8_values_show_their_real_values(tmp_path):
+    """onnxruntime's QOperator digits model: its int8 edges dequantize as its own last node."""
+    from tests.quant.int8_oracle import quantize_digits
+
+    graph = load_model(quantize_digits(tmp_path)["QOperator"])
+    result = run_sample(graph, SampleSpec("digits:test", 1))
+    last = next(n for n in graph.nodes if n.op == "DequantizeLinear"
+                and n.output.name == graph.outputs[0].name)
+    codes = last.inputs[0].name
+    shown = activation(result, codes)
+    assert shown.array.dtype == np.int8 and shown.real is not None
+    np.testing.assert_allclose(shown.real, result.values[graph.outputs[0].name], rtol=1e-6)
+    np.testing.assert_array_equal(shown.maps[0], shown.real)  # [1, 10]: one map of reals
+    conv = next(n for n in graph.nodes if n.op == "QLinearConv")
+    maps = activation(result, conv.output.name)
+    assert maps.layout == "NCHW" and maps.channels == conv.output.type.shape[1]
+    np.testing.assert_array_equal(maps.maps, dequantize(maps.array, conv.output.type.quant)[0])
+    assert maps.stats.min == maps.array.min() and maps.real_stats.max == maps.real.max()

@@ -166,3 +166,19 @@ def test_a_bad_sample_file_is_one_line_in_the_panel(qtbot, tmp_path):
     text = controller.panel.status.text()
     assert controller.result is None and bad in text and "no such file" in text
     assert "\n" not in text and "Traceback" not in text
+
+
+def test_cancel_stops_the_run_and_keeps_nothing(qtbot):
+    window = make_window(qtbot)
+    controller = window.activations
+    controller.dock.show()
+    panel = controller.panel
+    qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert controller.is_busy() and panel.cancel_button.isVisible()
+    assert not panel.run_button.isEnabled()
+    with qtbot.waitSignal(controller.ran, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
+    assert panel.status.text() == "Cancelled." and controller.result is None
+    assert panel.run_button.isEnabled() and not panel.cancel_button.isVisible()
+    qtbot.wait(200)  # the worker's late result, if any, is not taken
+    assert controller.result is None

@@ -3,7 +3,7 @@
 The reference interpreter runs the displayed graph keeping every intermediate value. When the
 model has a quantized version, its integer graph (what the int8 bundle computes) runs on the
 same input, and each of its int8 tensors is paired with the float value it quantizes
-(`compiler.activation_pairs`), so a value shows float, int8 dequantized and their difference.
+(`compiler.activations.pairs`), so a value shows float, int8 dequantized and their difference.
 Everything a panel shows of one value (statistics, histogram, heat maps) comes from
 `activation`; `export_npy` writes the interpreter's tensor itself.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.activation_layout import channel_maps, derived_layouts, layout_of
-from compiler.activation_pairs import Int8Value, dequantize, pair_int8
+from compiler.activations.layout import channel_maps, derived_layouts, layout_of
+from compiler.activations.pairs import Int8Value, dequantize, pair_int8
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
 from compiler.inputs import random_inputs

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.activation_layout import derived_layouts, to_layout
+from compiler.activations.layout import derived_layouts, to_layout
 from compiler.ir.graph import Graph, Value
 from compiler.ir.types import QuantParams
 
