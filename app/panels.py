@@ -8,6 +8,7 @@ panels for `kiln --screenshot`.
 from __future__ import annotations
 
 from app import (
+    activation_panel,
     code_panel,
     export,
     grouping,
@@ -24,7 +25,8 @@ from app import (
 FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowering_stages),
             ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
-            ("sessions", sessions), ("recovery", recovery), ("overlays", overlays))
+            ("sessions", sessions), ("recovery", recovery), ("overlays", overlays),
+            ("activations", activation_panel))
 
 
 def install_all(window) -> None:

@@ -9,7 +9,7 @@ from tests.conftest import ROOT
 from tests.gui.helpers import DENSENET, check_pictures, run_gui_fresh
 
 PANELS = ["main_window", "canvas_fit", "canvas_zoomed", "properties", "properties_full",
-          "minimap", "palette", "problems", "search"]
+          "minimap", "palette", "problems", "search", "activations"]
 
 
 def test_screenshot_option_writes_each_panel(tmp_path):
