@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.graphdiff.match import Units
 from compiler.ir.graph import Constant, Node, Value
-from compiler.ir.types import TensorType
+from compiler.ir.types import QuantParams, TensorType
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,21 @@ def unit_outputs(units: Units, anchor: int) -> list[TensorType]:
     """Types of a layer's outputs, each as its QuantizeLinear makes it when one is in the unit."""
     node = units.nodes[anchor]
     members = [units.nodes[m] for m in units.members[anchor]]
-    quantized = {id(m.inputs[0]): m.output.type for m in members
+    quantized = {id(m.inputs[0]): _quantized_type(m) for m in members
                  if m.op == "QuantizeLinear" and m.inputs and m.inputs[0] is not None}
     return [quantized.get(id(v), v.type) for v in node.outputs]
+
+
+def _quantized_type(q: Node) -> TensorType:
+    """A QuantizeLinear's output type, with the scale and zero point its inputs hold."""
+    out = q.output.type
+    scale = q.inputs[1] if len(q.inputs) > 1 else None
+    if out.quant is not None or not isinstance(scale, Constant):
+        return out
+    zero = q.inputs[2] if len(q.inputs) > 2 and isinstance(q.inputs[2], Constant) else None
+    params = QuantParams.from_arrays(scale.data, None if zero is None else zero.data,
+                                     q.attrs.get("axis"))
+    return TensorType(out.shape, out.dtype, params)
 
 
 def unit_weights(units: Units, anchor: int) -> list[Constant | None]:

@@ -50,7 +50,16 @@ class Units:
                     readers.setdefault(id(value), []).append(node)
         self.anchor: dict[int, int] = {}
         for node in graph.nodes:
-            self.anchor[node.id] = _wrapped(node, producer, readers) or node.id
+            wrapped = _wrapped(node, producer, readers)
+            self.anchor[node.id] = node.id if wrapped is None else wrapped
+        for node in graph.nodes:  # a Q-DQ pair at a graph input or output: one wrapper
+            if node.op in QDQ and self.anchor[node.id] == node.id:
+                pair = [producer.get(id(node.inputs[0]))] if node.op == "DequantizeLinear" \
+                    else readers.get(id(node.output), [])
+                joined = [self.anchor[p.id] for p in pair if p is not None and p.op in QDQ
+                          and self.anchor[p.id] != p.id]
+                if joined:
+                    self.anchor[node.id] = joined[0]
         self.members: dict[int, list[int]] = {}
         for node in graph.nodes:
             self.members.setdefault(self.anchor[node.id], []).append(node.id)
@@ -178,7 +187,9 @@ def _by_provenance(result: Correspondence) -> None:
         prov = ua.provenance(x)
         for y in {y for i in prov for y in sources.get(i, ())}:
             shared = len(prov & prov_b[y])
-            score = (ua.kind(x) == ub.kind(y), shared, -len(prov ^ prov_b[y]))
+            # Ties go to the last source: a node a pass makes of several stands for the last.
+            score = (ua.kind(x) == ub.kind(y), shared, -len(prov ^ prov_b[y]),
+                     max(prov) == max(prov_b[y]))
             candidates.append((score, x, y))
     _greedy(result, candidates, "provenance")
 

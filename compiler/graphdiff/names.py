@@ -15,7 +15,8 @@ _SUFFIXES = re.compile(
 
 # Operator kinds a float layer and its integer form share.
 _KINDS = {"MatMul": "Dense", "Gemm": "Dense", "FullyConnected": "Dense",
-          "GlobalAveragePool": "AveragePool", "GlobalMaxPool": "MaxPool"}
+          "GlobalAveragePool": "AveragePool", "GlobalMaxPool": "MaxPool",
+          "Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape"}
 
 
 def name_forms(name: str) -> list[str]:
@@ -38,7 +39,8 @@ def kind(op: str) -> str:
 
     `QLinear*`, `Q*` and `*Integer` operators are the quantized forms of their float operator;
     matrix products (MatMul, Gemm, FullyConnected) are one kind, as are global and windowed
-    pools, because passes and quantizers turn one into the other.
+    pools and the operators that only reshape, because passes and quantizers turn one into
+    the other.
     """
     if op in QDQ:
         return op
