@@ -135,7 +135,7 @@ def _print(result) -> None:
                       ", ".join(dict.fromkeys(ch.what for ch in changes)),
                       *(_delta(deltas[m]) for m in metrics))
     for row in result.differences:
-        if row.status == "changed":
+        if row.status in ("changed", "metrics"):  # pairs: their rows are above
             continue
         x, y = row.a, row.b
         deltas = result.deltas(x, y)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from app import (
     code_panel,
+    compare,
     export,
     lowering_stages,
     memory_panel,
@@ -21,7 +22,7 @@ from app import (
 # (window attribute, module)
 FEATURES = (("stepping", stepping), ("lowering", lowering_stages), ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
-            ("sessions", sessions), ("recovery", recovery))
+            ("sessions", sessions), ("recovery", recovery), ("compare", compare))
 
 
 def install_all(window) -> None:

@@ -20,9 +20,13 @@ Metrics = dict[str, dict[int, float]]  # metric -> node id -> value
 
 @dataclass(frozen=True)
 class Difference:
-    """One row of the list a user steps through: a changed pair, a removed or an added layer."""
+    """One row of the list a user steps through: a changed pair, a removed or an added layer.
 
-    status: str  # "changed", "removed" or "added"
+    A pair alike in structure whose metrics differ (one layer planned for two targets) is a
+    "metrics" row.
+    """
+
+    status: str  # "changed", "metrics", "removed" or "added"
     a: int | None  # anchor id in A
     b: int | None  # anchor id in B
     title: str
@@ -177,7 +181,7 @@ def diff_graphs(a: Side, b: Side, *, same_origin: bool = False, stage: str = "",
 
 
 def _differences(d: GraphDiff) -> list[Difference]:
-    """Changed pairs and removed layers in A's order, added layers placed by B's order."""
+    """The rows to step through: pairs and removed layers in A's order, added ones by B's."""
     ua, ub, c = d.units_a, d.units_b, d.correspondence
     rows: list[tuple[float, int, Difference]] = []
     removed = {ua.anchor[i] for i in c.removed}
@@ -187,6 +191,11 @@ def _differences(d: GraphDiff) -> list[Difference]:
             title = f"{ua.nodes[x].name} ↔ {ub.nodes[y].name}: " + "; ".join(
                 str(ch) for ch in d.changes[x][:3])
             rows.append((ua.position[x], 0, Difference("changed", x, y, title)))
+        elif y is not None and any(delta for *_, delta in d.deltas(x, y).values()):
+            moved = ", ".join(f"{name} {delta:+,}" for name, (*_, delta) in d.deltas(x, y).items()
+                              if delta)
+            rows.append((ua.position[x], 0, Difference(
+                "metrics", x, y, f"{ua.nodes[x].name} ↔ {ub.nodes[y].name}: {moved}")))
         elif x in removed:
             rows.append((ua.position[x], 0,
                          Difference("removed", x, None, f"{ua.nodes[x].name} ({ua.nodes[x].op})")))
