@@ -10,6 +10,7 @@ from __future__ import annotations
 from app import (
     activation_panel,
     code_panel,
+    compare,
     export,
     grouping,
     lowering_stages,
@@ -26,7 +27,7 @@ FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowerin
             ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
             ("sessions", sessions), ("recovery", recovery), ("overlays", overlays),
-            ("activations", activation_panel))
+            ("compare", compare), ("activations", activation_panel))
 
 
 def install_all(window) -> None:

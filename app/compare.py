@@ -1,0 +1,377 @@
+"""Compare > ...: two graphs side by side, their layers paired, differences to step through.
+
+Any pair the driver can make: the open model against its final graph, another file, its own
+int8 quantization (from the Quantization dock's calibration) or itself compiled for two
+targets. The comparison (`compiler.graphdiff`), both layouts and both memory plans are computed
+in a worker; the window then shows two canvases whose zoom, pan and selection follow each other,
+coloured by what changed, with the list of differences and the metric deltas of the chosen pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QMenu, QVBoxLayout, QWidget
+
+from app.workers import Job, Progress
+from compiler.driver import Options, compilation
+from compiler.graphdiff import GraphDiff
+from compiler.graphdiff.stages import Operand, compare
+from compiler.memory.buffers import align_up
+from views.compare_view import STATUS_COLORS, CompareView
+from views.layout import GraphLayout, compute_layout
+from views.timeline import Bar, window_fields
+
+TARGETS = ("cortex-m7", "cortex-m55")
+
+
+@dataclass
+class Compared:
+    """A comparison ready to show: the diff, both layouts, both timelines' plans."""
+
+    diff: GraphDiff
+    layout_a: GraphLayout
+    layout_b: GraphLayout
+    plan_a: tuple | None  # (bars, live bytes per step, lower bound, arena) or None
+    plan_b: tuple | None
+
+
+def _plan(operand: Operand) -> tuple | None:
+    """The operand's memory plan as the timeline draws it."""
+    if operand.options is None:
+        return None
+    compiled = compilation(operand.graph, operand.pipeline)
+    doc = compiled.plan(operand.options).to_json()
+    ops = {n.name: n.op for n in compiled.prepared.nodes}
+    a = doc["alignment"]
+    bars = [Bar(b["name"], b["node"], ops.get(b["node"], "Input"), b["size"], b["offset"],
+                align_up(b["size"], a), b["first"], b["last"],
+                (b["streams_from"] or {}).get("source", ""), *window_fields(b["window"]))
+            for b in doc["buffers"]]
+    return bars, doc["live_bytes"], doc["lower_bound"], doc["activations"]
+
+
+def compare_job(a: Operand, b: Operand, same_origin: bool | None = None):
+    """The job: compare, lay both graphs out, plan both for their targets."""
+    def work(progress: Progress) -> Compared:
+        progress.report(0.0, "Comparing the graphs")
+        diff = compare(a, b, same_origin)
+        progress.check()
+        progress.report(0.4, "Laying out both graphs")
+        layout_a, layout_b = compute_layout(diff.a.graph), compute_layout(diff.b.graph)
+        progress.check()
+        progress.report(0.8, "Planning memory")
+        return Compared(diff, layout_a, layout_b, _plan(a), _plan(b))
+
+    return work
+
+
+class CompareController(QObject):
+    """Owns the Compare menu and window; keeps the two canvases in step.
+
+    Signals:
+        shown(): a comparison is on screen.
+    """
+
+    shown = Signal()
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.main = window
+        self.view = CompareView()
+        self.window = QWidget(window, Qt.WindowType.Window)
+        self.window.setWindowTitle("Compare")
+        self.window.resize(1400, 900)
+        QVBoxLayout(self.window).addWidget(self.view)
+        self.result: Compared | None = None
+        self.job: Job | None = None
+        self._syncing = False
+        self._build_menu(window)
+        self.view.rowChosen.connect(self.show_row)
+        for side, canvas in (("a", self.view.canvas_a), ("b", self.view.canvas_b)):
+            canvas.nodeSelected.connect(lambda key, side=side: self._selected(side, key))
+            canvas.viewportChanged.connect(lambda side=side: self._follow_view(side))
+
+    def _build_menu(self, window) -> None:
+        def action(text: str, slot, tip: str) -> QAction:
+            act = QAction(text, window)
+            act.setStatusTip(tip)
+            act.triggered.connect(slot)
+            return act
+
+        self.stage_action = action("With the &Final Graph", self.compare_final,
+                                   "The open model beside its graph after the pass pipeline")
+        self.file_action = action("With &File…", self.choose_file,
+                                  "The open model beside another model file (final graphs)")
+        self.int8_action = action("With its &int8 Quantization", self.compare_int8,
+                                  "The float model beside the integer model its calibration "
+                                  "makes")
+        self.targets_action = action("&Targets: Cortex-M7 and Cortex-M55",
+                                     lambda: self.compare_targets(),
+                                     "The final graph compiled for two targets: arena bytes "
+                                     "per layer side by side")
+        menu = QMenu("&Compare", window)
+        bar = window.menuBar()
+        existing = bar.actions()
+        if existing:  # before Help, which stays last
+            bar.insertMenu(existing[-1], menu)
+        else:
+            bar.addMenu(menu)
+        menu.addActions([self.stage_action, self.file_action, self.int8_action,
+                         self.targets_action])
+        self.menu = menu
+
+    # -- what to compare ------------------------------------------------------------------------
+
+    def _graph(self):
+        graph = self.main.document.graph
+        if graph is None:
+            self.main.statusBar().showMessage("Open a model to compare it.", 5000)
+        return graph
+
+    def _label(self) -> str:
+        path = self.main.document.path
+        return path.name if path else "untitled"
+
+    def compare_final(self) -> Job | None:
+        """The open model as loaded beside its final graph."""
+        graph = self._graph()
+        if graph is None:
+            return None
+        return self.start(Operand(graph, "loaded", label=f"{self._label()} (loaded)"),
+                          Operand(graph, "final", label=f"{self._label()} (final)"), True)
+
+    def choose_file(self) -> None:
+        """Ask for a model file and compare with it."""
+        path, _ = QFileDialog.getOpenFileName(self.main, "Compare with", "",
+                                              "Models (*.onnx *.tflite);;All files (*)")
+        if path:
+            self.compare_file(path)
+
+    def compare_file(self, path: str | Path) -> Job | None:
+        """The open model beside the model in `path`, both final."""
+        from compiler.frontends.load import load_model
+
+        graph = self._graph()
+        if graph is None:
+            return None
+        path = Path(path)
+        return self.start(Operand(graph, label=f"{self._label()} (final)"),
+                          Operand(load_model(path), label=f"{path.name} (final)"), False) \
+            if self._loads(path) else None
+
+    def _loads(self, path: Path) -> bool:
+        from compiler.errors import KilnError
+        from compiler.frontends.load import load_model
+
+        try:
+            load_model(path)
+        except KilnError as exc:
+            self.main.statusBar().showMessage(f"Cannot compare: {exc}", 8000)
+            return False
+        return True
+
+    def compare_int8(self) -> Job | None:
+        """The float model beside the QDQ model its calibration makes (both final)."""
+        graph = self._graph()
+        if graph is None:
+            return None
+        made = self.main.quant.quantized() if getattr(self.main, "quant", None) else None
+        if made is None:
+            self.main.statusBar().showMessage("Calibrate first (Quantize > Calibrate…) to "
+                                              "compare with the int8 model.", 8000)
+            return None
+        qdq, _, method, schema = made
+        return self.start(Operand(graph, label=f"{self._label()} (float, final)"),
+                          Operand(qdq, label=f"int8, {method}, {schema} (final)"), True)
+
+    def compare_targets(self, targets: tuple[str, str] = TARGETS) -> Job | None:
+        """The final graph for two targets."""
+        graph = self._graph()
+        if graph is None:
+            return None
+        first, second = targets
+        return self.start(Operand(graph, options=Options(first), label=f"final, {first}"),
+                          Operand(graph, options=Options(second), label=f"final, {second}"),
+                          True)
+
+    def start(self, a: Operand, b: Operand, same_origin: bool) -> Job:
+        """Compute the comparison in a worker; the window shows it when done."""
+        if self.job is not None:
+            self.job.cancel()
+        self.job = Job(compare_job(a, b, same_origin), "Comparing", self)
+        self.job.succeeded.connect(self.show)
+        self.job.failed.connect(lambda message: self.main.statusBar().showMessage(
+            f"Compare failed: {message}", 8000))
+        self.job.progress.connect(lambda _f, text: self.main.statusBar().showMessage(text))
+        return self.job.start()
+
+    # -- showing ----------------------------------------------------------------------------------
+
+    def show(self, result: Compared) -> None:
+        """Put a comparison on screen."""
+        self.result = result
+        d, v = result.diff, self.view
+        v.canvas_a.set_graph(d.a.graph, result.layout_a, new_model=True)
+        v.canvas_b.set_graph(d.b.graph, result.layout_b, new_model=True)
+        colors_a, colors_b = node_colors(d)
+        v.canvas_a.set_overlay(colors_a, {})
+        v.canvas_b.set_overlay(colors_b, {})
+        v.title_a.setText(f"<b>A</b> {escape(d.a.label)}: {len(d.a.graph.nodes)} nodes")
+        v.title_b.setText(f"<b>B</b> {escape(d.b.label)}: {len(d.b.graph.nodes)} nodes")
+        v.summary.setText(summary_text(d))
+        v.set_rows([(r.status, r.title) for r in d.differences])
+        v.details.setText(totals_html(d))
+        for timeline, plan in ((v.timeline_a, result.plan_a), (v.timeline_b, result.plan_b)):
+            if plan is None:
+                timeline.clear("No memory plan.")
+            else:
+                timeline.set_plan(*plan)
+        self.window.setWindowTitle(f"Compare: {d.a.label} ↔ {d.b.label}")
+        self.window.show()
+        self.main.statusBar().clearMessage()
+        self.shown.emit()
+
+    def show_row(self, row: int) -> None:
+        """Select and centre the pair (or the lone layer) of difference `row`."""
+        if self.result is None:
+            return
+        diff = self.result.diff.differences[row]
+        key = diff.a if diff.a is not None else diff.b
+        self._selected("a" if diff.a is not None else "b", key)
+
+    def _selected(self, side: str, key) -> None:
+        """A node chosen on one side: select its counterpart on the other, show the deltas."""
+        if self._syncing or self.result is None:
+            return
+        v, d = self.view, self.result.diff
+        own, other = (v.canvas_a, v.canvas_b) if side == "a" else (v.canvas_b, v.canvas_a)
+        if not isinstance(key, int):
+            return
+        counterpart = d.correspondence.counterpart(side, key)
+        self._syncing = True
+        try:
+            own.select(key)
+            own.center_on(key)
+            other.select(counterpart)
+            if counterpart is not None:
+                other.center_on(counterpart)
+        finally:
+            self._syncing = False
+        ua, ub = d.units_a, d.units_b
+        x = ua.anchor.get(key) if side == "a" else (
+            None if counterpart is None else ua.anchor.get(counterpart))
+        y = ub.anchor.get(key) if side == "b" else (
+            None if counterpart is None else ub.anchor.get(counterpart))
+        v.details.setText(pair_html(d, x, y))
+        rows = [i for i, r in enumerate(d.differences) if (r.a, r.b) == (x, y)
+                or (r.a is not None and r.a == x) or (r.b is not None and r.b == y)]
+        v.choose(rows[0] if rows else -1)
+
+    def _follow_view(self, side: str) -> None:
+        """Zoom the other canvas alike and centre it on the counterpart of this view's centre."""
+        if self._syncing or self.result is None:
+            return
+        v = self.view
+        own, other = (v.canvas_a, v.canvas_b) if side == "a" else (v.canvas_b, v.canvas_a)
+        centre = own.visible_scene_rect().center()
+        layout = own.graph_layout()
+        keys = [k for k in (layout.boxes if layout else ()) if isinstance(k, int)]
+        if not keys:
+            return
+        nearest = min(keys, key=lambda k: (own.box_rect(k).center() - centre).manhattanLength())
+        counterpart = self.result.diff.correspondence.counterpart(side, nearest)
+        self._syncing = True
+        try:
+            other.set_zoom(own.zoom_level())
+            if counterpart is not None:
+                other.center_on(counterpart)
+        finally:
+            self._syncing = False
+
+
+def node_colors(d: GraphDiff) -> tuple[dict, dict]:
+    """Overlay colours of both canvases: changed, removed (A), added (B) and folded nodes."""
+    c = d.correspondence
+    text = "#000000"
+    a: dict = {}
+    b: dict = {}
+    for x in d.changed():
+        a.update({m: (STATUS_COLORS["changed"], text) for m in d.units_a.members[x]})
+        b.update({m: (STATUS_COLORS["changed"], text) for m in d.units_b.members[c.pairs[x]]})
+    for i in c.folded_a:
+        a.setdefault(i, (STATUS_COLORS["folded"], text))
+    for i in c.folded_b:
+        b.setdefault(i, (STATUS_COLORS["folded"], text))
+    a.update({i: (STATUS_COLORS["removed"], text) for i in c.removed})
+    b.update({i: (STATUS_COLORS["added"], text) for i in c.added})
+    return a, b
+
+
+def summary_text(d: GraphDiff) -> str:
+    """The counts line above the canvases."""
+    n = d.counts()
+    by = n["by"]
+    return (f"{n['matched']} layers matched ({by['provenance']} by provenance, {by['name']} by "
+            f"name, {by['structure']} by structure): {n['changed']} changed, {n['unchanged']} "
+            f"unchanged; {n['removed']} nodes only in A, {n['added']} only in B; "
+            f"{n['folded_a'] + n['folded_b']} folded into a matched layer.")
+
+
+def _number(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _deltas_html(deltas: dict[str, tuple]) -> str:
+    rows = "".join(f"<tr><td>{escape(name)}</td><td align=right>{_number(p)}</td>"
+                   f"<td align=right>{_number(q)}</td><td align=right>"
+                   f"{'' if delta is None else ('+' if delta > 0 else '') + _number(delta)}"
+                   f"</td></tr>" for name, (p, q, delta) in deltas.items())
+    return ("<table cellspacing=6><tr><th align=left>metric</th><th>A</th><th>B</th>"
+            f"<th>B − A</th></tr>{rows}</table>")
+
+
+def totals_html(d: GraphDiff) -> str:
+    """The whole graphs' metrics, shown until a pair is chosen."""
+    return "<b>Whole graphs</b>" + _deltas_html(d.totals())
+
+
+def pair_html(d: GraphDiff, x: int | None, y: int | None) -> str:
+    """The chosen pair: names, what changed, metric deltas."""
+    a = d.units_a.nodes.get(x) if x is not None else None
+    b = d.units_b.nodes.get(y) if y is not None else None
+    head = " ↔ ".join(f"<b>{escape(n.name)}</b> ({escape(n.op)})" if n is not None else
+                      "<i>none</i>" for n in (a, b))
+    how = d.correspondence.how.get(x) if x is not None else None
+    lines = [head + (f" — matched by {how}" if how else "")]
+    changes = d.changes.get(x, []) if x is not None and y is not None else []
+    lines += [f"• {escape(str(ch))}" for ch in changes] or (
+        ["no change"] if a is not None and b is not None else [])
+    return "<br>".join(lines) + _deltas_html(d.deltas(x, y))
+
+
+def install(window) -> CompareController:
+    """Add the Compare menu to `window`; returns the controller (`window.compare`)."""
+    return CompareController(window)
+
+
+def screenshots(window, save) -> None:
+    """compare.png: the open model beside its final graph, the first difference chosen."""
+    controller: CompareController = window.compare
+    graph = window.document.graph
+    if graph is None:
+        return
+    label = window.document.path.name if window.document.path else "untitled"
+    work = compare_job(Operand(graph, "loaded", label=f"{label} (loaded)"),
+                       Operand(graph, "final", label=f"{label} (final)"), True)
+    controller.show(work(Progress(lambda *_: None)))
+    if controller.result.diff.differences:
+        controller.view.step(1)
+    save(controller.window, "compare.png")
+    controller.window.hide()

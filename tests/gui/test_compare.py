@@ -1,0 +1,103 @@
+"""The Compare window: two synced canvases, differences to step through, per-layer deltas."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from app.calibrate_dialog import CalibrationRequest
+from compiler.driver import Options, compilation
+from compiler.quant.calibration_data import Normalization
+from tests.conftest import shared_models
+from tests.gui.helpers import make_window
+from views.compare_view import STATUS_COLORS
+
+TIMEOUT = 120000
+
+
+def _click(qtbot, canvas, key) -> None:
+    """Centre `key` on `canvas` and click its box with the mouse."""
+    canvas.center_on(key)
+    qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=canvas.mapFromScene(canvas.box_rect(key).center()))
+
+
+def _run(qtbot, window, action):
+    with qtbot.waitSignal(window.compare.shown, timeout=TIMEOUT):
+        action.trigger()
+    return window.compare
+
+
+def test_float_model_against_its_int8_quantization(qtbot):
+    window = make_window(qtbot)
+    with qtbot.waitSignal(window.quant.calibrationEnded, timeout=TIMEOUT):
+        window.quant.calibrate(CalibrationRequest("digits:train", "digits:test",
+                                                  Normalization()))
+    compare = _run(qtbot, window, window.compare.int8_action)
+    d, view = compare.result.diff, compare.view
+    c = d.correspondence
+    # Every float layer of the final graph has its integer counterpart.
+    assert c.removed == [] and len(c.pairs) == len(d.a.graph.nodes)
+    ops = {(d.a.graph.node(x).op, d.b.graph.node(y).op) for x, y in c.pairs.items()}
+    assert ("Conv", "QLinearConv") in ops and ("FullyConnected", "QGemm") in ops
+    # Colours: every changed pair amber on both sides, the new boundary nodes green on B.
+    overlay_a, overlay_b = view.canvas_a.overlay(), view.canvas_b.overlay()
+    for x in d.changed():
+        assert overlay_a[x][0] == overlay_b[c.pairs[x]][0] == STATUS_COLORS["changed"]
+    assert c.added and all(overlay_b[i][0] == STATUS_COLORS["added"] for i in c.added)
+    # A click on a float Conv selects and centres its QLinearConv, with the deltas shown.
+    conv = next(x for x in c.pairs if d.a.graph.node(x).op == "Conv")
+    _click(qtbot, view.canvas_a, conv)
+    assert view.canvas_b.selected_key() == c.pairs[conv]
+    assert view.canvas_b.visible_scene_rect().contains(
+        view.canvas_b.box_rect(c.pairs[conv]).center())
+    text = view.details.text()
+    assert "QLinearConv" in text and "weight_bytes" in text and "arena_bytes" in text
+    # The click chose the pair's row; Next (with the mouse) steps to the following difference.
+    row = next(i for i, r in enumerate(d.differences) if r.a == conv)
+    assert view.rows.currentRow() == row
+    qtbot.mouseClick(view.next_button, Qt.MouseButton.LeftButton)
+    following = d.differences[(row + 1) % len(d.differences)]
+    assert view.rows.currentRow() == (row + 1) % len(d.differences)
+    if following.a is not None:
+        assert view.canvas_a.selected_key() == following.a
+    if following.b is not None:
+        assert view.canvas_b.selected_key() == following.b
+    qtbot.mouseClick(view.previous_button, Qt.MouseButton.LeftButton)
+    assert view.rows.currentRow() == row and view.canvas_a.selected_key() == conv
+
+
+def test_zoom_follows_from_one_canvas_to_the_other(qtbot):
+    window = make_window(qtbot)
+    compare = _run(qtbot, window, window.compare.stage_action)
+    view = compare.view
+    view.canvas_a.set_zoom(0.5)
+    assert abs(view.canvas_b.zoom_level() - 0.5) < 1e-9
+    # Relu1 folded into the final graph's first Conv: clicking it selects that Conv.
+    d = compare.result.diff
+    relu = next(i for i, n in d.units_a.nodes.items() if n.name == "relu1")
+    _click(qtbot, view.canvas_a, relu)
+    assert view.canvas_b.selected_key() == d.correspondence.folded_a[relu]
+    assert d.b.graph.node(view.canvas_b.selected_key()).op == "Conv"
+
+
+def test_resnet8_final_graphs_for_cortex_m7_and_m55(qtbot):
+    model = shared_models() / "tflite" / "pretrainedResnet_quant.tflite"
+    window = make_window(qtbot, model)
+    compare = _run(qtbot, window, window.compare.targets_action)
+    d, view = compare.result.diff, compare.view
+    final = compilation(window.document.graph).final
+    assert len(d.correspondence.pairs) == len(final.nodes)
+    assert d.counts()["changed"] == 0
+    # Alike in structure, the layers whose arena bytes differ are the rows to step through.
+    assert d.differences and {r.status for r in d.differences} == {"metrics"}
+    assert all(d.deltas(r.a, r.b)["arena_bytes"][2] for r in d.differences)
+    # The arena bytes per layer are each target's plan's.
+    for target, metrics in (("cortex-m7", d.metrics_a), ("cortex-m55", d.metrics_b)):
+        plan = compilation(window.document.graph).plan(Options(target))
+        assert sum(v for v in metrics["arena_bytes"].values() if v) == sum(
+            b.size for b in plan.arena.buffers)
+    assert view.timeline_a.steps() > 0 and view.timeline_b.steps() > 0
+    conv = next(n.id for n in final.nodes if n.op == "QLinearConv")
+    _click(qtbot, view.canvas_b, conv)
+    assert view.canvas_a.selected_key() == conv
+    assert "cortex-m7" in view.title_a.text() and "cortex-m55" in view.title_b.text()
