@@ -30,7 +30,7 @@ from compiler.driver import Compilation, pipeline_key
 from compiler.harness.cortex_m_bench import BENCH_TARGETS
 from compiler.ir.graph import Graph
 from compiler.layer_instructions import count_instructions
-from compiler.layer_metrics import MetricSet
+from compiler.layer_metrics import MetricSet, aggregate
 from views import style
 from views.flow_layout import FlowLayout
 from views.metric_colors import GRADIENT, THRESHOLD, coloring
@@ -293,13 +293,37 @@ class OverlayController(QObject):
         self.panel.threshold.setVisible(self.panel.mode.currentData() == THRESHOLD)
         self.paint()
 
+    def shown_values(self) -> dict:
+        """The metric per box on the canvas.
+
+        Nodes show their own values, closed groups their members' sum (or worst value, as the
+        metric combines them).
+        """
+        metric, layout = self.current, self.window.canvas.graph_layout()
+        if metric is None or layout is None:
+            return {}
+        values = {node: value for node, value in metric.values().items()
+                  if node in layout.boxes}
+        if layout.grouping is not None:
+            hierarchy = layout.grouping.hierarchy
+            for key in layout.groups:
+                if key in layout.boxes:
+                    value = aggregate(metric, hierarchy.members(key))
+                    if value is not None:
+                        values[key] = value
+        return values
+
     def coloring(self):
-        """The colouring in force for the current metric (None without one)."""
+        """The colouring in force for the current metric (None without one).
+
+        It spans the values shown, closed groups' included.
+        """
         metric = self.current
         if metric is None:
             return None
-        return coloring(list(metric.values().values()), metric.higher_is_worse,
-                        self.panel.mode.currentData(), self.panel.threshold.value())
+        values = list(self.shown_values().values()) or list(metric.values().values())
+        return coloring(values, metric.higher_is_worse, self.panel.mode.currentData(),
+                        self.panel.threshold.value())
 
     def paint(self) -> None:
         """Colour the canvas with the current metric (or leave it alone without one)."""
@@ -310,9 +334,7 @@ class OverlayController(QObject):
                 canvas.set_overlay({}, {})
             self.panel.legend.set_coloring(None)
             return
-        shown = set(canvas.graph_layout().boxes) if canvas.graph_layout() is not None else set()
-        colors = {node: c.colors(value) for node, value in metric.values().items()
-                  if node in shown}
+        colors = {key: c.colors(value) for key, value in self.shown_values().items()}
         canvas.set_overlay(colors, {})
         self.panel.legend.set_coloring(c, metric.title, metric.unit)
 

@@ -138,3 +138,28 @@ def test_vww_int8_opens_with_qdq_units_closed(qtbot):
     inside = [graph.node(k).op for k in _boxes(window, "node") if k in hierarchy.members(units[0])]
     assert sorted(inside) == ["Conv", "DequantizeLinear", "DequantizeLinear", "DequantizeLinear",
                               "QuantizeLinear", "Relu"]
+
+
+def test_an_overlay_colours_a_closed_group_with_its_members_sum(qtbot, tmp_path):
+    window = make_window(qtbot, _scoped(tmp_path))
+    window.grouping.collapse_to(1)
+    overlays = window.overlays
+    overlays.choose("macs")
+    qtbot.waitUntil(lambda: not overlays.is_busy() and overlays.current is not None,
+                    timeout=60000)
+    layout = window.layout_
+    hierarchy = layout.grouping.hierarchy
+    closed = [k for k in layout.groups if k in layout.boxes]
+    assert closed
+    macs = window.macs()
+    values = overlays.shown_values()
+    painted = window.canvas.overlay()
+    for key in closed:
+        assert values[key] == sum(macs[n] or 0 for n in hierarchy.members(key)) > 0
+        assert key in painted
+    # Opening a group repaints: its members now carry their own values.
+    opened = closed[0]
+    _double_click(qtbot, window, opened)
+    members = [k for k in window.layout_.boxes if hierarchy.parent.get(k) == opened]
+    valued = [k for k in members if k in overlays.shown_values()]
+    assert len(valued) >= 3 and all(k in window.canvas.overlay() for k in valued)
