@@ -12,6 +12,7 @@ from app import (
     export,
     lowering_stages,
     memory_panel,
+    picture_export,
     quant_screens,
     recovery,
     sessions,
@@ -21,7 +22,8 @@ from app import (
 # (window attribute, module)
 FEATURES = (("stepping", stepping), ("lowering", lowering_stages), ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
-            ("sessions", sessions), ("recovery", recovery))
+            ("sessions", sessions), ("recovery", recovery),
+            ("picture", picture_export))
 
 
 def install_all(window) -> None:
