@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,8 +133,8 @@ def chromium():
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                 "--force-device-scale-factor=1", "--disable-dev-shm-usage"):
         options.add_argument(arg)
-    options.binary_location = "/usr/bin/chromium"
-    service = webdriver.ChromeService("/usr/bin/chromedriver")
+    options.binary_location = shutil.which("chromium")
+    service = webdriver.ChromeService(shutil.which("chromedriver"))
     driver = webdriver.Chrome(options=options, service=service)
     yield driver
     driver.quit()
