@@ -43,10 +43,17 @@ class PictureController(QObject):
         self.action.setToolTip(tip)
         self.action.triggered.connect(lambda _checked=False: self.open_dialog())
         window.document.graphChanged.connect(self._update_action)
+        window.canvas.nodeSelected.connect(self._refresh)  # "the selected node" comes and goes
         self._update_action()
+
+    def _refresh(self, *_args) -> None:
+        """An open dialog offers what can be exported now."""
+        if self.dialog is not None and self.dialog.isVisible():
+            self.dialog.set_available(self.availability())
 
     def _update_action(self) -> None:
         self.action.setEnabled(self.window.document.graph is not None)
+        self._refresh()
 
     # -- what can be drawn -----------------------------------------------------------------------
 
@@ -77,7 +84,7 @@ class PictureController(QObject):
             "Select a node on the canvas first.",
             "matches": None if canvas.highlighted() else "Search for nodes first (Ctrl+F).",
             "timeline": None if timeline.bars or timeline.live else
-            "The memory timeline is empty: " + timeline.message,
+            f"The memory timeline shows no plan ({timeline.message.rstrip('.')}).",
             "size_report": None if self._report() is not None else
             "Export a bundle first (File > Export Bundle…): the size report is the bundle's.",
         }

@@ -155,8 +155,12 @@ def test_chromium_draws_the_svg_as_the_png(qtbot, tmp_path, chromium, real):
 
 def test_selected_node_picture_is_its_box(qtbot, tmp_path):
     window = make_window(qtbot)
+    dialog = window.picture.open_dialog()
+    row = dialog.subject.findData("selection")
+    assert not dialog.subject.model().item(row).isEnabled()  # nothing selected yet
     node = next(n for n in window.document.graph.nodes if n.op == "Conv")
     click_box(qtbot, window, node.id)
+    assert dialog.subject.model().item(row).isEnabled()  # the open dialog follows the canvas
     svg_path, png = _canvas_pair(qtbot, window, tmp_path, subject="selection", scale=3.0)
     svg = svg_path.read_bytes()
     box = window.canvas.box_rect(node.id)
