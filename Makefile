@@ -30,6 +30,9 @@ DEBIAN_PACKAGES += $(shell $(PYTHON) -c 'import sys; print("libpython%d.%d" % \
 # running AArch64 and RISC-V 32 objects; installed without recommends (qemu-system-arm would
 # otherwise pull in hundreds of desktop libraries).
 ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc lld-14 qemu-user
+# Headless Chromium and its WebDriver: the browser that checks exported SVG pictures (through
+# Selenium), also installed without recommends.
+BROWSER_PACKAGES := chromium chromium-driver
 
 .PHONY: setup system-packages run test lint bench docs clean dist package install-desktop
 
@@ -38,7 +41,7 @@ ARM_PACKAGES := gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc ll
 INSTALLED = dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed"
 system-packages:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do $(INSTALLED) || echo $$p; done); \
-	arm=$$(for p in $(ARM_PACKAGES); do $(INSTALLED) || echo $$p; done); \
+	arm=$$(for p in $(ARM_PACKAGES) $(BROWSER_PACKAGES); do $(INSTALLED) || echo $$p; done); \
 	if [ -n "$$missing$$arm" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
 	    { [ -z "$$missing" ] || apt-get install -y -qq $$missing; } && \

@@ -16,6 +16,7 @@ from app import (
     lowering_stages,
     memory_panel,
     overlays,
+    picture_export,
     quant_screens,
     recovery,
     sessions,
@@ -27,7 +28,8 @@ FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowerin
             ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
             ("sessions", sessions), ("recovery", recovery), ("overlays", overlays),
-            ("compare", compare), ("activations", activation_panel))
+            ("compare", compare), ("activations", activation_panel),
+            ("picture", picture_export))
 
 
 def install_all(window) -> None:

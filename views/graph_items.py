@@ -179,11 +179,11 @@ class BoxItem(QGraphicsItem):
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(body)
         painter.drawPath(outline)
-        if self.kind in OPERATORS:
-            painter.save()
-            painter.setClipPath(outline)
-            painter.fillRect(QRectF(0, 0, self.rect.width(), labels.TITLE_H), head)
-            painter.restore()
+        if self.kind in OPERATORS:  # the band as a shape, not a clip: SVG export drops clips
+            band = QPainterPath()
+            band.addRect(QRectF(0, 0, self.rect.width(), labels.TITLE_H))
+            painter.setBrush(head)
+            painter.drawPath(outline.intersected(band))
         pen = QPen(border, 2.0 if self.problem else 1.0)
         if self.kind == "const":
             pen.setStyle(Qt.PenStyle.DashLine)
