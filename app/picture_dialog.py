@@ -31,6 +31,7 @@ from views.vector_export import MAX_SCALE, MIN_SCALE
 SUBJECTS = (("canvas", "Canvas: the whole graph"),
             ("visible", "Canvas: the part in view"),
             ("selection", "Canvas: the selected node"),
+            ("group", "Canvas: the open group around the selection"),
             ("matches", "Canvas: the search matches"),
             ("timeline", "Memory timeline"),
             ("size_report", "Size report of the last exported bundle"))

@@ -65,6 +65,10 @@ class PictureController(QObject):
             return [] if key is None else [key]
         if subject == "matches":
             return sorted(canvas.highlighted(), key=str)
+        if subject == "group":
+            key = canvas.selected_key()
+            frame = canvas.enclosing_frame(key) if key is not None else None
+            return [] if frame is None else [frame]
         return None
 
     def _report(self) -> dict | None:
@@ -82,6 +86,9 @@ class PictureController(QObject):
             "visible": "No graph is shown." if empty else None,
             "selection": None if canvas.selected_key() is not None else
             "Select a node on the canvas first.",
+            "group": None if canvas.selected_key() is not None
+            and canvas.enclosing_frame(canvas.selected_key()) is not None else
+            "Select a node inside an open group first.",
             "matches": None if canvas.highlighted() else "Search for nodes first (Ctrl+F).",
             "timeline": None if timeline.bars or timeline.live else
             f"The memory timeline shows no plan ({timeline.message.rstrip('.')}).",

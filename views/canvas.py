@@ -165,8 +165,8 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
         return self._layout
 
     def box_rect(self, key: Key) -> QRectF | None:
-        """The scene rectangle of a box, or None when the key is not shown."""
-        item = self._boxes.get(key)
+        """The scene rectangle of a box (or of an open group's frame), None when not shown."""
+        item = self._boxes.get(key) or self._frames.get(key)
         return item.sceneBoundingRect().adjusted(5, 5, -5, -5) if item else None
 
     def overview(self) -> list[tuple[QRectF, QColor]]:

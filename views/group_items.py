@@ -54,10 +54,11 @@ class FrameItem(QGraphicsItem):
         painter.setPen(QPen(style.color(style.FRAME_BORDER), 1.0))
         painter.setBrush(style.color(style.FRAME_FILL))
         painter.drawPath(outline)
-        painter.save()
-        painter.setClipPath(outline)
-        painter.fillRect(self.header(), style.color(style.FRAME_HEAD))
-        painter.restore()
+        band = QPainterPath()  # a shape, not a clip: SVG export drops clips
+        band.addRect(self.header())
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(style.color(style.FRAME_HEAD))
+        painter.drawPath(outline.intersected(band))
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         if lod >= style.LOD_TEXT:
             painter.setFont(style.title_font())

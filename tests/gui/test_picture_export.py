@@ -237,3 +237,29 @@ def test_unwritable_place_is_one_sentence(qtbot, tmp_path):
     assert note.startswith("Not exported: cannot write ") and "no such folder" in note
     assert "Traceback" not in note and "\n" not in note
     assert not target.parent.exists()
+
+
+def test_open_group_picture_is_its_frame(qtbot, tmp_path):
+    """An open group exports as its frame: its title and every member's title, as text."""
+    import onnx
+
+    from tests.views.graphs import scoped_model
+
+    model = tmp_path / "scoped.onnx"
+    onnx.save(scoped_model(stages=2, blocks=2, layers=2), model)
+    window = make_window(qtbot, model)
+    window.grouping.expand_all()
+    layout = window.layout_
+    hierarchy = layout.grouping.hierarchy
+    node = next(n for n in window.document.graph.nodes if n.name.endswith("block_1/layer_0/relu"))
+    click_box(qtbot, window, node.id)
+    frame = window.canvas.enclosing_frame(node.id)
+    assert hierarchy.groups[frame].title == "layer_0"
+    svg_path, png = _canvas_pair(qtbot, window, tmp_path, subject="group", scale=2.0)
+    svg = svg_path.read_bytes()
+    rect = window.canvas.box_rect(frame)
+    assert view_box(svg) == (0, 0, rect.width() + 2 * MARGIN, rect.height() + 2 * MARGIN)
+    texts = {t.text for t in svg_texts(svg)}
+    assert {layout.labels[k].title for k in hierarchy.members(frame)} <= texts
+    assert any("layer_0" in t for t in texts)
+    _assert_same(png, qt_render(svg, png.size()), "Qt's SVG renderer")
