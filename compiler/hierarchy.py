@@ -228,13 +228,13 @@ class _Builder:
             if unit:
                 units[node.id] = unit
                 taken.update(unit)
+        anchor_of = {n: anchor for anchor, unit in units.items() for n in unit}
         items: list[Item] = []
         done: set[int] = set()
         for node in self.graph.nodes:
             if node.id in done:
                 continue
-            anchor = next((a for a, unit in units.items() if node.id in unit), None) \
-                if node.id in taken else None
+            anchor = anchor_of.get(node.id)
             if anchor is None:
                 items.append(node.id)
                 continue
@@ -253,10 +253,10 @@ class _Builder:
     def _unit_of(self, node: Node, taken: set[int]) -> list[int]:
         """The nodes of `node`'s QDQ unit, or [] when it is not read and written quantized."""
         feeding = [self.nodes[p] for p in self.preds[node.id]]
-        dequants = [p.id for p in feeding if p.op == "DequantizeLinear" and p.id not in taken
-                    and self._only_reader(p, node.id)]
         if not any(p.op == "DequantizeLinear" for p in feeding):
             return []
+        dequants = [p.id for p in feeding if p.op == "DequantizeLinear" and p.id not in taken
+                    and self._only_reader(p, node.id)]
         chain = [node.id]
         tail = node
         while len(self.succs[tail.id]) == 1 and tail.id not in self.is_output:

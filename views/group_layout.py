@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from compiler.bulk import collector_paused
 from compiler.frontends.source import short_text, source_of
 from compiler.hierarchy import QDQ, Group, Hierarchy, Item, build_hierarchy
 from compiler.ir.graph import Constant, Graph, Placeholder
@@ -105,6 +106,7 @@ class GroupedLayout:
                 links.append((src, self._chain_of(src), f"out:{value.name}", (),
                               value.name, port))
         out_ports: dict[tuple[Container, Key], dict[str, int]] = {}
+        drawn: set[tuple[Container, Key, Key, str]] = set()
         for src, s_chain, dst, d_chain, value, port in links:
             depth = 0
             while (depth < len(s_chain) and depth < len(d_chain)
@@ -116,7 +118,9 @@ class GroupedLayout:
             if isinstance(s_item, str) and s_item.startswith("group:"):
                 ports = out_ports.setdefault((container, s_item), {})
                 port = ports.setdefault(value, len(ports))
-            self._edges.setdefault(container, []).append((s_item, d_item, value, port))
+            if (container, s_item, d_item, value) not in drawn:  # one edge per value and pair
+                drawn.add((container, s_item, d_item, value))
+                self._edges.setdefault(container, []).append((s_item, d_item, value, port))
             for k in range(depth, len(d_chain)):
                 inner = d_chain[k + 1] if k + 1 < len(d_chain) else dst
                 self._ports.setdefault(d_chain[k], []).append((value, inner))
@@ -254,9 +258,10 @@ def lay_out_view(graph: Graph, *, show_constants: bool = False,
     `expanded` names the open groups (None: the hierarchy's opening view); names of groups
     the graph no longer has are ignored.
     """
-    hierarchy = build_hierarchy(graph)
-    if not hierarchy.groups:
-        return compute_layout(graph, show_constants=show_constants, progress=progress)
-    opened = hierarchy.opening_view() if expanded is None else \
-        frozenset(g for g in expanded if g in hierarchy.groups)
-    return GroupedLayout(graph, hierarchy, show_constants).layout(opened, progress)
+    with collector_paused():
+        hierarchy = build_hierarchy(graph)
+        if not hierarchy.groups:
+            return compute_layout(graph, show_constants=show_constants, progress=progress)
+        opened = hierarchy.opening_view() if expanded is None else \
+            frozenset(g for g in expanded if g in hierarchy.groups)
+        return GroupedLayout(graph, hierarchy, show_constants).layout(opened, progress)

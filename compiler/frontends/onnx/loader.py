@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 
 from compiler import ops
+from compiler.bulk import collector_paused
 from compiler.errors import KilnError, ModelError
 from compiler.fileio import model_source
 from compiler.frontends.onnx.attributes import check_attributes, decode_attributes
@@ -68,7 +69,8 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
     importer = None
     try:
         importer = _Importer(model, label, base_dir, shapes or {})
-        return importer.run()
+        with collector_paused():
+            return importer.run()
     except ModelError as exc:
         raise exc.with_file(label) from None
     except KilnError as exc:
