@@ -429,7 +429,7 @@ class QuantController(QObject):
 
     def node_colors(self) -> dict[object, tuple[str, str]]:
         """Canvas key -> (fill, text) of its output's SQNR bin."""
-        return node_colors(self.session, self.document.graph)
+        return node_colors(self.session, self.document.graph, self.window.canvas.graph_layout())
 
     def show_overlay(self) -> None:
         """Colour the canvas (or clear it) as the overlay check box says."""

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import stage_view
 from app.stages import Run, Stage, names_html, row, run_stages
 from app.workers import Job, Progress
 from compiler.errors import KilnError, one_line
@@ -429,14 +430,9 @@ class SteppingController(QObject):
             self.show_stage(self.index)
 
     def _match_document_view(self, stage: Stage) -> None:
-        """Start where the document's canvas was: the stages keep the loaded graph's places."""
-        window = self.window
-        if window.show_constants or window.canvas.graph() is None:
-            return  # constants as boxes: another layout, nothing to match
-        centre = window.canvas.visible_scene_rect().center()
-        centre.setX(centre.x() + stage.placed.shift - self.stages[0].placed.shift)
-        self.canvas.set_zoom(window.canvas.zoom_level())
-        self.canvas.centerOn(centre)
+        """Start where the document's canvas was (see `stage_view.match_document_view`)."""
+        stage_view.match_document_view(self.window, self.canvas, stage.placed.shift
+                                       - self.stages[0].placed.shift)
 
     def leave_stage(self) -> None:
         """Back to the document's editable graph."""

@@ -187,6 +187,17 @@ def test_the_overlay_on_resnet8_shows_the_report_bins(qtbot, tmp_path):
     with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
         quant.calibrate(CalibrationRequest(str(samples), "", Normalization(), samples=48))
     qtbot.mouseClick(quant.panel.overlay, Qt.MouseButton.LeftButton)
+    # Residual blocks open closed: each shows its worst member's bin.
+    layout = window.layout_
+    closed = [k for k in layout.groups if k in layout.boxes]
+    assert closed
+    for key in closed:
+        members = [m for m in layout.grouping.hierarchy.members(key)
+                   if m in quant.session.keys.values()]
+        worst = min(t.sqnr for name, t in quant.session.evaluation.tensors.items()
+                    if quant.session.keys.get(name) in members)
+        assert window.canvas.overlay()[key] == sqnr_color(worst)
+    window.grouping.expand_all()  # every node on the canvas, in its own bin
     shown = window.canvas.overlay()
     session = quant.session
     data = CalibrationData(calib.input_name, np.load(samples), "resnet")

@@ -238,7 +238,16 @@ def test_the_stage_view_opens_where_the_document_view_was(qtbot, resnet):
     assert controller.canvas.zoom_level() == pytest.approx(zoom)
     seen = controller.canvas.visible_scene_rect()
     assert seen.contains(controller.canvas.box_rect(node.id).center())
-    assert controller.canvas.box_rect(node.id).center().x() == pytest.approx(centre.x(), abs=1)
+    # The node is where it was on screen (the document folds residual blocks into groups, so
+    # the two canvases place it differently in their scenes).
+    # Measured from the middle of each view (the stage's view has a banner above it).
+    stage_view, document_view = controller.canvas, window.canvas
+    on_screen = stage_view.mapFromScene(stage_view.box_rect(node.id).center()) \
+        - stage_view.viewport().rect().center()
+    before = document_view.mapFromScene(centre) - document_view.viewport().rect().center()
+    assert abs(on_screen.y() - before.y()) <= 2
+    bar = stage_view.horizontalScrollBar()  # unless the stage's scene ends before the view
+    assert abs(on_screen.x() - before.x()) <= 2 or bar.value() in (bar.minimum(), bar.maximum())
 
 
 def test_the_user_can_switch_verification_off(qtbot, resnet):
