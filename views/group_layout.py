@@ -258,7 +258,7 @@ def lay_out_view(graph: Graph, *, show_constants: bool = False,
     `expanded` names the open groups (None: the hierarchy's opening view); names of groups
     the graph no longer has are ignored.
     """
-    with collector_paused():
+    with collector_paused(keep=True):
         hierarchy = build_hierarchy(graph)
         if not hierarchy.groups:
             return compute_layout(graph, show_constants=show_constants, progress=progress)
