@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QMenu, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMenu, QVBoxLayout, QWidget
 
 from app.workers import Job, Progress
 from compiler.driver import Options, compilation
@@ -110,10 +110,16 @@ class CompareController(QObject):
         self.int8_action = action("With its &int8 Quantization", self.compare_int8,
                                   "The float model beside the integer model its calibration "
                                   "makes")
+        self.pass_action = action("With a &Pass Stage…", self.choose_stage,
+                                  "The open model beside its graph after any pass of the "
+                                  "pipeline")
         self.targets_action = action("&Targets: Cortex-M7 and Cortex-M55",
                                      lambda: self.compare_targets(),
                                      "The final graph compiled for two targets: arena bytes "
                                      "per layer side by side")
+        self.choose_targets_action = action("Two &Targets…", self.choose_targets,
+                                            "The final graph compiled for two targets you "
+                                            "choose")
         menu = QMenu("&Compare", window)
         bar = window.menuBar()
         existing = bar.actions()
@@ -121,8 +127,8 @@ class CompareController(QObject):
             bar.insertMenu(existing[-1], menu)
         else:
             bar.addMenu(menu)
-        menu.addActions([self.stage_action, self.file_action, self.int8_action,
-                         self.targets_action])
+        menu.addActions([self.stage_action, self.pass_action, self.file_action,
+                         self.int8_action, self.targets_action, self.choose_targets_action])
         self.menu = menu
 
     # -- what to compare ------------------------------------------------------------------------
@@ -144,6 +150,55 @@ class CompareController(QObject):
             return None
         return self.start(Operand(graph, "loaded", label=f"{self._label()} (loaded)"),
                           Operand(graph, "final", label=f"{self._label()} (final)"), True)
+
+    def stage_names(self) -> list[str]:
+        """The pipeline's enabled passes in order, a repeated one as `name#k` (its k-th run)."""
+        if self.main.document.graph is None:
+            return []
+        seen: dict[str, int] = {}
+        names = []
+        for config in self.main.document.pipeline.enabled():
+            seen[config.name] = seen.get(config.name, 0) + 1
+            k = seen[config.name]
+            names.append(config.name if k == 1 else f"{config.name}#{k}")
+        return names
+
+    def choose_stage(self) -> None:
+        """Compare > With a Pass Stage…: ask which pass."""
+        names = self.stage_names()
+        if not names:
+            self._graph()
+            return
+        name, ok = QInputDialog.getItem(self.main, "Compare with a Pass Stage",
+                                        "The graph after the pass:", names, len(names) - 1,
+                                        False)
+        if ok:
+            self.compare_stage(name)
+
+    def compare_stage(self, stage: str) -> Job | None:
+        """The open model as loaded beside its graph after the pass `stage`."""
+        graph = self._graph()
+        if graph is None:
+            return None
+        pipeline = self.main.document.pipeline
+        return self.start(Operand(graph, "loaded", label=f"{self._label()} (loaded)",
+                                  pipeline=pipeline),
+                          Operand(graph, stage, label=f"{self._label()} (after {stage})",
+                                  pipeline=pipeline), True)
+
+    def choose_targets(self) -> None:
+        """Compare > Two Targets…: ask for both."""
+        from compiler.codegen.targets import target_names
+
+        names = target_names()
+        first, ok = QInputDialog.getItem(self.main, "Compare Two Targets", "First target:",
+                                         names, names.index(TARGETS[0]), False)
+        if not ok:
+            return
+        second, ok = QInputDialog.getItem(self.main, "Compare Two Targets", "Second target:",
+                                          names, names.index(TARGETS[1]), False)
+        if ok:
+            self.compare_targets((first, second))
 
     def choose_file(self) -> None:
         """Ask for a model file and compare with it."""

@@ -101,3 +101,31 @@ def test_resnet8_final_graphs_for_cortex_m7_and_m55(qtbot):
     _click(qtbot, view.canvas_b, conv)
     assert view.canvas_a.selected_key() == conv
     assert "cortex-m7" in view.title_a.text() and "cortex-m55" in view.title_b.text()
+
+
+def test_loaded_graph_against_a_pass_stage_chosen_from_the_menu(qtbot, monkeypatch):
+    """Compare > With a Pass Stage…: the pass is asked for; after the last dce, the Relus are
+    folded into their Convs."""
+    from PySide6.QtWidgets import QInputDialog
+
+    window = make_window(qtbot)
+    names = window.compare.stage_names()
+    assert "fuse_activations" in names and "dce#2" in names
+    asked = []
+
+    def choose(parent, title, label, items, current, editable):
+        asked.append(list(items))
+        return "dce#2", True
+    monkeypatch.setattr(QInputDialog, "getItem", staticmethod(choose))
+    compare = _run(qtbot, window, window.compare.pass_action)
+    assert asked == [names]
+    d = compare.result.diff
+    c = d.correspondence
+    graph = window.document.graph
+    relus = [n.id for n in graph.nodes if n.op == "Relu"]
+    assert relus and all(r in c.folded_a for r in relus)
+    assert set(c.how.values()) == {"provenance"}
+    convs = [n.id for n in graph.nodes if n.op == "Conv"]
+    fused = [d.b.graph.node(c.pairs[x]) for x in convs]
+    assert all(n.attrs.get("activation") == "Relu" for n in fused)
+    assert all(x in d.changed() for x in convs)  # the activation attribute changed
