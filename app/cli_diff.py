@@ -108,13 +108,15 @@ def _print(result) -> None:
     The changes themselves (before and after) are in `--json`; a row names their kinds.
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     counts = result.counts()
     by = counts["by"]
-    console.print(f"[bold]A[/bold] {result.a.label}: {len(result.a.graph.nodes)} nodes; "
-                  f"[bold]B[/bold] {result.b.label}: {len(result.b.graph.nodes)} nodes",
+    console.print(f"[bold]A[/bold] {escape(result.a.label)}: {len(result.a.graph.nodes)} "
+                  f"nodes; [bold]B[/bold] {escape(result.b.label)}: "
+                  f"{len(result.b.graph.nodes)} nodes",
                   highlight=False)
     console.print(f"{counts['matched']} layers matched ({by['provenance']} by provenance, "
                   f"{by['name']} by name, {by['structure']} by structure): {counts['changed']} "
@@ -130,8 +132,9 @@ def _print(result) -> None:
             continue
         changes = result.changes.get(x, [])
         deltas = result.deltas(x, y)
-        table.add_row("changed" if changes else "same", f"{ua.nodes[x].name} ({ua.nodes[x].op})",
-                      f"{ub.nodes[y].name} ({ub.nodes[y].op})", c.how[x],
+        table.add_row("changed" if changes else "same",
+                      escape(f"{ua.nodes[x].name} ({ua.nodes[x].op})"),
+                      escape(f"{ub.nodes[y].name} ({ub.nodes[y].op})"), c.how[x],
                       ", ".join(dict.fromkeys(ch.what for ch in changes)),
                       *(_delta(deltas[m]) for m in metrics))
     for row in result.differences:
@@ -139,7 +142,8 @@ def _print(result) -> None:
             continue
         x, y = row.a, row.b
         deltas = result.deltas(x, y)
-        table.add_row(row.status, row.title if x is not None else "", row.title if y is not None
+        title = escape(row.title)
+        table.add_row(row.status, title if x is not None else "", title if y is not None
                       else "", "", "", *(_delta(deltas[m]) for m in metrics))
     console.print(table)
     totals = result.totals()

@@ -148,8 +148,11 @@ class CompareController(QObject):
         graph = self._graph()
         if graph is None:
             return None
-        return self.start(Operand(graph, "loaded", label=f"{self._label()} (loaded)"),
-                          Operand(graph, "final", label=f"{self._label()} (final)"), True)
+        pipeline = self.main.document.pipeline
+        return self.start(Operand(graph, "loaded", label=f"{self._label()} (loaded)",
+                                  pipeline=pipeline),
+                          Operand(graph, "final", label=f"{self._label()} (final)",
+                                  pipeline=pipeline), True)
 
     def stage_names(self) -> list[str]:
         """The pipeline's enabled passes in order, a repeated one as `name#k` (its k-th run)."""
@@ -215,7 +218,8 @@ class CompareController(QObject):
         if graph is None:
             return None
         path = Path(path)
-        return self.start(Operand(graph, label=f"{self._label()} (final)"),
+        return self.start(Operand(graph, label=f"{self._label()} (final)",
+                                  pipeline=self.main.document.pipeline),
                           Operand(load_model(path), label=f"{path.name} (final)"), False) \
             if self._loads(path) else None
 
@@ -241,8 +245,11 @@ class CompareController(QObject):
                                               "compare with the int8 model.", 8000)
             return None
         qdq, _, method, schema = made
-        return self.start(Operand(graph, label=f"{self._label()} (float, final)"),
-                          Operand(qdq, label=f"int8, {method}, {schema} (final)"), True)
+        pipeline = self.main.document.pipeline
+        return self.start(Operand(graph, label=f"{self._label()} (float, final)",
+                                  pipeline=pipeline),
+                          Operand(qdq, label=f"int8, {method}, {schema} (final)",
+                                  pipeline=pipeline), True)
 
     def compare_targets(self, targets: tuple[str, str] = TARGETS) -> Job | None:
         """The final graph for two targets."""
@@ -250,9 +257,11 @@ class CompareController(QObject):
         if graph is None:
             return None
         first, second = targets
-        return self.start(Operand(graph, options=Options(first), label=f"final, {first}"),
-                          Operand(graph, options=Options(second), label=f"final, {second}"),
-                          True)
+        pipeline = self.main.document.pipeline
+        return self.start(Operand(graph, options=Options(first), label=f"final, {first}",
+                                  pipeline=pipeline),
+                          Operand(graph, options=Options(second), label=f"final, {second}",
+                                  pipeline=pipeline), True)
 
     def start(self, a: Operand, b: Operand, same_origin: bool) -> Job:
         """Compute the comparison in a worker; the window shows it when done."""

@@ -10,7 +10,10 @@ from __future__ import annotations
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QInputDialog
 
+from app.workers import Job
 from compiler.hierarchy import summarize
+
+SYNC_BOXES = 2000  # more boxes than this to show: laid out in a background job
 
 KINDS = {"qdq": "QDQ unit (shown as its integer operator)", "separable":
          "depthwise-separable pair", "residual": "residual block", "scope": "name scope"}
@@ -21,6 +24,7 @@ class Grouping:
 
     def __init__(self, window):
         self.window = window
+        self._job: Job | None = None
         window.canvas.groupToggled.connect(self.toggle)
         window.canvas.revealRequested.connect(self.reveal)
         menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
@@ -48,9 +52,18 @@ class Grouping:
             action.setEnabled(grouped)
 
     def grouping(self):
-        """The GroupedLayout of the shown layout, or None (a flat graph)."""
+        """The GroupedLayout of the shown layout, or None (a flat graph).
+
+        None too while the canvas still shows the graph before an edit (a big graph is laid
+        out again in the background): its groups may hold nodes the document no longer has.
+        """
         layout = self.window.layout_
-        return layout.grouping if layout is not None else None
+        grouping = layout.grouping if layout is not None else None
+        try:
+            current = grouping is not None and grouping.graph is self.window.document.graph
+        except ReferenceError:
+            current = False
+        return grouping if current else None
 
     def expanded(self) -> frozenset[str]:
         """The groups open now."""
@@ -58,11 +71,33 @@ class Grouping:
         return layout.expanded if layout is not None else frozenset()
 
     def set_expanded(self, expanded: frozenset[str]) -> None:
-        """Show the graph with exactly these groups open."""
+        """Show the graph with exactly these groups open.
+
+        Opening thousands of boxes at once (Open All on a big model) lays out in a background
+        job with progress and Cancel; a few groups open at once.
+        """
         grouping = self.grouping()
         if grouping is None or expanded == self.expanded():
             return
-        self.window.show_layout(grouping.layout(expanded))
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+        if grouping.hierarchy.visible_count(expanded) <= SYNC_BOXES:
+            self.window.show_layout(grouping.layout(expanded))
+            return
+        graph = grouping.graph
+        self._job = Job(lambda progress: grouping.layout(expanded), "Opening groups",
+                        self.window)
+        self._job.succeeded.connect(lambda layout: self._opened(graph, layout))
+        self._job.failed.connect(lambda message: self.window.statusBar().showMessage(
+            f"Could not open the groups: {message}", 8000))
+        self.window.statusBar().showMessage("Opening groups…")
+        self._job.start()
+
+    def _opened(self, graph, layout) -> None:
+        self._job = None
+        if graph is self.window.document.graph:
+            self.window.show_layout(layout)
 
     def toggle(self, key: str) -> None:
         """Open a closed group, close an open one."""

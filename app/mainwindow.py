@@ -23,7 +23,7 @@ from app.editing import EditController
 from app.finder import Finder
 from app.panels import install_all
 from app.workers import Job, Loaded, lay_out, load_model
-from compiler import edit
+from compiler import bulk, edit
 from compiler.errors import KilnError
 from compiler.frontends.load import MODEL_SUFFIXES
 from compiler.ir.graph import Graph
@@ -244,6 +244,7 @@ class MainWindow(QMainWindow):
         self._remember_layout(loaded.graph, self.show_constants, loaded.layout)
         self.canvas.select(None)
         self.document.load(loaded.graph, loaded.path)
+        bulk.settle()  # the previous model is freed, the new one kept out of later passes
         if self.remember:
             settings.add_recent_file(loaded.path)
         self.statusBar().showMessage(f"Opened {loaded.path.name} in {loaded.seconds:.2f} s", 6000)

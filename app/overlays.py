@@ -313,29 +313,30 @@ class OverlayController(QObject):
                         values[key] = value
         return values
 
-    def coloring(self):
+    def coloring(self, values: dict | None = None):
         """The colouring in force for the current metric (None without one).
 
-        It spans the values shown, closed groups' included.
+        It spans `values` (default: those shown, closed groups' included).
         """
         metric = self.current
         if metric is None:
             return None
-        values = list(self.shown_values().values()) or list(metric.values().values())
-        return coloring(values, metric.higher_is_worse, self.panel.mode.currentData(),
+        values = self.shown_values() if values is None else values
+        return coloring(list(values.values()) or list(metric.values().values()),
+                        metric.higher_is_worse, self.panel.mode.currentData(),
                         self.panel.threshold.value())
 
     def paint(self) -> None:
         """Colour the canvas with the current metric (or leave it alone without one)."""
         canvas, metric = self.window.canvas, self.current
-        c = self.coloring()
+        values = self.shown_values()
+        c = self.coloring(values)
         if metric is None or c is None:
             if canvas.overlay() and not self._quant_overlay_on():
                 canvas.set_overlay({}, {})
             self.panel.legend.set_coloring(None)
             return
-        colors = {key: c.colors(value) for key, value in self.shown_values().items()}
-        canvas.set_overlay(colors, {})
+        canvas.set_overlay({key: c.colors(value) for key, value in values.items()}, {})
         self.panel.legend.set_coloring(c, metric.title, metric.unit)
 
     def _quant_overlay_on(self) -> bool:

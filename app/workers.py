@@ -195,6 +195,9 @@ class Job(QObject):
     @Slot()
     def _on_thread_finished(self) -> None:
         _RUNNING.discard(self)
+        # A job object may live on as its parent's child; its function (and the graph and
+        # compilation the function closes over) must not.
+        self._runner.fn = None
 
 
 # -- the jobs the app runs ------------------------------------------------------------------------

@@ -339,7 +339,7 @@ class _Builder:
 
     def _depthwise(self, item: Item) -> bool:
         conv = self._conv(item)
-        if conv is None or conv.attrs.get("group", 1) <= 1:
+        if conv is None or (conv.attrs.get("group") or 1) <= 1:
             return False
         weight = conv.inputs[3 if conv.op == "QLinearConv" else 1]
         shape = weight.type.shape if weight is not None else ()
@@ -347,8 +347,13 @@ class _Builder:
 
     def _pointwise(self, item: Item) -> bool:
         conv = self._conv(item)
-        return (conv is not None and conv.attrs.get("group", 1) == 1
-                and tuple(conv.attrs.get("kernel_shape", ())) == (1, 1))
+        if conv is None or (conv.attrs.get("group") or 1) != 1:
+            return False
+        kernel = conv.attrs.get("kernel_shape")
+        if not kernel:  # not in the file: the weight's spatial size
+            weight = conv.inputs[3 if conv.op == "QLinearConv" else 1]
+            kernel = weight.type.shape[2:] if weight is not None else ()
+        return tuple(kernel) == (1, 1)
 
     def _blocks_among(self, items: list[Item]) -> list[Item]:
         local = {n: item for item in items for n in self._item_nodes(item)}

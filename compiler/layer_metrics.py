@@ -74,6 +74,7 @@ class MetricSet:
     peer_title: str = ""
     note: str = ""
     _values: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
+    _index: dict[int, list[Row]] | None = field(default=None, compare=False, repr=False)
 
     def values(self) -> dict[int, float]:
         """Shown node id -> its value: its rows combined (a fused kernel colours each node)."""
@@ -83,10 +84,13 @@ class MetricSet:
         return self._values
 
     def _rows_of(self) -> dict[int, list[Row]]:
+        if self._index is not None:  # built once: groups ask for many nodes per repaint
+            return self._index
         rows: dict[int, list[Row]] = {}
         for row in self.rows:
             for node in row.nodes:
                 rows.setdefault(node, []).append(row)
+        object.__setattr__(self, "_index", rows)  # the dataclass may be frozen
         return rows
 
     def rows_of(self, node_id: int) -> list[Row]:
@@ -114,8 +118,8 @@ def aggregate(metric: MetricSet, node_ids: Iterable[int]) -> float | None:
     Rows touching any node of the group take part: summed for counts and bytes, the largest
     for live arena bytes, the worst (lowest) for SQNR. None when no row touches the group.
     """
-    group = set(node_ids)
-    rows = [r for r in metric.rows if group.intersection(r.nodes)]
+    index = metric._rows_of()
+    rows = list({id(r): r for n in node_ids for r in index.get(n, ())}.values())
     return _combine(metric.combine, [r.value for r in rows]) if rows else None
 
 

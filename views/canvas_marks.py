@@ -34,7 +34,18 @@ class CanvasMarks:
             return
         nodes = {n.id: n for n in self._graph.nodes}
         values = None
+        grouped = {}  # a closed group holding an invalid node shows its first problem
+        grouping = self._layout.grouping if self._layout is not None else None
+        if grouping is not None:
+            for node_id, problem in self._problems.items():
+                if node_id in grouping.hierarchy.parent:
+                    shown = grouping.hierarchy.shown_as(node_id, self._layout.expanded)
+                    if shown != node_id:
+                        grouped.setdefault(shown, f"inside: {problem}")
         for key, item in self._boxes.items():
+            if item.kind == "group":
+                item.set_state(problem=grouped.get(key))
+                continue
             if item.kind != "node":
                 continue
             problem = self._problems.get(key)

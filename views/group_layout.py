@@ -10,13 +10,14 @@ opens at its outline in well under a second and opens a group in milliseconds.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compiler.bulk import collector_paused
 from compiler.frontends.source import short_text, source_of
 from compiler.hierarchy import QDQ, Group, Hierarchy, Item, build_hierarchy
-from compiler.ir.graph import Constant, Graph, Placeholder
+from compiler.ir.graph import Constant, Graph
 from views.labels import ATTR, SHAPE, NodeLabel, elide, node_label, type_text, value_label
 from views.layout import (
     MARGIN,
@@ -50,7 +51,9 @@ class GroupedLayout:
     """Layouts of one graph under any set of open groups, sharing every group's layout."""
 
     def __init__(self, graph: Graph, hierarchy: Hierarchy, show_constants: bool = False):
-        self.graph = graph
+        # Weak: the window caches layouts in a WeakKeyDictionary keyed by their graph, and a
+        # value holding its key would keep every graph ever shown alive.
+        self._graph = weakref.ref(graph)
         self.hierarchy = hierarchy
         self.show_constants = show_constants
         self._nodes = {n.id: n for n in graph.nodes}
@@ -60,6 +63,14 @@ class GroupedLayout:
         self._consts: dict[Container, list[tuple[str, int]]] = {}  # (constant, node reading it)
         self._cache: dict[tuple, _Inner] = {}
         self._links()
+
+    @property
+    def graph(self) -> Graph:
+        """The graph laid out (alive as long as anything shows it)."""
+        graph = self._graph()
+        if graph is None:
+            raise ReferenceError("the graph of this layout is gone")
+        return graph
 
     # -- where every edge is drawn -----------------------------------------------------------
 
@@ -101,7 +112,7 @@ class GroupedLayout:
             for i, out in enumerate(node.outputs):
                 producer[id(out)] = (node.id, i)
         for value in self.graph.outputs:
-            if id(value) in producer and not isinstance(value, Placeholder):
+            if id(value) in producer:
                 src, port = producer[id(value)]
                 links.append((src, self._chain_of(src), f"out:{value.name}", (),
                               value.name, port))
@@ -258,7 +269,7 @@ def lay_out_view(graph: Graph, *, show_constants: bool = False,
     `expanded` names the open groups (None: the hierarchy's opening view); names of groups
     the graph no longer has are ignored.
     """
-    with collector_paused(keep=True):
+    with collector_paused():
         hierarchy = build_hierarchy(graph)
         if not hierarchy.groups:
             return compute_layout(graph, show_constants=show_constants, progress=progress)

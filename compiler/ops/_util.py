@@ -21,6 +21,8 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         for i, d in enumerate(shape):
             d = int(d)
             have = out[offset + i]
+            if d < 0:
+                fail(f"shape {list(shape)} has a negative dimension")
             if d == have or d == 1:
                 continue
             if have == 1:

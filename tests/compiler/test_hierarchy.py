@@ -143,3 +143,25 @@ def test_int8_tflite_blocks():
     h = build_hierarchy(graph)
     _acyclic_at_every_level(graph, h)
     assert _kinds(h) == {RESIDUAL: 3}
+
+
+def test_convolutions_without_kernel_shape_still_pair():
+    """kernel_shape is optional in ONNX: the weight's spatial size stands for it."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    dw = numpy_helper.from_array(np.ones((4, 1, 3, 3), np.float32), "dw")
+    pw = numpy_helper.from_array(np.ones((8, 4, 1, 1), np.float32), "pw")
+    nodes = [helper.make_node("Conv", ["x", "dw"], ["d"], name="depthwise", group=4,
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["d"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "pw"], ["y"], name="pointwise")]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])], [dw, pw]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    graph = load_onnx(model)
+    h = build_hierarchy(graph)
+    assert _kinds(h) == {SEPARABLE: 1}
+    assert [graph.node(n).name for n in h.members(h.top[0])] == ["depthwise", "relu",
+                                                                 "pointwise"]

@@ -163,3 +163,53 @@ def test_an_overlay_colours_a_closed_group_with_its_members_sum(qtbot, tmp_path)
     members = [k for k in window.layout_.boxes if hierarchy.parent.get(k) == opened]
     valued = [k for k in members if k in overlays.shown_values()]
     assert len(valued) >= 3 and all(k in window.canvas.overlay() for k in valued)
+
+
+def test_a_model_closed_is_freed(qtbot, tmp_path):
+    """Layouts hold their graph weakly and the kept heap is collected at the next load."""
+    import gc
+    import weakref
+
+    from tests.conftest import SAMPLE_MODEL
+    from tests.gui.helpers import open_and_wait
+
+    window = make_window(qtbot, _scoped(tmp_path))
+    window.grouping.collapse_all()
+    gone = weakref.ref(window.document.graph)
+    open_and_wait(qtbot, window, SAMPLE_MODEL)
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_toggle_while_a_big_graph_is_laid_out_again_waits_for_it(qtbot, tmp_path):
+    path = tmp_path / "big.onnx"
+    onnx.save(scoped_model(stages=2, blocks=2, layers=30), path)  # 486 nodes: laid out in a job
+    window = make_window(qtbot, path)
+    hierarchy = window.layout_.grouping.hierarchy
+    layer = next(g.id for g in hierarchy.walk() if g.title == "layer_3")
+    window.canvas.select(layer if layer in window.layout_.boxes else None)
+    with qtbot.waitSignal(window.layoutReady, timeout=30000):
+        window.editing._apply(__import__("compiler.edit", fromlist=["delete_nodes"]).delete_nodes,
+                              "Delete", hierarchy.members(layer))
+        # The canvas still shows the old graph: toggling must not lay that out again.
+        stale = window.layout_
+        assert window.grouping.grouping() is None
+        window.grouping.toggle(next(iter(hierarchy.groups)))
+        assert window.layout_ is stale
+    assert window.layout_.grouping.graph is window.document.graph
+
+
+def test_an_invalid_node_inside_a_closed_group_marks_the_group(qtbot, tmp_path):
+    window = make_window(qtbot, _scoped(tmp_path))
+    window.grouping.collapse_all()
+    with qtbot.waitSignal(window.layoutReady, timeout=10000):
+        window.document.apply(__import__("compiler.edit", fromlist=["set_input_shape"])
+                              .set_input_shape, "Shape", "x", (1, 5))
+    problems = window.document.problems
+    hierarchy = window.layout_.grouping.hierarchy
+    invalid = min(problems, key=[n.id for n in window.document.graph.nodes].index)
+    stage = hierarchy.ancestors(invalid)[0]
+    items = window.canvas._boxes
+    assert items[stage].problem.startswith("inside: ")
+    marked = {hierarchy.ancestors(n)[0] for n in problems}
+    assert all(bool(items[k].problem) == (k in marked) for k in window.layout_.groups)

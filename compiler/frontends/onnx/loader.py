@@ -69,7 +69,7 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto,
     importer = None
     try:
         importer = _Importer(model, label, base_dir, shapes or {})
-        with collector_paused(keep=True):
+        with collector_paused():
             return importer.run()
     except ModelError as exc:
         raise exc.with_file(label) from None
