@@ -9,6 +9,7 @@ coloured by what changed, with the list of differences and the metric deltas of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -55,9 +56,17 @@ def _plan(operand: Operand) -> tuple | None:
     return bars, doc["live_bytes"], doc["lower_bound"], doc["activations"]
 
 
-def compare_job(a: Operand, b: Operand, same_origin: bool | None = None):
-    """The job: compare, lay both graphs out, plan both for their targets."""
+def compare_job(a: Operand, b: Operand | Callable[[], Operand],
+                same_origin: bool | None = None):
+    """The job: compare, lay both graphs out, plan both for their targets.
+
+    `b` may be a function making the operand (reading another model file), run in the job.
+    """
     def work(progress: Progress) -> Compared:
+        nonlocal b
+        if callable(b):
+            progress.report(0.0, "Reading the other model")
+            b = b()
         progress.report(0.0, "Comparing the graphs")
         diff = compare(a, b, same_origin)
         progress.check()
@@ -211,7 +220,7 @@ class CompareController(QObject):
             self.compare_file(path)
 
     def compare_file(self, path: str | Path) -> Job | None:
-        """The open model beside the model in `path`, both final."""
+        """The open model beside the model in `path`, both final (read in the job)."""
         from compiler.frontends.load import load_model
 
         graph = self._graph()
@@ -220,19 +229,7 @@ class CompareController(QObject):
         path = Path(path)
         return self.start(Operand(graph, label=f"{self._label()} (final)",
                                   pipeline=self.main.document.pipeline),
-                          Operand(load_model(path), label=f"{path.name} (final)"), False) \
-            if self._loads(path) else None
-
-    def _loads(self, path: Path) -> bool:
-        from compiler.errors import KilnError
-        from compiler.frontends.load import load_model
-
-        try:
-            load_model(path)
-        except KilnError as exc:
-            self.main.statusBar().showMessage(f"Cannot compare: {exc}", 8000)
-            return False
-        return True
+                          lambda: Operand(load_model(path), label=f"{path.name} (final)"), False)
 
     def compare_int8(self) -> Job | None:
         """The float model beside the QDQ model its calibration makes (both final)."""
@@ -263,7 +260,7 @@ class CompareController(QObject):
                           Operand(graph, options=Options(second), label=f"final, {second}",
                                   pipeline=pipeline), True)
 
-    def start(self, a: Operand, b: Operand, same_origin: bool) -> Job:
+    def start(self, a: Operand, b: Operand | Callable[[], Operand], same_origin: bool) -> Job:
         """Compute the comparison in a worker; the window shows it when done."""
         if self.job is not None:
             self.job.cancel()

@@ -129,3 +129,33 @@ def test_loaded_graph_against_a_pass_stage_chosen_from_the_menu(qtbot, monkeypat
     fused = [d.b.graph.node(c.pairs[x]) for x in convs]
     assert all(n.attrs.get("activation") == "Relu" for n in fused)
     assert all(x in d.changed() for x in convs)  # the activation attribute changed
+
+
+def test_with_a_file_read_in_the_background_and_a_bad_file_is_one_sentence(qtbot, tmp_path):
+    import onnx
+
+    from tests.conftest import SAMPLE_MODEL
+
+    window = make_window(qtbot)
+    model = onnx.load(SAMPLE_MODEL)
+    for attr in next(n for n in model.graph.node if n.op_type == "Gemm").attribute:
+        if attr.name == "alpha":
+            attr.f = 0.5
+            break
+    else:
+        next(n for n in model.graph.node if n.op_type == "Gemm").attribute.append(
+            onnx.helper.make_attribute("alpha", 0.5))
+    other = tmp_path / "other.onnx"
+    onnx.save(model, other)
+    with qtbot.waitSignal(window.compare.shown, timeout=TIMEOUT):
+        window.compare.compare_file(other)
+    d = window.compare.result.diff
+    assert not d.correspondence.removed and not d.correspondence.added
+    assert [d.a.graph.node(x).op for x in d.changed()] == ["FullyConnected"]
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    job = window.compare.compare_file(bad)
+    with qtbot.waitSignal(job.failed, timeout=TIMEOUT) as failed:
+        pass
+    message = failed.args[0]
+    assert "bad.onnx" in message and "\n" not in message and "Traceback" not in message
