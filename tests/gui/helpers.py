@@ -64,10 +64,21 @@ def click_row(qtbot, panel, tensor: str) -> None:
 
 
 def click_box(qtbot, window: MainWindow, key: int) -> None:
-    """Centre node `key` on the canvas and click its box, as a user selects it."""
+    """Centre node `key` on the canvas and click its box, as a user selects it.
+
+    A node inside closed groups is reached as a user does: double clicking the closed group
+    that shows it until its own box is there.
+    """
     from PySide6.QtCore import Qt
 
     canvas = window.canvas
+    while canvas.box_rect(key) is None:
+        group = window.grouping.shown_as(key)
+        assert group != key and canvas.box_rect(group) is not None, f"{key} is not shown"
+        canvas.center_on(group)
+        with qtbot.waitSignal(window.layoutReady, timeout=10000):
+            qtbot.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton,
+                              pos=canvas.mapFromScene(canvas.box_rect(group).center()))
     canvas.center_on(key)
     qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton,
                      pos=canvas.mapFromScene(canvas.box_rect(key).center()))

@@ -213,7 +213,8 @@ def _open_another(qtbot, window, monkeypatch, model: str, tmp_path) -> None:
     assert quant.panel.model.rows == [] and not quant.panel.stale_banner.isVisible()
     canvas = window.canvas
     assert canvas.graph() is graph
-    assert all(canvas.box_rect(n.id) is not None for n in graph.nodes)
+    # Every node is on the canvas: its own box, or inside a closed group's.
+    assert all(canvas.box_rect(window.grouping.shown_as(n.id)) is not None for n in graph.nodes)
     current = window.memory.current
     assert current is None or current.graph is graph
     dialog = window.export.open_dialog()
