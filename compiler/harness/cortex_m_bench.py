@@ -86,4 +86,8 @@ def bench_compilation(compiled: Compilation, target: str, seed: int = 0,
             return TargetBench(ours, None, str(exc))
         theirs = cmsis_nn.count_peer(compiled.prepared, target, Path(folder) / "cmsis-nn",
                                      root)
+        if theirs is None:
+            return TargetBench(ours, None, "CMSIS-NN computes none of these layers: they "
+                               "requantize by onnxruntime's rule, CMSIS-NN by TFLite's (use "
+                               "the model's .tflite for a CMSIS-NN comparison)")
         return TargetBench(ours, theirs)

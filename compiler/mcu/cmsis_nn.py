@@ -342,12 +342,18 @@ def program(graph: Graph) -> tuple[str, list[tuple[str, str]], list[str]]:
 
 
 def count_peer(graph: Graph, target: str, folder: Path, root: str | Path | None = None
-               ) -> PeerCount:
-    """CMSIS-NN's instructions per layer of `graph` on `target`'s QEMU board."""
+               ) -> PeerCount | None:
+    """CMSIS-NN's instructions per layer of `graph` on `target`'s QEMU board.
+
+    None when CMSIS-NN computes none of its layers (a QDQ ONNX model follows onnxruntime's
+    requantization rule, CMSIS-NN TFLite's): there is nothing to compare.
+    """
+    text, layers, uncovered = program(graph)
+    if not layers:
+        return None
     source_root = find_root(root)
     board = firmware.board_for(target)
     archive = library(source_root, board)
-    text, layers, uncovered = program(graph)
     folder.mkdir(parents=True, exist_ok=True)
     main = folder / "cmsis_main.c"
     main.write_text(text)

@@ -152,3 +152,16 @@ def test_a_missing_cmsis_nn_tree_is_a_clear_error(tmp_path, capsys):
     assert "not a CMSIS-NN source tree" in capsys.readouterr().err
 
 
+
+
+def test_a_qdq_onnx_model_has_no_cmsis_nn_peer(tmp_path):
+    """Its layers requantize by onnxruntime's rule, CMSIS-NN's by TFLite's: nothing to compare,
+    said in a sentence instead of a firmware with no layer in it."""
+    from compiler.driver import compilation
+    from compiler.frontends.load import load_model
+
+    graph = compilation(load_model(shared_models() / "onnx" / "pretrainedResnet_quant.onnx")
+                        ).prepared
+    assert {n.attrs.get("requant") for n in graph.nodes} - {None} == {"onnx"}
+    assert cmsis_nn.count_peer(graph, "cortex-m7", tmp_path) is None
+    assert not any(tmp_path.iterdir())  # nothing was built
