@@ -29,6 +29,7 @@ from compiler import layer_metrics
 from compiler.driver import Compilation, pipeline_key
 from compiler.harness.cortex_m_bench import BENCH_TARGETS
 from compiler.ir.graph import Graph
+from compiler.layer_host_time import time_layers
 from compiler.layer_instructions import count_instructions
 from compiler.layer_metrics import MetricSet, aggregate
 from views import style
@@ -38,7 +39,7 @@ from views.metric_table import Legend, MetricTable
 
 INSTRUCTIONS = "instructions:"  # + target
 CHOICES = (("", "None"), ("macs", "MACs"), ("weight_bytes", "Weight bytes"),
-           ("arena_bytes", "Arena bytes"),
+           ("arena_bytes", "Arena bytes"), ("host_time", "Host time"),
            *((INSTRUCTIONS + t, f"Instructions on {t}") for t in BENCH_TARGETS),
            ("sqnr", "SQNR"))
 
@@ -48,6 +49,8 @@ def metric_job(compiled: Compilation, key: str, shown: Graph, options):
     def work(progress: Progress) -> MetricSet:
         if key.startswith(INSTRUCTIONS):
             return count_instructions(compiled, key[len(INSTRUCTIONS):], shown, progress.report)
+        if key == "host_time":
+            return time_layers(compiled, shown, progress.report)
         progress.report(0.1, "Running the pass pipeline")
         compiled.passes(diffs=False)
         if key == "arena_bytes":

@@ -48,6 +48,8 @@ class Options:
         weights: "embedded" (read-only data in the object) or "external" (a blob to place).
         separate_kernels: Keep every kernel a function of its own instead of inlining it into
             the entry point, so per-layer instruction counts can tell its code apart.
+        timed_kernels: On a host, kernels kept apart and each call's time-stamp counter
+            advance added up in `NAME_layer_ticks` (the per-layer host time overlay).
         fast_compile: Compile in a fraction of LLVM's usual time for code a few percent
             slower (compact kernels): for a network run once over a data set, as profiling
             does.
@@ -64,6 +66,7 @@ class Options:
     io_in_arena: bool = False
     weights: str = "embedded"
     separate_kernels: bool = False
+    timed_kernels: bool = False
     fast_compile: bool = False
     disabled_lowering: frozenset[str] = frozenset()
     lean_weights: bool | None = None
@@ -258,7 +261,7 @@ class Compilation:
                 self._nets[key] = build_net(self.prepared, self.plan(key),
                                             options.resolved_target(), options.name,
                                             options.weights, options.separate_kernels,
-                                            options.fast_compile)
+                                            options.fast_compile, options.timed_kernels)
             return self._nets[key]
 
     def layout_that_fits(self, options: Options, board: Board | None) -> tuple[Options, str]:

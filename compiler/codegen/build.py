@@ -8,7 +8,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.chain import ChainCode, chain_code, emit_chain_driver, sums_kernel
-from compiler.codegen.entry import Call, emit_calls
+from compiler.codegen.entry import Call, add_ticks, cycle_counter, emit_calls
 from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
@@ -107,6 +107,12 @@ class CompiledNet:
     constant: bytes = b""
     kernels: list[KernelInfo] = field(default_factory=list)
     state: list[StateSlot] = field(default_factory=list)
+    timed: tuple[int, ...] = ()  # with timed kernels: the kernel (index) of each tick slot
+
+    @property
+    def ticks_symbol(self) -> str:
+        """`uint64_t NAME_layer_ticks[]`: per timed call, then the whole entry point."""
+        return f"{self.name}_layer_ticks"
 
     @property
     def data_inputs(self) -> list[Tensor]:
@@ -188,10 +194,13 @@ class _Builder:
     """
 
     def __init__(self, graph: Graph, plan: MemoryPlan, target: Target, name: str,
-                 weights: str, separate_kernels: bool = False, compact: bool = False):
+                 weights: str, separate_kernels: bool = False, compact: bool = False,
+                 timed: bool = False):
         target = auto_lean_weights(target, int8_weight_bytes(graph))
         self.graph, self.plan, self.target, self.name = graph, plan, target, name
-        self.separate_kernels = separate_kernels
+        self.separate_kernels = separate_kernels or timed
+        self.timed = timed
+        self.timed_kernels: list[int] = []  # per call: its kernel's index in `kernels`
         self.compact = compact
         self.external = weights == "external"
         self.module = new_module(name, target)
@@ -492,6 +501,7 @@ class _Builder:
                     places = [_location(self.plan, o.value) for o in instr.operands]
                 places += [(BLOB, offset) for offset, _ in consts]
                 calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
+                self.timed_kernels.append(len(self.kernels))
                 self.kernels.append(KernelInfo(fn.name, instr.op, names, sum(
                     a.nbytes for own in parts.values() for a, _ in own.values()), instr.fusion))
                 continue
@@ -509,10 +519,15 @@ class _Builder:
             places = [_location(self.plan, value) for value in params]
             places += [(BLOB, offset) for offset, _ in consts]
             calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
+            self.timed_kernels.append(len(self.kernels))
             self.kernels.append(KernelInfo(fn.name, instr.op, names,
                                            sum(a.nbytes for a, _ in weights.values()),
                                            instr.fusion))
-        emit_calls(b, [*entry.args, base], calls)
+        ticks = self._ticks(len(calls)) if self.timed else None
+        since = cycle_counter(b) if ticks is not None else None
+        emit_calls(b, [*entry.args, base], calls, ticks)
+        if ticks is not None:  # the last slot: the whole entry point
+            add_ticks(b, ticks, I32(len(calls)), since)
         for var in variables(self.graph):
             if var.output is not None:  # the update becomes the next inference's state
                 _copy(b, entry.args, _location(self.plan, var.output),
@@ -520,6 +535,14 @@ class _Builder:
         b.ret(I32(0))
         self._reset_state()
         return self.module
+
+    def _ticks(self, calls: int) -> ir.GlobalVariable:
+        """The exported tick counters: one per call, and one for the whole entry point."""
+        array = ir.ArrayType(ir.IntType(64), calls + 1)
+        ticks = ir.GlobalVariable(self.module, array, f"{self.name}_layer_ticks")
+        ticks.initializer = ir.Constant(array, None)
+        ticks.align = 64
+        return ticks
 
     def _reset_state(self) -> None:
         """`void NAME_reset_state(uint8_t *mutable)`: every state input's initial bytes."""
@@ -550,7 +573,7 @@ class _Builder:
 
 def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
               weights: str = "embedded", separate_kernels: bool = False,
-              fast_compile: bool = False) -> CompiledNet:
+              fast_compile: bool = False, timed: bool = False) -> CompiledNet:
     """Generate the module and object of a prepared graph whose memory `plan` is made.
 
     The compile driver (`compiler.driver`) calls this with the graph its `prepare_for_codegen`
@@ -558,15 +581,19 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     shows. `weights` is "embedded" (read-only data in the object) or "external" (the object
     reads them through `constant_weights`; `CompiledNet.constant` is the blob to place there).
     `fast_compile` trades a few percent of speed for a fraction of LLVM's time (compact
-    kernels, `emit_object`'s fast mode): for code run once over a data set.
+    kernels, `emit_object`'s fast mode): for code run once over a data set. `timed` (hosts
+    with a time-stamp counter) keeps kernels apart and adds the counter's advance across each
+    call to `NAME_layer_ticks`, for the per-layer host time.
     """
     check_net_name(name)
     if weights not in WEIGHT_MODES:
         raise KilnError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
-    builder = _Builder(graph, plan, target, name, weights, separate_kernels, fast_compile)
+    builder = _Builder(graph, plan, target, name, weights, separate_kernels, fast_compile,
+                       timed)
     target = builder.target  # with its weight layout decided
     text = str(builder.build())
     blob, kernels = builder.table.blob(), builder.kernels
+    timed_calls = tuple(builder.timed_kernels) if timed else ()
     del builder  # the prepared weight arrays: the blob holds their bytes now
     obj = emit_object(text, target, fast=fast_compile)
     if weights == "embedded":
@@ -574,4 +601,4 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     return CompiledNet(name, target, graph, plan, text, obj,
                        [_tensor(plan, v) for v in graph.inputs],
                        [_tensor(plan, v) for v in graph.outputs], weights, blob, kernels,
-                       _state_slots(graph, plan))
+                       _state_slots(graph, plan), timed_calls)

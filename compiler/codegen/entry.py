@@ -16,6 +16,8 @@ from llvmlite import ir
 
 from compiler.codegen.kernel import I32
 
+I64 = ir.IntType(64)
+
 MIN_REPEATS = 8  # fewer repetitions are cheaper spelled out than as a loop and a table
 MAX_PERIOD = 4  # a repeated group of up to this many calls (a block of a residual chain)
 
@@ -60,25 +62,50 @@ def runs(calls: Sequence[Call]) -> Iterator[tuple[int, int, int]]:
             start += best_period * best_repeats
 
 
-def emit_calls(b: ir.IRBuilder, bases: Sequence[ir.Value], calls: Sequence[Call]) -> None:
-    """Emit `calls` at the builder's position, repeated runs as loops over offset tables."""
+def emit_calls(b: ir.IRBuilder, bases: Sequence[ir.Value], calls: Sequence[Call],
+               ticks: ir.GlobalVariable | None = None) -> None:
+    """Emit `calls` at the builder's position, repeated runs as loops over offset tables.
+
+    With `ticks` (an array of one i64 per call), each call adds the time-stamp counter's
+    advance across it to its slot: a host's per-layer time, read after a run.
+    """
     for start, period, repeats in runs(calls):
         if repeats == 1:
             call = calls[start]
-            _call(b, bases, call, [I32(o) for o in call.offsets])
+            _call(b, bases, call, [I32(o) for o in call.offsets], ticks, I32(start))
         else:
-            _loop(b, bases, calls[start:start + period * repeats], period, repeats)
+            _loop(b, bases, calls[start:start + period * repeats], period, repeats, ticks,
+                  start)
+
+
+def cycle_counter(b: ir.IRBuilder) -> ir.Value:
+    """The processor's time-stamp counter now (`llvm.readcyclecounter`: RDTSC on x86)."""
+    fn = b.module.globals.get("llvm.readcyclecounter")
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(I64, []), "llvm.readcyclecounter")
+    return b.call(fn, [])
+
+
+def add_ticks(b: ir.IRBuilder, ticks: ir.GlobalVariable, slot: ir.Value, since: ir.Value
+              ) -> None:
+    """ticks[slot] += counter now - since."""
+    cell = b.gep(ticks, [I32(0), slot], inbounds=True)
+    b.store(b.add(b.load(cell), b.sub(cycle_counter(b), since)), cell)
 
 
 def _call(b: ir.IRBuilder, bases: Sequence[ir.Value], call: Call,
-          offsets: Sequence[ir.Value]) -> None:
+          offsets: Sequence[ir.Value], ticks: ir.GlobalVariable | None = None,
+          slot: ir.Value | None = None) -> None:
     ptrs = [b.bitcast(b.gep(bases[base], [offset], inbounds=True), arg.type)
             for base, offset, arg in zip(call.bases, offsets, call.fn.args)]
+    since = cycle_counter(b) if ticks is not None else None
     b.call(call.fn, ptrs)
+    if ticks is not None:
+        add_ticks(b, ticks, slot, since)
 
 
 def _loop(b: ir.IRBuilder, bases: Sequence[ir.Value], calls: Sequence[Call], period: int,
-          repeats: int) -> None:
+          repeats: int, ticks: ir.GlobalVariable | None = None, start: int = 0) -> None:
     """For step in range(repeats): the `period` calls of the group, offsets from a table row."""
     width = sum(len(c.offsets) for c in calls[:period])
     row_type = ir.ArrayType(I32, width)
@@ -99,13 +126,14 @@ def _loop(b: ir.IRBuilder, bases: Sequence[ir.Value], calls: Sequence[Call], per
     step = b.phi(I32, "step")
     step.add_incoming(I32(0), before)
     column = 0
-    for call in calls[:period]:
+    for j, call in enumerate(calls[:period]):
         offsets = []
         for _ in call.offsets:
             cell = b.gep(table, [I32(0), step, I32(column)], inbounds=True)
             offsets.append(b.load(cell))
             column += 1
-        _call(b, bases, call, offsets)
+        slot = b.add(I32(start + j), b.mul(step, I32(period))) if ticks is not None else None
+        _call(b, bases, call, offsets, ticks, slot)
     following = b.add(step, I32(1), "next")
     step.add_incoming(following, b.block)
     done = b.append_basic_block("repeated")

@@ -83,7 +83,8 @@ class HostNet:
         self._load(net.name, obj, net.object, cc, net.inputs, net.outputs, net.plan.alignment,
                    {"mutable": net.plan.mutable, "activations": net.plan.arena.size},
                    net.constant if net.weights == "external" else None,
-                   {slot.input.name for slot in net.state})
+                   {slot.input.name for slot in net.state},
+                   net.ticks_symbol if net.timed else None)
         self.net: CompiledNet | None = net
 
     @classmethod
@@ -140,7 +141,8 @@ class HostNet:
 
     def _load(self, name: str, obj: Path, data: bytes | None, cc: str | None,
               inputs: list[Tensor], outputs: list[Tensor], alignment: int,
-              sizes: dict[str, int], constant: bytes | None, state: set[str]) -> None:
+              sizes: dict[str, int], constant: bytes | None, state: set[str],
+              ticks: str | None = None) -> None:
         """Load the object (its bytes `data`, else the file `obj`) and allocate the regions.
 
         With state (names of the state inputs), the regions start from its initial values.
@@ -148,14 +150,20 @@ class HostNet:
         self.name, self.inputs, self.outputs = name, inputs, outputs
         self.state_inputs = frozenset(state)
         reset = f"{name}_reset_state"
+        exports = [name, *([reset] if state else []), *([ticks] if ticks else [])]
+        self._ticks_address: int | None = None
         if cc is None:
             self._code = LoadedObject(obj.read_bytes() if data is None else data, obj.name,
-                                      [name, reset] if state else [name])
+                                      exports)
             self._fn = _ENTRY(self._code.address(name))
+            if ticks:
+                self._ticks_address = self._code.address(ticks)
             self._reset = _RESET(self._code.address(reset)) if state else None
         else:
             self._code = ctypes.CDLL(str(_link(obj, name, Path(self._dir.name), cc)))
             self._fn = getattr(self._code, name)
+            if ticks:
+                self._ticks_address = ctypes.addressof(ctypes.c_uint64.in_dll(self._code, ticks))
             self._fn.restype = ctypes.c_int
             self._fn.argtypes = [ctypes.c_void_p] * 3
             self._reset = getattr(self._code, reset) if state else None
@@ -215,6 +223,22 @@ class HostNet:
         status = self._fn(*self._args)
         if status:
             raise KilnError(f"{self.name} returned {status}")
+
+    def ticks(self) -> np.ndarray:
+        """A copy of a timed network's counters: per timed call, then the whole entry point.
+
+        They add up over every call since the load (`reset_ticks` starts again).
+        """
+        if self._ticks_address is None or self.net is None:
+            raise KilnError(f"{self.name} was not compiled with timed kernels")
+        count = len(self.net.timed) + 1
+        return np.array((ctypes.c_uint64 * count).from_address(self._ticks_address),
+                        dtype=np.uint64)
+
+    def reset_ticks(self) -> None:
+        """Zero a timed network's counters."""
+        if self._ticks_address is not None and self.net is not None:
+            ctypes.memset(self._ticks_address, 0, 8 * (len(self.net.timed) + 1))
 
     def close(self) -> None:
         """Remove the temporary files (the loaded code stays until the HostNet is collected)."""

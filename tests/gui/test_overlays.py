@@ -88,3 +88,23 @@ def _section_center(header, section):
 
     x = header.sectionViewportPosition(section) + header.sectionSize(section) // 2
     return QPoint(x, header.height() // 2)
+
+
+def test_host_time_per_layer_paints_every_kernel(qtbot):
+    """Overlay > Host time: the timed build's milliseconds, each layer on its node."""
+    import pytest
+
+    from compiler.driver import Options
+
+    if not Options("host").resolved_target().triple.startswith("x86_64"):
+        pytest.skip("host time per layer reads the x86 time-stamp counter")
+    window = make_window(qtbot)
+    overlays = window.overlays
+    _choose_with_mouse(qtbot, overlays.panel.metric_box, "Host time")
+    _wait_shown(qtbot, overlays)
+    metric = overlays.current
+    assert metric.name == "host_time" and metric.unit == "ms"
+    assert sum(r.value for r in metric.rows) == pytest.approx(metric.total)
+    convs = [n.id for n in window.document.graph.nodes if n.op == "Conv"]
+    painted = window.canvas.overlay()
+    assert convs and all(c in painted and metric.values()[c] > 0 for c in convs)
