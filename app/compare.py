@@ -10,7 +10,7 @@ coloured by what changed, with the list of differences and the metric deltas of 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 from pathlib import Path
 
@@ -19,9 +19,12 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMenu, QVBoxLayout, QWidget
 
 from app.workers import Job, Progress
+from compiler.codegen.bundle import report as bundle_report
 from compiler.driver import Options, compilation
 from compiler.graphdiff import GraphDiff
 from compiler.graphdiff.stages import Operand, compare
+from compiler.layer_instructions import count_instructions
+from compiler.layer_metrics import values_by_name
 from compiler.memory.buffers import align_up
 from views.compare_view import STATUS_COLORS, CompareView
 from views.layout import GraphLayout, compute_layout
@@ -39,6 +42,8 @@ class Compared:
     layout_b: GraphLayout
     plan_a: tuple | None  # (bars, live bytes per step, lower bound, arena) or None
     plan_b: tuple | None
+    size_a: dict | None = None  # the bundle report of each side's network, or None
+    size_b: dict | None = None
 
 
 def _plan(operand: Operand) -> tuple | None:
@@ -57,26 +62,54 @@ def _plan(operand: Operand) -> tuple | None:
 
 
 def compare_job(a: Operand, b: Operand | Callable[[], Operand],
-                same_origin: bool | None = None):
+                same_origin: bool | None = None, instructions: bool = False):
     """The job: compare, lay both graphs out, plan both for their targets.
 
     `b` may be a function making the operand (reading another model file), run in the job.
+    With `instructions`, both sides are counted on their Cortex-M targets under QEMU first,
+    and the counts become a per-layer metric with deltas.
     """
     def work(progress: Progress) -> Compared:
-        nonlocal b
+        nonlocal a, b
         if callable(b):
             progress.report(0.0, "Reading the other model")
             b = b()
-        progress.report(0.0, "Comparing the graphs")
+        if instructions:
+            a = _with_instructions(a, progress, 0.0)
+            b = _with_instructions(b, progress, 0.3)
+        progress.report(0.6, "Comparing the graphs")
         diff = compare(a, b, same_origin)
         progress.check()
-        progress.report(0.4, "Laying out both graphs")
+        progress.report(0.7, "Laying out both graphs")
         layout_a, layout_b = compute_layout(diff.a.graph), compute_layout(diff.b.graph)
         progress.check()
-        progress.report(0.8, "Planning memory")
-        return Compared(diff, layout_a, layout_b, _plan(a), _plan(b))
+        progress.report(0.8, "Planning memory and sizing both networks")
+        return Compared(diff, layout_a, layout_b, _plan(a), _plan(b), _size(a), _size(b))
 
     return work
+
+
+def _with_instructions(operand: Operand, progress: Progress, start: float) -> Operand:
+    """The operand with its instructions per layer on its target as an extra metric."""
+    if operand.options is None:
+        return operand
+    compiled = compilation(operand.graph, operand.pipeline)
+    target = operand.options.target
+
+    def report(fraction: float, text: str) -> None:
+        progress.report(start + 0.3 * fraction, f"{operand.label}: {text}")
+    metric = count_instructions(compiled, target, None, report, peer=False)
+    shown = compiled.stage(operand.stage) if operand.stage not in ("loaded", "0") \
+        else operand.graph
+    return replace(operand, extra={**(operand.extra or {}),
+                                   "instructions": values_by_name(metric, shown)})
+
+
+def _size(operand: Operand) -> dict | None:
+    """The size report of the operand's network for its target (None without one)."""
+    if operand.options is None:
+        return None
+    return bundle_report(compilation(operand.graph, operand.pipeline).net(operand.options))
 
 
 class CompareController(QObject):
@@ -126,9 +159,12 @@ class CompareController(QObject):
                                      lambda: self.compare_targets(),
                                      "The final graph compiled for two targets: arena bytes "
                                      "per layer side by side")
-        self.choose_targets_action = action("Two &Targets…", self.choose_targets,
+        self.choose_targets_action = action("Two &Targets…", lambda: self.choose_targets(),
                                             "The final graph compiled for two targets you "
                                             "choose")
+        self.instructions_action = action(
+            "Two Targets with &Instructions…", lambda: self.choose_targets(True),
+            "Two Cortex-M cores: each layer's executed instructions under QEMU, side by side")
         menu = QMenu("&Compare", window)
         bar = window.menuBar()
         existing = bar.actions()
@@ -137,7 +173,8 @@ class CompareController(QObject):
         else:
             bar.addMenu(menu)
         menu.addActions([self.stage_action, self.pass_action, self.file_action,
-                         self.int8_action, self.targets_action, self.choose_targets_action])
+                         self.int8_action, self.targets_action, self.choose_targets_action,
+                         self.instructions_action])
         self.menu = menu
 
     # -- what to compare ------------------------------------------------------------------------
@@ -198,11 +235,15 @@ class CompareController(QObject):
                           Operand(graph, stage, label=f"{self._label()} (after {stage})",
                                   pipeline=pipeline), True)
 
-    def choose_targets(self) -> None:
-        """Compare > Two Targets…: ask for both."""
+    def choose_targets(self, instructions: bool = False) -> None:
+        """Compare > Two Targets…: ask for both (Cortex-M cores only with `instructions`)."""
         from compiler.codegen.targets import target_names
 
-        names = target_names()
+        if instructions:
+            from compiler.harness.cortex_m_bench import BENCH_TARGETS
+            names = list(BENCH_TARGETS)
+        else:
+            names = target_names()
         first, ok = QInputDialog.getItem(self.main, "Compare Two Targets", "First target:",
                                          names, names.index(TARGETS[0]), False)
         if not ok:
@@ -210,7 +251,7 @@ class CompareController(QObject):
         second, ok = QInputDialog.getItem(self.main, "Compare Two Targets", "Second target:",
                                           names, names.index(TARGETS[1]), False)
         if ok:
-            self.compare_targets((first, second))
+            self.compare_targets((first, second), instructions)
 
     def choose_file(self) -> None:
         """Ask for a model file and compare with it."""
@@ -248,23 +289,35 @@ class CompareController(QObject):
                           Operand(qdq, label=f"int8, {method}, {schema} (final)",
                                   pipeline=pipeline), True)
 
-    def compare_targets(self, targets: tuple[str, str] = TARGETS) -> Job | None:
-        """The final graph for two targets."""
+    def compare_targets(self, targets: tuple[str, str] = TARGETS,
+                        instructions: bool = False) -> Job | None:
+        """The final graph for two targets; with `instructions`, counted on both under QEMU.
+
+        Counting needs two Cortex-M cores QEMU emulates; otherwise it is refused in a line.
+        """
         graph = self._graph()
         if graph is None:
             return None
         first, second = targets
+        if instructions:
+            from compiler.harness.cortex_m_bench import BENCH_TARGETS
+
+            if first not in BENCH_TARGETS or second not in BENCH_TARGETS:
+                self.main.statusBar().showMessage(
+                    f"Instructions are counted on {', '.join(BENCH_TARGETS)} only.", 8000)
+                return None
         pipeline = self.main.document.pipeline
         return self.start(Operand(graph, options=Options(first), label=f"final, {first}",
                                   pipeline=pipeline),
                           Operand(graph, options=Options(second), label=f"final, {second}",
-                                  pipeline=pipeline), True)
+                                  pipeline=pipeline), True, instructions)
 
-    def start(self, a: Operand, b: Operand | Callable[[], Operand], same_origin: bool) -> Job:
+    def start(self, a: Operand, b: Operand | Callable[[], Operand], same_origin: bool,
+              instructions: bool = False) -> Job:
         """Compute the comparison in a worker; the window shows it when done."""
         if self.job is not None:
             self.job.cancel()
-        self.job = Job(compare_job(a, b, same_origin), "Comparing", self)
+        self.job = Job(compare_job(a, b, same_origin, instructions), "Comparing", self)
         self.job.succeeded.connect(self.show)
         self.job.failed.connect(lambda message: self.main.statusBar().showMessage(
             f"Compare failed: {message}", 8000))
@@ -292,6 +345,7 @@ class CompareController(QObject):
                 timeline.clear("No memory plan.")
             else:
                 timeline.set_plan(*plan)
+        v.set_sizes(result.size_a, result.size_b)
         self.window.setWindowTitle(f"Compare: {d.a.label} ↔ {d.b.label}")
         self.window.show()
         self.main.statusBar().clearMessage()

@@ -123,6 +123,22 @@ def aggregate(metric: MetricSet, node_ids: Iterable[int]) -> float | None:
     return _combine(metric.combine, [r.value for r in rows]) if rows else None
 
 
+def values_by_name(metric: MetricSet, graph: Graph) -> dict[int, float]:
+    """The rows' values on the nodes of `graph` named like their prepared nodes.
+
+    For a graph at a stage before code generation (the final graph keeps its nodes' names
+    through the prepare stage): each row lands on the first of its nodes `graph` has; rows
+    outside every layer land nowhere.
+    """
+    by_name = {n.name: n.id for n in graph.nodes}
+    out: dict[int, float] = {}
+    for r in metric.rows:
+        node = next((by_name[p] for p in r.parts if p in by_name), None)
+        if node is not None:
+            out[node] = out.get(node, 0.0) + r.value
+    return out
+
+
 def primary_node(node: Node, ops_of: dict[int, str], order: dict[int, int]) -> int | None:
     """The shown node a compiled node stands for (`ops_of`, `order`: the shown graph's).
 

@@ -11,11 +11,13 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from views.canvas import GraphCanvas
+from views.size_report import SizeReport
 from views.timeline import MemoryTimeline
 
 # Fill colours of compared nodes (the canvas picks a readable text colour on each).
@@ -79,10 +81,17 @@ class CompareView(QWidget):
         timelines = QSplitter(Qt.Orientation.Horizontal)
         timelines.addWidget(self.timeline_a)
         timelines.addWidget(self.timeline_b)
+        self.size_a, self.size_b = SizeReport(), SizeReport()
+        sizes = QSplitter(Qt.Orientation.Horizontal)
+        sizes.addWidget(self.size_a)
+        sizes.addWidget(self.size_b)
+        self.below = QTabWidget()
+        self.below.addTab(timelines, "Memory timelines")
+        self.below.addTab(sizes, "Size reports")
         body = QSplitter(Qt.Orientation.Vertical)
         body.addWidget(canvases)
         body.addWidget(bottom)
-        body.addWidget(timelines)
+        body.addWidget(self.below)
         body.setStretchFactor(0, 5)
         body.setStretchFactor(1, 2)
         body.setStretchFactor(2, 1)
@@ -94,6 +103,15 @@ class CompareView(QWidget):
         self.rows.currentRowChanged.connect(self._row_changed)
         self.previous_button.clicked.connect(lambda: self.step(-1))
         self.next_button.clicked.connect(lambda: self.step(1))
+
+    def set_sizes(self, a: dict | None, b: dict | None) -> None:
+        """The two networks' size reports (bundle reports), side by side."""
+        for widget, report in ((self.size_a, a), (self.size_b, b)):
+            if report is None:
+                widget.clear()
+            else:
+                widget.set_report(report)
+        self.below.setTabEnabled(1, a is not None or b is not None)
 
     def set_rows(self, rows: list[tuple[str, str]]) -> None:
         """The differences as (status, text), coloured by status; none chosen."""

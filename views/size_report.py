@@ -184,6 +184,14 @@ class SizeReport(QWidget):
         column.addLayout(top, 2)
         column.addWidget(_group("Per layer: weights and MACs", self.layers), 3)
 
+    def clear(self, message: str = "No size report.") -> None:
+        """Show nothing but `message`."""
+        self.report = None
+        self.summary.setText(message)
+        for table in (self.sections, self.symbols, self.layers):
+            table.setRowCount(0)
+        self._set_board(None)
+
     def set_report(self, report: dict) -> None:
         """Show `report` (a NET.report.json document)."""
         self.report = report

@@ -97,6 +97,11 @@ def test_resnet8_final_graphs_for_cortex_m7_and_m55(qtbot):
         assert sum(v for v in metrics["arena_bytes"].values() if v) == sum(
             b.size for b in plan.arena.buffers)
     assert view.timeline_a.steps() > 0 and view.timeline_b.steps() > 0
+    # Both networks' size reports, side by side: each its own target's.
+    for widget, target in ((view.size_a, "cortex-m7"), (view.size_b, "cortex-m55")):
+        assert widget.report["target"] == target
+        assert widget.layers.rowCount() == len(widget.report["layers"]) > 0
+    assert view.below.isTabEnabled(1)
     conv = next(n.id for n in final.nodes if n.op == "QLinearConv")
     _click(qtbot, view.canvas_b, conv)
     assert view.canvas_a.selected_key() == conv
@@ -159,3 +164,36 @@ def test_with_a_file_read_in_the_background_and_a_bad_file_is_one_sentence(qtbot
         pass
     message = failed.args[0]
     assert "bad.onnx" in message and "\n" not in message and "Traceback" not in message
+
+
+def test_two_targets_with_instructions_counted_per_layer(qtbot, monkeypatch, tmp_path):
+    """Compare > Two Targets with Instructions…: each layer's count on both cores, the deltas
+    between them, and each side's counts those of `kiln bench --target`."""
+    from PySide6.QtWidgets import QInputDialog
+
+    from compiler.harness.cortex_m_bench import bench_compilation
+    from tests.codegen import firmware as test_firmware
+    from tests.codegen.test_int8_kernels import _conv_tflite
+
+    test_firmware.require_tools()
+    model = tmp_path / "conv.tflite"
+    model.write_bytes(_conv_tflite(False, 2, 1, 3))
+    window = make_window(qtbot, model)
+    answers = iter(["cortex-m4", "cortex-m55"])
+    monkeypatch.setattr(QInputDialog, "getItem", staticmethod(
+        lambda *args: (next(answers), True)))
+    compare = _run(qtbot, window, window.compare.instructions_action)
+    d = compare.result.diff
+    assert "instructions" in d.metric_names()
+    graph = window.document.graph
+    compiled = compilation(graph)
+    for target, metrics in (("cortex-m4", d.metrics_a), ("cortex-m55", d.metrics_b)):
+        bench = bench_compilation(compiled, target, peer=False)
+        counted = {n for layer in bench.kiln.layers for n in layer.nodes}
+        shown = {v for v in metrics["instructions"].values() if v}
+        assert counted and sum(shown) == sum(la.instructions for la in bench.kiln.layers)
+    conv = next(x for x in d.correspondence.pairs if d.a.graph.node(x).op == "QLinearConv")
+    before, after, delta = d.deltas(conv, d.correspondence.pairs[conv])["instructions"]
+    assert before and after and delta == after - before
+    _click(qtbot, compare.view.canvas_a, conv)
+    assert "instructions" in compare.view.details.text()
