@@ -9,6 +9,7 @@ coloured by what changed, with the list of differences and the metric deltas of 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from html import escape
@@ -26,6 +27,10 @@ from compiler.graphdiff.stages import Operand, compare
 from compiler.layer_instructions import count_instructions
 from compiler.layer_metrics import values_by_name
 from compiler.memory.buffers import align_up
+from compiler.quant.calibrate import METHODS, SCHEMAS
+from compiler.quant.evaluate import evaluate
+from compiler.quant.quantize import Options as QuantOptions
+from compiler.quant.quantize import quantize
 from views.compare_view import STATUS_COLORS, CompareView
 from views.layout import GraphLayout, compute_layout
 from views.timeline import Bar, window_fields
@@ -61,18 +66,22 @@ def _plan(operand: Operand) -> tuple | None:
     return bars, doc["live_bytes"], doc["lower_bound"], doc["activations"]
 
 
-def compare_job(a: Operand, b: Operand | Callable[[], Operand],
+def compare_job(a: Operand | Callable[[], Operand], b: Operand | Callable[[], Operand],
                 same_origin: bool | None = None, instructions: bool = False):
     """The job: compare, lay both graphs out, plan both for their targets.
 
-    `b` may be a function making the operand (reading another model file), run in the job.
+    `a` and `b` may be functions making the operand (reading another model file, quantizing),
+    run in the job.
     With `instructions`, both sides are counted on their Cortex-M targets under QEMU first,
     and the counts become a per-layer metric with deltas.
     """
     def work(progress: Progress) -> Compared:
         nonlocal a, b
+        if callable(a):
+            progress.report(0.0, "Making the first graph")
+            a = a()
         if callable(b):
-            progress.report(0.0, "Reading the other model")
+            progress.report(0.0, "Making the other graph")
             b = b()
         if instructions:
             a = _with_instructions(a, progress, 0.0)
@@ -103,6 +112,20 @@ def _with_instructions(operand: Operand, progress: Progress, start: float) -> Op
         else operand.graph
     return replace(operand, extra={**(operand.extra or {}),
                                    "instructions": values_by_name(metric, shown)})
+
+
+def sqnr_by_node(graph, qdq, data, samples: int) -> dict[int, float]:
+    """Each quantized tensor's SQNR (dB, on `samples` of `data`) on the QDQ node making it."""
+    report = evaluate(graph, qdq, data, limit=samples)
+    out: dict[int, float] = {}
+    for tensor in report.tensors:
+        try:
+            producer = qdq.value(tensor.name).producer
+        except KeyError:
+            continue
+        if producer is not None:
+            out[producer.id] = tensor.sqnr
+    return out
 
 
 def _size(operand: Operand) -> dict | None:
@@ -162,6 +185,9 @@ class CompareController(QObject):
         self.choose_targets_action = action("Two &Targets…", lambda: self.choose_targets(),
                                             "The final graph compiled for two targets you "
                                             "choose")
+        self.quant_action = action("With Another &Quantization…", self.choose_quantization,
+                                   "The calibrated int8 model beside another method or "
+                                   "schema's, each layer's SQNR side by side")
         self.instructions_action = action(
             "Two Targets with &Instructions…", lambda: self.choose_targets(True),
             "Two Cortex-M cores: each layer's executed instructions under QEMU, side by side")
@@ -173,8 +199,8 @@ class CompareController(QObject):
         else:
             bar.addMenu(menu)
         menu.addActions([self.stage_action, self.pass_action, self.file_action,
-                         self.int8_action, self.targets_action, self.choose_targets_action,
-                         self.instructions_action])
+                         self.int8_action, self.quant_action, self.targets_action,
+                         self.choose_targets_action, self.instructions_action])
         self.menu = menu
 
     # -- what to compare ------------------------------------------------------------------------
@@ -289,6 +315,49 @@ class CompareController(QObject):
                           Operand(qdq, label=f"int8, {method}, {schema} (final)",
                                   pipeline=pipeline), True)
 
+    def choose_quantization(self) -> None:
+        """Compare > With Another Quantization…: ask for the other method and schema."""
+        s = getattr(self.main, "quant", None) and self.main.quant.session
+        if s is None:
+            self.main.statusBar().showMessage("Calibrate first (Quantize > Calibrate…) to "
+                                              "compare two quantizations.", 8000)
+            return
+        method, ok = QInputDialog.getItem(self.main, "Compare Two Quantizations",
+                                          "Calibration method of the other:", list(METHODS),
+                                          METHODS.index(s.options.method), False)
+        if not ok:
+            return
+        schema, ok = QInputDialog.getItem(self.main, "Compare Two Quantizations",
+                                          "Schema of the other:", list(SCHEMAS),
+                                          SCHEMAS.index(s.options.schema), False)
+        if ok:
+            self.compare_quantizations(method, schema)
+
+    def compare_quantizations(self, method: str, schema: str) -> Job | None:
+        """The int8 model as calibrated beside another method's and schema's.
+
+        Both come from the same profile; each layer's SQNR (on the calibration samples) is a
+        metric with deltas.
+        """
+        s = getattr(self.main, "quant", None) and self.main.quant.session
+        if s is None:
+            self.main.statusBar().showMessage("Calibrate first (Quantize > Calibrate…) to "
+                                              "compare two quantizations.", 8000)
+            return None
+        profile = copy.deepcopy(s.profile)
+        pipeline = self.main.document.pipeline
+        mine = QuantOptions(method=s.options.method, schema=s.options.schema)
+        other = QuantOptions(method=method, schema=schema)
+
+        def side(options: QuantOptions) -> Callable[[], Operand]:
+            def make() -> Operand:
+                qdq = quantize(s.graph, copy.deepcopy(profile), options)
+                return Operand(qdq, "loaded", label=f"int8, {options.method}, {options.schema}",
+                               pipeline=pipeline,
+                               extra={"sqnr": sqnr_by_node(s.graph, qdq, s.live, s.samples)})
+            return make
+        return self.start(side(mine), side(other), True)
+
     def compare_targets(self, targets: tuple[str, str] = TARGETS,
                         instructions: bool = False) -> Job | None:
         """The final graph for two targets; with `instructions`, counted on both under QEMU.
@@ -312,7 +381,8 @@ class CompareController(QObject):
                           Operand(graph, options=Options(second), label=f"final, {second}",
                                   pipeline=pipeline), True, instructions)
 
-    def start(self, a: Operand, b: Operand | Callable[[], Operand], same_origin: bool,
+    def start(self, a: Operand | Callable[[], Operand], b: Operand | Callable[[], Operand],
+              same_origin: bool,
               instructions: bool = False) -> Job:
         """Compute the comparison in a worker; the window shows it when done."""
         if self.job is not None:

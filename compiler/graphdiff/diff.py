@@ -73,11 +73,11 @@ class GraphDiff:
         return out
 
     def totals(self) -> dict[str, tuple]:
-        """Metric -> (sum over A, sum over B, B - A)."""
+        """Metric -> (sum over A, sum over B, B - A); the worst instead of the sum for SQNR."""
         out = {}
         for name in self.metric_names():
-            p = _total(self.metrics_a.get(name))
-            q = _total(self.metrics_b.get(name))
+            p = _total(self.metrics_a.get(name), name)
+            q = _total(self.metrics_b.get(name), name)
             out[name] = (p, q, None if p is None or q is None else q - p)
         return out
 
@@ -119,10 +119,15 @@ class GraphDiff:
         }
 
 
-def _total(values: dict[int, float] | None):
+# Metrics a layer (and a whole graph) takes the worst of, not the sum: quality figures.
+WORST = {"sqnr": min}
+
+
+def _total(values: dict[int, float] | None, name: str = ""):
     if not values:
         return None
-    return sum(v for v in values.values() if v is not None)
+    known = [v for v in values.values() if v is not None]
+    return WORST.get(name, sum)(known) if known else None
 
 
 def layer_metrics(units: Units, arena: dict[int, int] | None = None,
@@ -134,9 +139,10 @@ def layer_metrics(units: Units, arena: dict[int, int] | None = None,
     for name, values in [*([("arena_bytes", arena)] if arena is not None else []),
                          *(extra or {}).items()]:
         per = {}
+        combine = WORST.get(name, sum)
         for a in units.order:
             known = [values[m] for m in units.members[a] if values.get(m) is not None]
-            per[a] = sum(known) if known else None
+            per[a] = combine(known) if known else None
         out[name] = per
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 
 from app.calibrate_dialog import CalibrationRequest
@@ -197,3 +198,44 @@ def test_two_targets_with_instructions_counted_per_layer(qtbot, monkeypatch, tmp
     assert before and after and delta == after - before
     _click(qtbot, compare.view.canvas_a, conv)
     assert "instructions" in compare.view.details.text()
+
+
+def test_two_quantizations_with_their_sqnr(qtbot, monkeypatch):
+    """Compare > With Another Quantization…: the same profile under another method; every
+    layer's SQNR on both sides, the deltas between them."""
+    from PySide6.QtWidgets import QInputDialog
+
+    from compiler.quant.evaluate import evaluate
+    from compiler.quant.quantize import Options as QuantOptions
+    from compiler.quant.quantize import quantize
+
+    window = make_window(qtbot)
+    with qtbot.waitSignal(window.quant.calibrationEnded, timeout=TIMEOUT):
+        window.quant.calibrate(CalibrationRequest("digits:train", "digits:test",
+                                                  Normalization()))
+    s = window.quant.session
+    answers = iter(["percentile", "symmetric"])
+    monkeypatch.setattr(QInputDialog, "getItem", staticmethod(
+        lambda *args: (next(answers), True)))
+    compare = _run(qtbot, window, window.compare.quant_action)
+    d = compare.result.diff
+    assert "sqnr" in d.metric_names()
+    assert "minmax" in d.a.label and "percentile, symmetric" in d.b.label
+    # Side B's SQNR per layer is what evaluating that quantization gives.
+    qdq = quantize(s.graph, s.profile, QuantOptions(method="percentile", schema="symmetric"))
+    report = evaluate(s.graph, qdq, s.live, limit=s.samples)
+    by_node = {qdq.value(t.name).producer.id: t.sqnr for t in report.tensors
+               if qdq.value(t.name).producer is not None}  # the graph input has none
+    units = d.correspondence.units_b
+    checked = 0
+    for anchor, value in d.metrics_b["sqnr"].items():  # a layer shows its worst tensor
+        known = [by_node[m] for m in units.members[anchor] if m in by_node]
+        assert value == (pytest.approx(min(known)) if known else None)
+        checked += bool(known)
+    assert checked >= 5
+    measured = [d.deltas(x, y)["sqnr"] for x, y in d.correspondence.pairs.items()]
+    measured = [m for m in measured if m[0] is not None and m[1] is not None]
+    assert len(measured) >= 5
+    assert all(delta == pytest.approx(after - before) for before, after, delta in measured)
+    # Scales differ between the two, so the quantization parameters differ somewhere.
+    assert d.changed()
