@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMenu, QVBoxLayout, QWidget
 
+from app.compare_groups import CanvasGroups
 from app.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
 from compiler.driver import Options, compilation
@@ -32,7 +33,8 @@ from compiler.quant.evaluate import evaluate
 from compiler.quant.quantize import Options as QuantOptions
 from compiler.quant.quantize import quantize
 from views.compare_view import STATUS_COLORS, CompareView
-from views.layout import GraphLayout, compute_layout
+from views.group_layout import lay_out_view
+from views.layout import GraphLayout
 from views.timeline import Bar, window_fields
 
 TARGETS = ("cortex-m7", "cortex-m55")
@@ -90,7 +92,7 @@ def compare_job(a: Operand | Callable[[], Operand], b: Operand | Callable[[], Op
         diff = compare(a, b, same_origin)
         progress.check()
         progress.report(0.7, "Laying out both graphs")
-        layout_a, layout_b = compute_layout(diff.a.graph), compute_layout(diff.b.graph)
+        layout_a, layout_b = lay_out_view(diff.a.graph), lay_out_view(diff.b.graph)
         progress.check()
         progress.report(0.8, "Planning memory and sizing both networks")
         return Compared(diff, layout_a, layout_b, _plan(a), _plan(b), _size(a), _size(b))
@@ -148,6 +150,8 @@ class CompareController(QObject):
         super().__init__(window)
         self.main = window
         self.view = CompareView()
+        self.groups_a = CanvasGroups(self.view.canvas_a)
+        self.groups_b = CanvasGroups(self.view.canvas_b)
         self.window = QWidget(window, Qt.WindowType.Window)
         self.window.setWindowTitle("Compare")
         self.window.resize(1400, 900)
@@ -403,8 +407,8 @@ class CompareController(QObject):
         v.canvas_a.set_graph(d.a.graph, result.layout_a, new_model=True)
         v.canvas_b.set_graph(d.b.graph, result.layout_b, new_model=True)
         colors_a, colors_b = node_colors(d)
-        v.canvas_a.set_overlay(colors_a, {})
-        v.canvas_b.set_overlay(colors_b, {})
+        self.groups_a.show(colors_a)
+        self.groups_b.show(colors_b)
         v.title_a.setText(f"<b>A</b> {escape(d.a.label)}: {len(d.a.graph.nodes)} nodes")
         v.title_b.setText(f"<b>B</b> {escape(d.b.label)}: {len(d.b.graph.nodes)} nodes")
         v.summary.setText(summary_text(d))

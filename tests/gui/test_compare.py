@@ -16,7 +16,15 @@ TIMEOUT = 120000
 
 
 def _click(qtbot, canvas, key) -> None:
-    """Centre `key` on `canvas` and click its box with the mouse."""
+    """Centre `key` on `canvas` and click its box with the mouse (double clicking the closed
+    groups around it first, as a user opens them)."""
+    while canvas.box_rect(key) is None:
+        layout = canvas.graph_layout()
+        group = layout.grouping.hierarchy.shown_as(key, layout.expanded)
+        assert group != key and canvas.box_rect(group) is not None
+        canvas.center_on(group)
+        qtbot.mouseDClick(canvas.viewport(), Qt.MouseButton.LeftButton,
+                          pos=canvas.mapFromScene(canvas.box_rect(group).center()))
     canvas.center_on(key)
     qtbot.mouseClick(canvas.viewport(), Qt.MouseButton.LeftButton,
                      pos=canvas.mapFromScene(canvas.box_rect(key).center()))
@@ -239,3 +247,36 @@ def test_two_quantizations_with_their_sqnr(qtbot, monkeypatch):
     assert all(delta == pytest.approx(after - before) for before, after, delta in measured)
     # Scales differ between the two, so the quantization parameters differ somewhere.
     assert d.changed()
+
+
+def test_a_qdq_side_shows_its_units_closed_and_coloured_and_opens_on_selection(qtbot):
+    """KWS float against its QDQ file as loaded: B folds every QDQ unit into one box, a closed
+    unit takes the colour of what changed inside it, and selecting a float Conv opens the
+    unit holding its counterpart."""
+    from compiler.frontends.load import load_model
+    from compiler.graphdiff.stages import Operand
+
+    folder = shared_models() / "onnx"
+    window = make_window(qtbot, folder / "kws_ref_model_float32.onnx")
+    graph = window.document.graph
+    compare = window.compare
+    with qtbot.waitSignal(compare.shown, timeout=TIMEOUT):
+        compare.start(Operand(graph, "loaded", label="float"),
+                      lambda: Operand(load_model(folder / "kws_ref_model.onnx"), "loaded",
+                                      label="int8"), False)
+    d, view = compare.result.diff, compare.view
+    layout = view.canvas_b.graph_layout()
+    hierarchy = layout.grouping.hierarchy
+    closed = [k for k in layout.groups if k in layout.boxes]
+    assert len(closed) < len(d.b.graph.nodes) / 3
+    painted = view.canvas_b.overlay()
+    changed = {m for x in d.changed() for m in d.units_b.members[d.correspondence.pairs[x]]}
+    for key in closed:
+        if changed & set(hierarchy.members(key)):
+            assert painted[key][0] in (STATUS_COLORS["changed"], STATUS_COLORS["added"])
+    conv = next(x for x in d.correspondence.pairs if d.a.graph.node(x).op == "Conv")
+    counterpart = d.correspondence.pairs[conv]
+    assert view.canvas_b.box_rect(counterpart) is None  # inside a closed unit or pair
+    _click(qtbot, view.canvas_a, conv)
+    assert view.canvas_b.selected_key() == counterpart
+    assert view.canvas_b.box_rect(counterpart) is not None
