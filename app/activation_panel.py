@@ -99,6 +99,7 @@ class ActivationController(QObject):
         doc.quant.sessionChanged.connect(lambda _measured: self._changed())
         doc.quant.edited.connect(lambda _tensor: self._changed())
         window.canvas.edgeSelected.connect(self.show_value)
+        window.canvas.nodeSelected.connect(self._node_selected)
         self.panel.runRequested.connect(self.run)
         self.panel.cancelRequested.connect(self.cancel)
         self.panel.fileRequested.connect(self.choose_file)
@@ -230,6 +231,22 @@ class ActivationController(QObject):
             self._soon.start()
 
     # -- showing --------------------------------------------------------------------------------
+
+    def _node_selected(self, key) -> None:
+        """A node (or a closed group) selected: its output, the value leaving it."""
+        graph = self.document.graph
+        layout = self.window.canvas.graph_layout()
+        if graph is None or key is None:
+            return
+        if isinstance(key, str) and key.startswith("group:") and layout is not None \
+                and layout.grouping is not None:
+            members = set(layout.grouping.hierarchy.members(key))
+            last = [n for n in graph.nodes if n.id in members][-1:]  # in graph order
+            key = last[0].id if last else None
+        if isinstance(key, int):
+            node = next((n for n in graph.nodes if n.id == key), None)
+            if node is not None and node.outputs:
+                self.show_value(node.outputs[0].name)
 
     def show_value(self, name: str) -> None:
         """Show value `name` of the current run (as a click on its edge does)."""

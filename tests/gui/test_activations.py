@@ -182,3 +182,19 @@ def test_cancel_stops_the_run_and_keeps_nothing(qtbot):
     assert panel.run_button.isEnabled() and not panel.cancel_button.isVisible()
     qtbot.wait(200)  # the worker's late result, if any, is not taken
     assert controller.result is None
+
+
+def test_a_clicked_node_shows_its_output(qtbot):
+    """A click on a box shows the value leaving it, as a click on its outgoing edge does."""
+    from tests.gui.helpers import click_box
+
+    window = make_window(qtbot)
+    controller = _run_sample(qtbot, window, "digits:test", 2)
+    node = next(n for n in window.document.graph.nodes if n.name == "relu1")
+    with qtbot.waitSignal(controller.shown, timeout=TIMEOUT,
+                          check_params_cb=lambda name: name == node.output.name):
+        click_box(qtbot, window, node.id)
+    want = _reference(window, 2)[node.output.name]
+    maps = controller.panel.grid.maps
+    assert maps.shape[0] == want.shape[1]
+    assert all(maps[c].tobytes() == want[0, c].tobytes() for c in range(maps.shape[0]))
