@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -85,9 +86,13 @@ class CompareView(QWidget):
         sizes = QSplitter(Qt.Orientation.Horizontal)
         sizes.addWidget(self.size_a)
         sizes.addWidget(self.size_b)
+        scroll = QScrollArea()  # the reports are tall: scrolled, they leave the canvases room
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(sizes)
+        sizes.setMinimumHeight(560)
         self.below = QTabWidget()
         self.below.addTab(timelines, "Memory timelines")
-        self.below.addTab(sizes, "Size reports")
+        self.below.addTab(scroll, "Size reports")
         body = QSplitter(Qt.Orientation.Vertical)
         body.addWidget(canvases)
         body.addWidget(bottom)
