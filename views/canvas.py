@@ -40,6 +40,23 @@ def _category(kind: str, key: Key, nodes: dict, layout: GraphLayout) -> str:
     return kind
 
 
+def _walkable(edge, layout: GraphLayout, values: dict) -> tuple[Key, Key]:
+    """The boxes an arrow key moves between along `edge`, through open groups' frames.
+
+    An edge into a frame continues at the frame's input pill for the value; an edge out of a
+    frame starts at the box inside that makes the value.
+    """
+    src, dst = edge.src, edge.dst
+    if dst in layout.frames:
+        dst = f"port:{edge.value}@{dst}"
+    if src in layout.frames and layout.grouping is not None:
+        value = values.get(edge.value)
+        producer = value.producer if value is not None else None
+        if producer is not None and producer.id in layout.grouping.hierarchy.parent:
+            src = layout.grouping.hierarchy.shown_as(producer.id, layout.expanded)
+    return src, dst
+
+
 class GraphCanvas(CanvasMarks, QGraphicsView):
     """Shows one graph; emits what the user selects and activates.
 
@@ -132,9 +149,10 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
             self._edges.append(item)
             self._edges_of.setdefault(edge.src, []).append(item)
             self._edges_of.setdefault(edge.dst, []).append(item)
-            if edge.src in layout.boxes and edge.dst in layout.boxes:  # not a group's frame
-                self._consumers.setdefault(edge.src, []).append(edge.dst)
-                self._producers.setdefault(edge.dst, []).append(edge.src)
+            src, dst = _walkable(edge, layout, values)
+            if src in layout.boxes and dst in layout.boxes:
+                self._consumers.setdefault(src, []).append(dst)
+                self._producers.setdefault(dst, []).append(src)
         for key, item in self._boxes.items():
             item.setToolTip(self._box_tip(key, nodes, values))
         self.scene().setSceneRect(QRectF(0, 0, layout.width, layout.height))

@@ -213,3 +213,23 @@ def test_an_invalid_node_inside_a_closed_group_marks_the_group(qtbot, tmp_path):
     assert items[stage].problem.startswith("inside: ")
     marked = {hierarchy.ancestors(n)[0] for n in problems}
     assert all(bool(items[k].problem) == (k in marked) for k in window.layout_.groups)
+
+
+def test_arrow_keys_walk_into_and_out_of_open_groups(qtbot, tmp_path):
+    window = make_window(qtbot, _scoped(tmp_path))
+    window.grouping.collapse_to(1)  # stages open, their blocks closed
+    layout = window.layout_
+    hierarchy = layout.grouping.hierarchy
+    stages = [k for k in hierarchy.top if isinstance(k, str)]
+    last_block = hierarchy.groups[stages[0]].children[-1]
+    canvas = window.canvas
+    canvas.select(last_block)  # the end of stage 0
+    canvas.setFocus()
+    qtbot.keyClick(canvas, Qt.Key.Key_Down)  # into stage 1: its input pill
+    pill = canvas.selected_key()
+    assert isinstance(pill, str) and pill.startswith("port:") and pill.endswith(stages[1])
+    qtbot.keyClick(canvas, Qt.Key.Key_Down)  # its first block
+    assert canvas.selected_key() == hierarchy.groups[stages[1]].children[0]
+    qtbot.keyClick(canvas, Qt.Key.Key_Up)
+    qtbot.keyClick(canvas, Qt.Key.Key_Up)  # back out, to the block that made the value
+    assert canvas.selected_key() == last_block
