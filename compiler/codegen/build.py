@@ -8,7 +8,7 @@ import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.chain import ChainCode, chain_code, emit_chain_driver, sums_kernel
-from compiler.codegen.entry import Call, add_ticks, cycle_counter, emit_calls
+from compiler.codegen.entry import Call, add_ticks, cycle_counter, emit_calls, tick_counters
 from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
@@ -523,7 +523,8 @@ class _Builder:
             self.kernels.append(KernelInfo(fn.name, instr.op, names,
                                            sum(a.nbytes for a, _ in weights.values()),
                                            instr.fusion))
-        ticks = self._ticks(len(calls)) if self.timed else None
+        ticks = tick_counters(self.module, f"{self.name}_layer_ticks", len(calls) + 1) \
+            if self.timed else None
         since = cycle_counter(b) if ticks is not None else None
         emit_calls(b, [*entry.args, base], calls, ticks)
         if ticks is not None:  # the last slot: the whole entry point
@@ -535,14 +536,6 @@ class _Builder:
         b.ret(I32(0))
         self._reset_state()
         return self.module
-
-    def _ticks(self, calls: int) -> ir.GlobalVariable:
-        """The exported tick counters: one per call, and one for the whole entry point."""
-        array = ir.ArrayType(ir.IntType(64), calls + 1)
-        ticks = ir.GlobalVariable(self.module, array, f"{self.name}_layer_ticks")
-        ticks.initializer = ir.Constant(array, None)
-        ticks.align = 64
-        return ticks
 
     def _reset_state(self) -> None:
         """`void NAME_reset_state(uint8_t *mutable)`: every state input's initial bytes."""

@@ -78,6 +78,15 @@ def emit_calls(b: ir.IRBuilder, bases: Sequence[ir.Value], calls: Sequence[Call]
                   start)
 
 
+def tick_counters(module: ir.Module, name: str, count: int) -> ir.GlobalVariable:
+    """An exported, zeroed array of `count` u64 counters (one per call, then the whole)."""
+    array = ir.ArrayType(I64, count)
+    ticks = ir.GlobalVariable(module, array, name)
+    ticks.initializer = ir.Constant(array, None)
+    ticks.align = 64
+    return ticks
+
+
 def cycle_counter(b: ir.IRBuilder) -> ir.Value:
     """The processor's time-stamp counter now (`llvm.readcyclecounter`: RDTSC on x86)."""
     fn = b.module.globals.get("llvm.readcyclecounter")
