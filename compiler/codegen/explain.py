@@ -13,7 +13,8 @@ import threading
 from dataclasses import dataclass
 
 from compiler.codegen.build import _Builder
-from compiler.codegen.llvm import LLVM_LOCK, emit_assembly, optimize
+from compiler.codegen.line_map import LinkedCode, line_map
+from compiler.codegen.llvm import LLVM_LOCK, emit_assembly, optimize, target_machine
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target, get_target
 from compiler.errors import KilnError
@@ -75,6 +76,7 @@ class KernelMap:
                       for i, (node, _, instr) in enumerate(builder._steps())]
         self._nodes = {n.name for n in prepared.nodes}
         self._code: dict[tuple[str, str], KernelCode] = {}
+        self._linked: dict[tuple[str, str], LinkedCode] = {}
         self._lock = threading.Lock()
 
     def kernel_of(self, node_name: str) -> KernelStep | None:
@@ -103,6 +105,31 @@ class KernelMap:
                               step.symbol, step.nodes, target.name)
         with self._lock:
             return self._code.setdefault(key, code)
+
+    def linked_code(self, target: Target | str) -> LinkedCode:
+        """The whole network for `target` with its kernels kept apart, and its line links.
+
+        Inlined into the entry point (as shipped), kernels leave no lines of their own to
+        link; kept apart, each keeps its function, as in `kiln bench --target`'s build.
+        """
+        target = get_target(target) if isinstance(target, str) else target
+        key = ("", target.name)
+        with self._lock:
+            known = self._linked.get(key)
+        if known is not None:
+            return known
+        with LLVM_LOCK:  # one optimization gives both listings
+            builder = _Builder(self.graph, self.plan, target, NET_NAME, "embedded",
+                               separate_kernels=True)
+            ref = optimize(str(builder.build()), target)
+            llvm_ir = str(ref)
+            assembly = target_machine(target).emit_assembly(ref)
+            del ref
+        lowir = self.plan.lowir
+        code = LinkedCode(lowir.dump(), llvm_ir, assembly,
+                          line_map(lowir, builder.kernels, llvm_ir, assembly), target.name)
+        with self._lock:
+            return self._linked.setdefault(key, code)
 
     def _module_text(self, step: KernelStep, target: Target) -> str:
         """A module with only `step`'s kernel, exported so the optimizer keeps it."""
