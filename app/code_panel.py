@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QDockWidget
 
+from app.code_links import LineLinks
 from app.document import Document
 from app.workers import Job, Progress
 from compiler.codegen import explain
@@ -85,8 +86,9 @@ class CodeController(QObject):
     shown = Signal()
 
     def __init__(self, document: Document, add_dock: Callable[..., QDockWidget],
-                 parent: QObject | None = None):
-        """`add_dock(title, widget, area)` makes the dock."""
+                 parent: QObject | None = None,
+                 select: Callable[[object], None] | None = None):
+        """`add_dock(title, widget, area)` makes the dock; `select(key)` selects a node."""
         super().__init__(parent)
         self.document = document
         self.view = CodeView()
@@ -102,10 +104,12 @@ class CodeController(QObject):
         document.modelOpened.connect(self._model_opened)
         document.optionsChanged.connect(self._options_changed)
         self.view.targetChanged.connect(self._target_picked)
+        self.links = LineLinks(self, select or document.select)
+        self.view.linkToggled.connect(lambda _on: self.refresh())
         self.dock.visibilityChanged.connect(self._visibility_changed)
 
     def _model_opened(self) -> None:
-        self.last = None
+        self.last = self.links.last = None
         self.view.set_message("")
         self.view.set_lowir("")
         self.view.clear_kernel()
@@ -130,7 +134,7 @@ class CodeController(QObject):
 
     def is_busy(self) -> bool:
         """True while a kernel is being compiled."""
-        return self._job is not None and self._job.is_active()
+        return self._job is not None and self._job.is_active() or self.links.is_busy()
 
     def _visibility_changed(self, visible: bool) -> None:
         if visible and self._stale:
@@ -141,6 +145,7 @@ class CodeController(QObject):
         if self._job is not None:
             self._job.cancel()
             self._job = None
+        self.links.cancel()
         if not self.dock.isVisible():
             self._stale = True
             return
@@ -154,6 +159,9 @@ class CodeController(QObject):
             self.view.set_lowir("")
             self.view.clear_kernel()
             self.shown.emit()
+            return
+        if self.view.linked():
+            self.links.refresh(compiled)
             return
         self.view.set_busy("compiling…")
         options = doc.options()
@@ -187,7 +195,8 @@ class CodeController(QObject):
 
 def install(window) -> CodeController:
     """Add the Code dock to `window`; returns its controller (`window.code`)."""
-    controller = CodeController(window.document, window.add_panel_dock, window)
+    controller = CodeController(window.document, window.add_panel_dock, window,
+                                window.select_and_center)
     # Beside the memory timeline, wide enough for a listing's lines at first start.
     window.resizeDocks([controller.dock], [420], Qt.Orientation.Horizontal)
     return controller

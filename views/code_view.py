@@ -1,7 +1,8 @@
 """The code views: low-level IR of the whole function, LLVM IR and assembly of one kernel.
 
 Read-only monospace text with light syntax colouring, so a student can follow what a node
-became; the target is picked in a combo next to the kernel's one-line description.
+became; the target is picked in a combo next to the kernel's one-line description. With "Link
+lines" the three show the whole network side by side, each kernel's lines tinted alike.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from PySide6.QtGui import (
     QTextDocument,
 )
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QSizePolicy,
+    QSplitter,
+    QStackedWidget,
     QTabWidget,
     QTextEdit,
     QVBoxLayout,
@@ -34,6 +38,15 @@ from views import style
 
 LOWIR, LLVM_IR, ASSEMBLY = range(3)
 CURRENT_LINE = "#fff3c4"  # the selected node's line: the search highlight, paler
+# Linked lines: per kernel a pale tint, and the stronger shade of the selected kernel's lines.
+# Pale enough for every syntax colour to stay readable on both (tests check the contrast).
+LINK_COLOURS = (
+    ("#fde9e9", "#fbd0d0"), ("#e3effc", "#c3ddf8"), ("#e2f2e2", "#bfe4bf"),
+    ("#fbeccf", "#f7d696"), ("#f5eafd", "#e9d2fa"), ("#e0f2f0", "#bae2de"),
+    ("#fde9f4", "#facee7"), ("#edf0d6", "#dadea9"), ("#ededfd", "#d7d7fb"),
+    ("#fcebde", "#f9d3b7"),
+)
+COMMENT = "#4f5a64"  # the muted text colour, a little darker: readable on every tint
 
 
 def _format(color: str, bold: bool = False, italic: bool = False) -> QTextCharFormat:
@@ -46,8 +59,8 @@ def _format(color: str, bold: bool = False, italic: bool = False) -> QTextCharFo
 
 
 # (pattern, format), applied in order: later rules win where they overlap (comments last).
-_NUMBER = (r"\b-?(0x[0-9a-fA-F]+|\d+(\.\d+)?(e[-+]?\d+)?)\b", _format("#a0522d"))
-_STRING = (r'"[^"]*"', _format("#2e7d32"))
+_NUMBER = (r"\b-?(0x[0-9a-fA-F]+|\d+(\.\d+)?(e[-+]?\d+)?)\b", _format("#8a4526"))
+_STRING = (r'"[^"]*"', _format("#22622a"))
 RULES = {
     "llvm": [
         _NUMBER,
@@ -56,32 +69,32 @@ RULES = {
          r"internal|private|external|constant|global|attributes|to|label|tail|nuw|nsw|fast|"
          r"contract|exact)\b", _format("#7b1fa2", bold=True)),
         (r"\b(fmul|fadd|fsub|fdiv|fneg|add|sub|mul|shl|lshr|ashr|and|or|xor|zext|sext|trunc|"
-         r"sitofp|fptosi|extractelement|insertelement|shufflevector)\b", _format("#1565c0")),
-        (r"@llvm\.[\w.]+", _format("#c62828", bold=True)),
-        (r"\b(fma|fmuladd)\b", _format("#c62828", bold=True)),
-        (r"\b(void|i1|i8|i16|i32|i64|float|double|half|ptr)\b|<\d+ x \w+>", _format("#00838f")),
+         r"sitofp|fptosi|extractelement|insertelement|shufflevector)\b", _format("#0f4fa0")),
+        (r"@llvm\.[\w.]+", _format("#a81c1c", bold=True)),
+        (r"\b(fma|fmuladd)\b", _format("#a81c1c", bold=True)),
+        (r"\b(void|i1|i8|i16|i32|i64|float|double|half|ptr)\b|<\d+ x \w+>", _format("#005f69")),
         (r"[%@][\w.$\"-]+", _format("#37474f")),
         (r"^\w[\w.]*:", _format("#5d4037", bold=True)),
         _STRING,
-        (r";.*$", _format(style.TEXT_MUTED, italic=True)),
+        (r";.*$", _format(COMMENT, italic=True)),
     ],
     "asm": [
         _NUMBER,
         (r"^\s+\.\w+", _format("#7b1fa2")),
-        (r"^\s+[a-z][\w.]*", _format("#1565c0", bold=True)),
+        (r"^\s+[a-z][\w.]*", _format("#0f4fa0", bold=True)),
         (r"^\s+(v?fma|vfmadd|vfma|vfms|vmla|vmls|vfnma)\w*(\.\w+)?",
-         _format("#c62828", bold=True)),
-        (r"%\w+|\b[rsdqxwv]\d+\b|\b(sp|lr|pc)\b", _format("#00838f")),
+         _format("#a81c1c", bold=True)),
+        (r"%\w+|\b[rsdqxwv]\d+\b|\b(sp|lr|pc)\b", _format("#005f69")),
         (r"^[\w.$]+:", _format("#5d4037", bold=True)),
         _STRING,
-        (r"(?:^|\s)[#@;]\s.*$|//.*$", _format(style.TEXT_MUTED, italic=True)),
+        (r"(?:^|\s)[#@;]\s.*$|//.*$", _format(COMMENT, italic=True)),
     ],
     "lowir": [
         _NUMBER,
-        (r"\b(alloc|dealloc)\b", _format(style.TEXT_MUTED, bold=True)),
-        (r"^\s*\d+\s+\S+", _format("#1565c0", bold=True)),
+        (r"\b(alloc|dealloc)\b", _format(COMMENT, bold=True)),
+        (r"^\s*\d+\s+\S+", _format("#0f4fa0", bold=True)),
         (r"\b(in|out|inout)\b", _format("#7b1fa2")),
-        (r"^(input|output)\b", _format("#2e7d32", bold=True)),
+        (r"^(input|output)\b", _format("#22622a", bold=True)),
     ],
 }
 
@@ -102,8 +115,19 @@ class Highlighter(QSyntaxHighlighter):
                 self.setFormat(m.capturedStart(), m.capturedLength(), fmt)
 
 
+def link_colour(number: int, strong: bool = False) -> QColor:
+    """The tint of link `number` (the palette repeats), or its selected shade."""
+    return QColor(LINK_COLOURS[number % len(LINK_COLOURS)][1 if strong else 0])
+
+
 class CodeText(QPlainTextEdit):
-    """Read-only monospace text that can mark and scroll to one line."""
+    """Read-only monospace text that can mark and scroll to one line, or tint spans of lines.
+
+    Signals:
+        lineClicked(line): a click (not a drag) on line `line` (0-based).
+    """
+
+    lineClicked = Signal(int)
 
     def __init__(self, language: str, parent: QWidget | None = None):
         super().__init__(parent)
@@ -118,6 +142,10 @@ class CodeText(QPlainTextEdit):
         self.highlighter = Highlighter(self.document(), language)
         self.marked = -1
         self._pending = False
+        self._tints: list[QTextEdit.ExtraSelection] = []
+        self._marks: list[QTextEdit.ExtraSelection] = []
+        self.highlighted: set[int] = set()
+        self._focus = -1  # the line scrolled to the middle (-1: the top)
 
     def show_text(self, text: str, line: int = -1) -> None:
         """Replace the text; mark line `line` (0-based) and scroll it to the middle."""
@@ -129,21 +157,56 @@ class CodeText(QPlainTextEdit):
         self.marked = line if 0 <= line < self.blockCount() else -1
         block = self.document().findBlockByNumber(max(self.marked, 0))
         cursor = QTextCursor(block)
-        selections = []
-        if self.marked >= 0:
-            extra = QTextEdit.ExtraSelection()
-            extra.format.setBackground(QColor(CURRENT_LINE))
-            extra.format.setProperty(QTextCharFormat.Property.FullWidthSelection, True)
-            extra.cursor = QTextCursor(block)
-            selections.append(extra)
-        self.setExtraSelections(selections)
+        self._tints, self.highlighted = [], set()
+        self._marks = [self._span(self.marked, self.marked, QColor(CURRENT_LINE))] \
+            if self.marked >= 0 else []
+        self.setExtraSelections(self._marks)
         self.setTextCursor(cursor)
+        self._focus = self.marked
         self._scroll()
         # A hidden tab has no viewport size yet: scroll again when it is first shown.
         self._pending = not self.isVisible()
 
+    def _span(self, first: int, last: int, colour: QColor) -> QTextEdit.ExtraSelection:
+        """A full-width background on lines `first`..`last`."""
+        doc = self.document()
+        cursor = QTextCursor(doc.findBlockByNumber(first))
+        end = doc.findBlockByNumber(min(last, self.blockCount() - 1))
+        if last > first:
+            cursor.setPosition(end.position() + max(end.length() - 1, 0),
+                               QTextCursor.MoveMode.KeepAnchor)
+        extra = QTextEdit.ExtraSelection()
+        extra.format.setBackground(colour)
+        extra.format.setProperty(QTextCharFormat.Property.FullWidthSelection, True)
+        extra.cursor = cursor
+        return extra
+
+    def set_tints(self, spans) -> None:
+        """Tint each (first, last, link number) span of lines with its link's colour."""
+        self._tints = [self._span(first, last, link_colour(n)) for first, last, n in spans]
+        self.setExtraSelections(self._tints + self._marks)
+
+    def highlight(self, spans, number: int, scroll: bool) -> None:
+        """Give the (first, last) spans link `number`'s strong shade; scroll to the first."""
+        self.marked = -1
+        self._marks = [self._span(first, last, link_colour(number, strong=True))
+                       for first, last in spans]
+        self.highlighted = {i for first, last in spans for i in range(first, last + 1)}
+        self.setExtraSelections(self._tints + self._marks)
+        if scroll and spans:
+            self._focus = spans[0][0]
+            self.setTextCursor(QTextCursor(self.document().findBlockByNumber(self._focus)))
+            self._scroll()
+            self._pending = not self.isVisible()
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: D102 (Qt override)
+        super().mouseReleaseEvent(event)
+        if event.button() == Qt.MouseButton.LeftButton and not self.textCursor().hasSelection():
+            line = self.cursorForPosition(event.position().toPoint()).blockNumber()
+            self.lineClicked.emit(line)
+
     def _scroll(self) -> None:
-        if self.marked >= 0:
+        if self._focus >= 0:
             self.centerCursor()
         else:
             self.verticalScrollBar().setValue(0)
@@ -197,11 +260,18 @@ class ElidedLabel(QLabel):
 class CodeView(QWidget):
     """Tabs with the low-level IR, the LLVM IR and the assembly, under a description line.
 
+    With "Link lines" checked the tabs give way to the three views side by side, so the
+    lines of one kernel can be seen together.
+
     Signals:
         targetChanged(name): the user picked another target in the combo.
+        linkToggled(on): "Link lines" was checked or unchecked.
+        lineClicked(view, line): a click on line `line` of view LOWIR, LLVM_IR or ASSEMBLY.
     """
 
     targetChanged = Signal(str)
+    linkToggled = Signal(bool)
+    lineClicked = Signal(int, int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -214,6 +284,12 @@ class CodeView(QWidget):
         row.setContentsMargins(6, 4, 4, 0)
         self.status = ElidedLabel()
         row.addWidget(self.status, 1)
+        self.link_box = QCheckBox("Link lines")
+        self.link_box.setToolTip("Show the whole network with each kernel's low-level IR, LLVM "
+                                 "IR and assembly lines in one colour (kernels kept apart, as "
+                                 "for per-layer counts); a click on a line selects its kernel")
+        self.link_box.toggled.connect(self._link_toggled)
+        row.addWidget(self.link_box)
         row.addWidget(QLabel("Target:"))
         self.target_combo = QComboBox()
         self.target_combo.setToolTip("CPU the kernel is compiled for")
@@ -228,9 +304,60 @@ class CodeView(QWidget):
         self.tabs.addTab(self.lowir, "Low-level IR")
         self.tabs.addTab(self.llvm_ir, "LLVM IR")
         self.tabs.addTab(self.assembly, "Assembly")
-        column.addWidget(self.tabs, 1)
+        self.titles = ("Low-level IR", "LLVM IR", "Assembly")
+        self.side_by_side = QSplitter(Qt.Orientation.Horizontal)
+        self.panes = []
+        for title in self.titles:
+            pane = QWidget()
+            layout = QVBoxLayout(pane)
+            layout.setContentsMargins(0, 0, 0, 0)
+            layout.setSpacing(1)
+            layout.addWidget(QLabel(f"<b>{title}</b>"))
+            self.side_by_side.addWidget(pane)
+            self.panes.append(pane)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.tabs)
+        self.pages.addWidget(self.side_by_side)
+        column.addWidget(self.pages, 1)
+        for number, view in enumerate(self.texts()):
+            view.lineClicked.connect(lambda line, n=number: self.lineClicked.emit(n, line))
         self._quiet = False
+        self._tab = 0
         self.set_message("Select a node to see its kernel.")
+
+    def texts(self) -> tuple[CodeText, CodeText, CodeText]:
+        """The views in the order LOWIR, LLVM_IR, ASSEMBLY."""
+        return self.lowir, self.llvm_ir, self.assembly
+
+    def linked(self) -> bool:
+        """True while "Link lines" is checked."""
+        return self.link_box.isChecked()
+
+    def _link_toggled(self, on: bool) -> None:
+        # The same three views move between the tabs and the side-by-side panes.
+        if on:
+            self._tab = self.tabs.currentIndex()  # shown again when the tabs come back
+        for number, view in enumerate(self.texts()):
+            if on:
+                self.panes[number].layout().addWidget(view, 1)
+                view.show()  # the tabs hid all but their current page
+            else:
+                self.tabs.insertTab(number, view, self.titles[number])
+        if not on:
+            self.tabs.setCurrentIndex(max(self._tab, 0))
+        self.pages.setCurrentWidget(self.side_by_side if on else self.tabs)
+        self.linkToggled.emit(on)
+
+    def set_linked(self, texts, tints) -> None:
+        """The whole network's listings (LOWIR, LLVM_IR, ASSEMBLY order) and their tints."""
+        for view, text, spans in zip(self.texts(), texts, tints):
+            view.show_text(text)
+            view.set_tints(spans)
+
+    def highlight(self, spans, number: int, clicked: int = -1) -> None:
+        """Mark each view's spans of link `number`; all but the `clicked` view scroll to them."""
+        for view_number, (view, own) in enumerate(zip(self.texts(), spans)):
+            view.highlight(own, number, scroll=view_number != clicked)
 
     def set_targets(self, names: list[str], current: str) -> None:
         """Fill the target combo without announcing a change."""
