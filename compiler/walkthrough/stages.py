@@ -248,8 +248,10 @@ def lowering_stages(compiled: Compilation, options: Options) -> list[Stage]:
         if not record.applied:
             summary = f"did not run: {record.reason}"
         elif record.changed:
+            saved = (f"{record.saved:,} B saved" if record.saved >= 0
+                     else f"{-record.saved:,} B more")
             summary = (f"arena {record.before.arena.size:,} B -> {record.after.arena.size:,} B "
-                       f"({record.saved:+,} B saved), {record.before.lowir.steps} -> "
+                       f"({saved}), {record.before.lowir.steps} -> "
                        f"{record.after.lowir.steps} steps")
         else:
             summary = "found nothing to change"

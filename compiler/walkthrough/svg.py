@@ -14,27 +14,52 @@ from compiler.ir.graph import Graph
 from compiler.memory.report import MemoryPlan
 
 CHAR_W, BOX_H, GAP_X, GAP_Y, PAD = 7.3, 40, 18, 34, 10
+SHELF_W = 1100  # widest row of separate parts before the next part goes below
 FILLS = {"added": "#c8ecc9", "removed": "#f6c9c6", "modified": "#fbe3a6", "neighbour": "#eceff3"}
 STROKES = {"added": "#2e7d32", "removed": "#c62828", "modified": "#b07800",
            "neighbour": "#8a94a0"}
+
+
+MAX_CHARS = 34  # as on the canvas: longer names are elided in the middle, kept in full aside
 
 
 def _attr(text: str) -> str:
     return escape(text, quote=True)
 
 
-def region_svg(graph: Graph, ids: set[int], marks: dict[int, str], side: str) -> str:
-    """The nodes of `graph` with ids in `ids`, as boxes in layers, with the edges among them.
+def elide(text: str, limit: int = MAX_CHARS) -> str:
+    """Shorten `text` to `limit` characters with an ellipsis in the middle (ends say most)."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[: (keep + 1) // 2] + "…" + text[len(text) - keep // 2:]
 
-    Each box holds the node's name (class `node-name`) over its operator (class `node-op`);
-    its fill says how the pass touched it (`marks`). An empty region is a one-line picture.
+
+def _components(nodes: list, edges: list) -> list[list]:
+    """The weakly connected parts of a region, each in graph order."""
+    parent = {n.id: n.id for n in nodes}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for s, d in edges:
+        parent[root(s.id)] = root(d.id)
+    parts: dict[int, list] = {}
+    for n in nodes:
+        parts.setdefault(root(n.id), []).append(n)
+    return list(parts.values())
+
+
+def _layout(nodes: list, width: dict[int, float]) -> tuple[dict, list, float, float]:
+    """Box corners, edges, and the picture's size.
+
+    Each connected part gets longest-path layers (rows centred on the part); parts sit side
+    by side on shelves no wider than SHELF_W, so a pass touching many separate places (one
+    unit per layer) stays readable.
     """
-    nodes = [n for n in graph.nodes if n.id in ids]
-    if not nodes:
-        text = "nothing here" if side == "before" else "nothing left here"
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" class="region" data-side="{side}" '
-                f'width="220" height="40" viewBox="0 0 220 40"><text x="10" y="25" '
-                f'class="empty">({text})</text></svg>')
     producer = {id(out): n for n in nodes for out in n.outputs}
     layer: dict[int, int] = {}
     edges = []
@@ -42,19 +67,45 @@ def region_svg(graph: Graph, ids: set[int], marks: dict[int, str], side: str) ->
         sources = [producer[id(v)] for v in n.inputs if v is not None and id(v) in producer]
         layer[n.id] = max((layer[s.id] + 1 for s in sources), default=0)
         edges += [(s, n) for s in dict.fromkeys(sources)]
-    rows: dict[int, list] = {}
-    for n in nodes:
-        rows.setdefault(layer[n.id], []).append(n)
-    width = {n.id: max(len(n.name), len(n.op)) * CHAR_W + 2 * PAD for n in nodes}
-    row_w = {k: sum(width[n.id] for n in row) + GAP_X * (len(row) - 1) for k, row in rows.items()}
-    total_w = max(row_w.values()) + 2 * PAD
-    total_h = len(rows) * (BOX_H + GAP_Y) - GAP_Y + 2 * PAD
-    place = {}
-    for k, row in rows.items():
-        x = PAD + (total_w - 2 * PAD - row_w[k]) / 2
-        for n in row:
-            place[n.id] = (x, PAD + k * (BOX_H + GAP_Y))
-            x += width[n.id] + GAP_X
+    place: dict[int, tuple[float, float]] = {}
+    x0 = y0 = shelf_h = total_w = 0.0
+    for part in _components(nodes, edges):
+        rows: dict[int, list] = {}
+        for n in part:
+            rows.setdefault(layer[n.id], []).append(n)
+        base = min(rows)
+        row_w = {k: sum(width[n.id] for n in row) + GAP_X * (len(row) - 1)
+                 for k, row in rows.items()}
+        part_w = max(row_w.values())
+        part_h = (max(rows) - base + 1) * (BOX_H + GAP_Y) - GAP_Y
+        if x0 and x0 + part_w > SHELF_W:  # a new shelf below
+            x0, y0, shelf_h = 0.0, y0 + shelf_h + GAP_Y, 0.0
+        for k, row in rows.items():
+            x = PAD + x0 + (part_w - row_w[k]) / 2
+            for n in row:
+                place[n.id] = (x, PAD + y0 + (k - base) * (BOX_H + GAP_Y))
+                x += width[n.id] + GAP_X
+        x0 += part_w + 2 * GAP_X
+        shelf_h = max(shelf_h, part_h)
+        total_w = max(total_w, x0 - 2 * GAP_X)
+    return place, edges, total_w + 2 * PAD, y0 + shelf_h + 2 * PAD
+
+
+def region_svg(graph: Graph, ids: set[int], marks: dict[int, str], side: str) -> str:
+    """The nodes of `graph` with ids in `ids`, as boxes in layers, with the edges among them.
+
+    Each box holds the node's name (class `node-name`; elided past MAX_CHARS, whole in its
+    `data-name` and the box's tooltip) over its operator (class `node-op`); its fill says how
+    the pass touched it (`marks`). An empty region is a one-line picture.
+    """
+    nodes = [n for n in graph.nodes if n.id in ids]
+    if not nodes:
+        text = "nothing here" if side == "before" else "nothing left here"
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" class="region" data-side="{side}" '
+                f'width="220" height="40" viewBox="0 0 220 40"><text x="10" y="25" '
+                f'class="empty">({text})</text></svg>')
+    width = {n.id: max(len(elide(n.name)), len(n.op)) * CHAR_W + 2 * PAD for n in nodes}
+    place, edges, total_w, total_h = _layout(nodes, width)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="region" data-side="{side}" '
              f'width="{total_w:.0f}" height="{total_h:.0f}" '
              f'viewBox="0 0 {total_w:.0f} {total_h:.0f}">']
@@ -76,8 +127,8 @@ def region_svg(graph: Graph, ids: set[int], marks: dict[int, str], side: str) ->
                      f'({_attr(n.op)}): {mark}</title>'
                      f'<rect x="{x:.1f}" y="{y:.1f}" width="{width[n.id]:.1f}" height="{BOX_H}" '
                      f'rx="5" fill="{FILLS[mark]}" stroke="{STROKES[mark]}" stroke-width="1.5"/>'
-                     f'<text class="node-name" x="{x + PAD:.1f}" y="{y + 16:.1f}">'
-                     f'{escape(n.name)}</text>'
+                     f'<text class="node-name" data-name="{_attr(n.name)}" x="{x + PAD:.1f}" '
+                     f'y="{y + 16:.1f}">{escape(elide(n.name))}</text>'
                      f'<text class="node-op" x="{x + PAD:.1f}" y="{y + 32:.1f}">'
                      f'{escape(n.op)}</text></g>')
     parts.append("</svg>")

@@ -13,6 +13,7 @@ from compiler.driver import Compilation, Options
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.walkthrough import MARKER, walkthrough_files, write_walkthrough
+from compiler.walkthrough.svg import elide
 from tests.conftest import SAMPLE_MODEL, shared_models
 
 
@@ -79,8 +80,9 @@ def test_regions_are_the_touched_nodes_and_their_neighbours():
             shown = []
             for side in ("before", "after"):
                 svg = re.search(rf'<svg [^>]*data-side="{side}".*?</svg>', html).group(0)
-                shown.append([unescape(t) for t in
-                              re.findall(r'class="node-name"[^>]*>([^<]*)<', svg)])
+                texts = re.findall(r'class="node-name" data-name="([^"]*)"[^>]*>([^<]*)<', svg)
+                assert all(unescape(t) == elide(unescape(n)) for n, t in texts)
+                shown.append([unescape(n) for n, _ in texts])
             want = expected_region(before, record.snapshot, record)
             assert [sorted(s) for s in shown] == [sorted(w) for w in want], key
             assert want[0] or want[1]
