@@ -33,6 +33,7 @@ from app.cli_bench import add_bench_parser, cmd_bench
 from app.cli_diff import add_diff_parser, cmd_diff
 from app.cli_passes import add_passes_parser, cmd_passes
 from app.cli_profile import add_profile_parser, add_quantize_parser, cmd_profile, cmd_quantize
+from app.cli_walkthrough import add_walkthrough_parser, cmd_walkthrough
 from compiler.errors import KilnError, one_line
 
 EXIT_USAGE = 2
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_parser(sub)
     add_quantize_parser(sub)
     add_diff_parser(sub)
+    add_walkthrough_parser(sub)
     return parser
 
 
@@ -372,6 +374,7 @@ def _state_note(doc: dict) -> str:
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
             "compile": cmd_compile, "bench": cmd_bench, "profile": cmd_profile,
             "quantize": cmd_quantize, "diff": cmd_diff}
+COMMANDS["walkthrough"] = cmd_walkthrough
 
 
 def main(argv: Sequence[str] | None = None) -> int:

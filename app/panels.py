@@ -21,6 +21,7 @@ from app import (
     recovery,
     sessions,
     stepping,
+    walkthrough_export,
 )
 
 # (window attribute, module)
@@ -30,6 +31,7 @@ FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowerin
             ("sessions", sessions), ("recovery", recovery), ("overlays", overlays),
             ("compare", compare), ("activations", activation_panel),
             ("picture", picture_export))
+FEATURES += (("walkthrough", walkthrough_export),)
 
 
 def install_all(window) -> None:
