@@ -405,6 +405,7 @@ def measure_sqnr(float_graph: Graph, qdq: Graph, data, quant: Quantization
     the QDQ graph's order) among those its source nodes make.
     """
     from compiler.quant.evaluate import evaluate
+    from compiler.quant.quantize import RENAMED_KEY
 
     result = evaluate(float_graph, qdq, data, EVAL_SAMPLES)
     quant.samples, quant.data = result.samples, data.source
@@ -412,10 +413,15 @@ def measure_sqnr(float_graph: Graph, qdq: Graph, data, quant: Quantization
     quant.top1_agreement = result.top1_agreement
     quant.tensors = {t.name: t.sqnr for t in result.tensors}
 
+    renamed = qdq.metadata.get(RENAMED_KEY, {})  # a model output's float tensor, renamed
+
     def sqnr_of(prepared: Graph) -> dict[str, float]:
-        made = {}  # qdq node id -> (its order, the tensors it makes)
+        made = {}  # qdq node id -> (its order, the float tensors it stands for)
         for order, node in enumerate(qdq.nodes):
-            made[node.id] = (order, [v.name for v in node.outputs if v is not None])
+            names = [v.name for v in node.outputs if v is not None]
+            if node.op == "QuantizeLinear":  # it quantizes the float tensor it reads
+                names.append(renamed.get(node.inputs[0].name, node.inputs[0].name))
+            made[node.id] = (order, names)
         out = {}
         for node in prepared.nodes:
             found = [(made[i][0], name) for i in node.provenance if i in made
