@@ -293,13 +293,16 @@ def collect_report(compiled: Compilation, model: str, target: str = "host",
                    board: Board | None = None, clock_mhz: float = DEFAULT_CLOCK_MHZ,
                    quantization: Quantization | None = None,
                    sqnr_of: Callable[[Graph], dict[str, float]] | None = None,
-                   progress: Report_progress | None = None, count: bool = True) -> Report:
+                   progress: Report_progress | None = None, count: bool = True,
+                   options: Options | None = None) -> Report:
     """Gather the report of `compiled` (its graph as the user has it) on `target`.
 
     `quantization` is the profile's summary when a profile quantized the graph (else the
     graph's own integer form is summarized); `sqnr_of(graph)` gives each prepared node's
     output SQNR. `progress(fraction, text)` hears each stage and may raise to cancel.
-    Without `count`, instructions are not counted even where they could be.
+    Without `count`, instructions are not counted even where they could be. `options` plan
+    memory and compile (the workbench's arena choice); `target`'s defaults when None, as the
+    commands use them.
     """
     progress = progress or (lambda fraction, text: None)
     if clock_mhz <= 0 or not math.isfinite(clock_mhz):
@@ -310,7 +313,7 @@ def collect_report(compiled: Compilation, model: str, target: str = "host",
     absent: list[str] = []
     progress(0.0, "Running the pass pipeline")
     passes = pass_list(compiled)
-    options = Options(resolved.name)
+    options = options or Options(resolved.name)
     progress(0.1, f"Planning memory for {resolved.name}")
     memory = compiled.plan(options).to_json()
     progress(0.15, f"Compiling for {resolved.name}")
