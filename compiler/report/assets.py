@@ -29,7 +29,7 @@ tfoot tr.extra td { font-weight: normal; color: #444; }
 .unchanged { color: #555; font-size: 0.9em; }
 code { font-size: 0.95em; }
 .scroll { overflow-x: auto; }
-#layers td:nth-child(4) { white-space: nowrap; }
+#layers td:nth-child(4), #pass-table td:nth-child(3) { white-space: nowrap; }
 #layers .nodes { color: #555; font-size: 0.85em; }
 svg.timeline { background: #fff; border: 1px solid #d0d7de; max-width: 100%; height: auto; }
 @media print { body { background: #fff; } table.sortable th { cursor: auto; } }

@@ -78,6 +78,9 @@ def _sizes(report: Report) -> str:
                         ("mutable region", "mutable", "RAM: inputs and outputs"),
                         ("activation arena", "activations", "RAM: the planned arena"),
                         ("external weights", "constant", "flash: the caller places them")))
+    if not report.mcu:  # a hosted CPU: no flash, the loader maps the sections
+        for word in ("flash and RAM: ", "flash: ", "RAM: "):
+            rows = rows.replace(f"<td>{word}", "<td>")
     html = (f'<h2 id="sizes">Flash and RAM</h2><p class="note">Object for '
             f"{escape(b['target'])} ({escape(b['triple'])}), weights {escape(b['weights'])}, "
             f"int8 weights stored as {escape(b['weight_layout'])}; as `kiln compile --json` "
