@@ -33,6 +33,7 @@ from app.cli_bench import add_bench_parser, cmd_bench
 from app.cli_diff import add_diff_parser, cmd_diff
 from app.cli_passes import add_passes_parser, cmd_passes
 from app.cli_profile import add_profile_parser, add_quantize_parser, cmd_profile, cmd_quantize
+from app.cli_report import add_report_parser, cmd_report
 from app.cli_walkthrough import add_walkthrough_parser, cmd_walkthrough
 from compiler.errors import KilnError, one_line
 
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_quantize_parser(sub)
     add_diff_parser(sub)
     add_walkthrough_parser(sub)
+    add_report_parser(sub)
     return parser
 
 
@@ -373,8 +375,8 @@ def _state_note(doc: dict) -> str:
 
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
             "compile": cmd_compile, "bench": cmd_bench, "profile": cmd_profile,
-            "quantize": cmd_quantize, "diff": cmd_diff}
-COMMANDS["walkthrough"] = cmd_walkthrough
+            "quantize": cmd_quantize, "diff": cmd_diff, "report": cmd_report,
+            "walkthrough": cmd_walkthrough}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,7 @@ from app import (
     picture_export,
     quant_screens,
     recovery,
+    report_export,
     sessions,
     stepping,
     walkthrough_export,
@@ -30,8 +31,8 @@ FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowerin
             ("code", code_panel), ("export", export), ("quant", quant_screens),
             ("sessions", sessions), ("recovery", recovery), ("overlays", overlays),
             ("compare", compare), ("activations", activation_panel),
-            ("picture", picture_export))
-FEATURES += (("walkthrough", walkthrough_export),)
+            ("picture", picture_export), ("report", report_export),
+            ("walkthrough", walkthrough_export))
 
 
 def install_all(window) -> None:
