@@ -188,7 +188,7 @@ class LessonsController(QObject):
     def _draw(self, index: int) -> None:
         self.stepping.draw_stage(self.view.canvas, index)
         self._caption(index)
-        self.view.frame(self._region(index))
+        self.view.frame(*self._region(index))
 
     def _caption(self, index: int) -> None:
         stage = self.stepping.stages[index]
@@ -203,23 +203,31 @@ class LessonsController(QObject):
             detail = f"{change_summary(record)}. {first_sentence(get_pass(record.name).doc)}"
         self.view.set_caption(heading, detail, self.note(index))
 
-    def _region(self, index: int) -> QRectF | None:
-        """The scene rectangle of what stage `index` changed (None: show the whole graph)."""
+    def _region(self, index: int) -> tuple[QRectF | None, QRectF | None]:
+        """The scene rectangle of what stage `index` changed, and of its first change.
+
+        (None, None) shows the whole graph: the loaded model, the clean final graph.
+        """
         stage = self.stepping.stages[index]
         record = stage.record
         if record is None or self.stepping.is_clean(index):
-            return None
+            return None, None
         canvas = self.view.canvas
-        rects = [canvas.box_rect(k) for k in (*record.added, *record.modified)]
-        rects = [r for r in rects if r is not None]
-        rects += [QRectF(g.box.x, g.box.y, g.box.w, g.box.h)
-                  for k, g in stage.placed.ghosts.items() if k in set(record.removed)]
+        removed = set(record.removed)
+        groups = [[canvas.box_rect(k) for k in record.added],
+                  [canvas.box_rect(k) for k in record.modified],
+                  [QRectF(g.box.x, g.box.y, g.box.w, g.box.h)
+                   for k, g in stage.placed.ghosts.items() if k in removed]]
+        groups = [[r for r in group if r is not None] for group in groups]
+        rects = [r for group in groups for r in group]
         if not rects:
-            return None
+            return None, None
         region = rects[0]
         for rect in rects[1:]:
             region = region.united(rect)
-        return region.adjusted(-CONTEXT, -CONTEXT, CONTEXT, CONTEXT)
+        # What a reader looks for first: the topmost box the pass added (else modified).
+        first = min(next(group for group in groups if group), key=lambda r: (r.top(), r.left()))
+        return region.adjusted(-CONTEXT, -CONTEXT, CONTEXT, CONTEXT), first
 
 
 def install(window) -> LessonsController:
@@ -245,5 +253,5 @@ def screenshots(window, save) -> None:
         view.note.setText("Ask the class: which nodes does this pass remove, and why is the "
                           "result still the same function?")
         view.note.show()
-    view.frame(controller._region(index))
+    view.frame(*controller._region(index))
     save(view, "presentation.png")

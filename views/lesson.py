@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont, QKeyEvent, QTextCursor
+from PySide6.QtCore import QEvent, QObject, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QFont, QKeyEvent, QKeySequence, QTextCursor
 from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from views.canvas import GraphCanvas
@@ -30,6 +30,7 @@ class NoteEditor(QWidget):
         self.editor = QPlainTextEdit()
         # The document's undo history holds note edits, so Ctrl+Z undoes them like any edit.
         self.editor.setUndoRedoEnabled(False)
+        self.editor.installEventFilter(self)
         self.editor.setTabChangesFocus(True)
         self.editor.setMinimumHeight(36)
         self.editor.textChanged.connect(lambda: self.noteEdited.emit(self.editor.toPlainText()))
@@ -39,6 +40,15 @@ class NoteEditor(QWidget):
         column.addWidget(self.title)
         column.addWidget(self.editor)
         self.set_stage(None, "")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: D102 (Qt override)
+        # The editor claims Ctrl+Z even with its own undo off: leave it to Edit > Undo.
+        if watched is self.editor and event.type() == QEvent.Type.ShortcutOverride and (
+                event.matches(QKeySequence.StandardKey.Undo)
+                or event.matches(QKeySequence.StandardKey.Redo)):
+            event.ignore()
+            return True
+        return super().eventFilter(watched, event)
 
     def set_stage(self, stage: str | None, text: str) -> None:
         """Edit the note on `stage` (None: no pass selected, nothing to write on)."""
@@ -117,6 +127,7 @@ class PresentationView(QWidget):
         column.addWidget(caption)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self._region: QRectF | None = None
+        self._first: QRectF | None = None
         self._fonts()
 
     def set_caption(self, heading: str, detail: str, note: str) -> None:
@@ -126,13 +137,13 @@ class PresentationView(QWidget):
         self.note.setText(note)
         self.note.setVisible(bool(note.strip()))
 
-    def frame(self, region: QRectF | None) -> None:
+    def frame(self, region: QRectF | None, first: QRectF | None = None) -> None:
         """Show `region` of the scene (the stage's changes) as large as the room needs.
 
         None shows the graph from its top. A region too big for the screen at a readable
-        zoom is shown from its top-left part, in type still readable.
+        zoom is shown around `first` (the first change), in type still readable.
         """
-        self._region = region
+        self._region, self._first = region, first
         canvas = self.canvas
         rect = region if region is not None and not region.isEmpty() \
             else canvas.scene().sceneRect()
@@ -142,11 +153,14 @@ class PresentationView(QWidget):
         margin = 60.0
         fit = min((view.width() - margin) / rect.width(), (view.height() - margin) / rect.height())
         canvas.set_zoom(max(MIN_ROOM_ZOOM, min(ROOM_ZOOM, fit)))
-        zoom = canvas.zoom_level()
-        half_w, half_h = view.width() / 2 / zoom, view.height() / 2 / zoom
-        x = rect.center().x() if rect.width() <= 2 * half_w else rect.left() + half_w - 20
-        y = rect.center().y() if rect.height() <= 2 * half_h else rect.top() + half_h - 20
-        canvas.centerOn(x, y)
+        if fit >= MIN_ROOM_ZOOM:
+            centre = rect.center()
+        elif first is not None:
+            centre = first.center()
+        else:  # the top of the graph, its middle column
+            zoom = canvas.zoom_level()
+            centre = QPointF(rect.center().x(), rect.top() + view.height() / 2 / zoom - 20)
+        canvas.centerOn(centre)
         canvas.viewportChanged.emit()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: D102 (Qt override)
@@ -167,7 +181,7 @@ class PresentationView(QWidget):
         self._fonts()
         if self.canvas.graph() is not None:  # a window going full screen: frame it again
             self.layout().activate()
-            self.frame(self._region)
+            self.frame(self._region, self._first)
 
     def _fonts(self) -> None:
         """Type sized to the screen: a line of caption is about a 24th of its height."""

@@ -63,11 +63,16 @@ def test_notes_typed_on_two_stages_come_back_with_the_session(qtbot, tmp_path):
     assert doc.stage_notes == {"fuse_activations": FUSE_NOTE, "dce#2": DCE_NOTE}
     assert doc.is_dirty() and window.windowTitle().find("*") >= 0
     # A burst of typing is one undo step; undo takes the note away from the editor too.
+    # Ctrl+Z in the editor is Edit > Undo: it takes the note away from the document too.
     assert doc.undo_stack.index() == start + 1
-    doc.undo_stack.undo()
+    editor = window.lessons.editor.editor
+    qtbot.keyClick(editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert "dce#2" not in doc.stage_notes and window.lessons.editor.text() == ""
-    doc.undo_stack.redo()
-    assert window.lessons.editor.text() == DCE_NOTE
+    qtbot.keyClick(editor, Qt.Key.Key_Y, Qt.KeyboardModifier.ControlModifier)  # Edit > Redo
+    assert window.lessons.editor.text() == DCE_NOTE and doc.stage_notes["dce#2"] == DCE_NOTE
+    # The autosave keeps them, so a crash does not cost them.
+    recovered = json.loads(window.recovery.autosave().read_text())
+    assert recovered["notes"] == {"fuse_activations": FUSE_NOTE, "dce#2": DCE_NOTE}
     # Back on the first stage, the editor shows its note.
     _click_stage(qtbot, window, "fuse_activations")
     assert window.lessons.editor.text() == FUSE_NOTE
