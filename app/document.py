@@ -76,6 +76,7 @@ class Document(QObject):
             pass's switch changed.
         selectionChanged(key): the selected canvas box (node id, `in:`/`out:` key, or None).
         saved(path): the graph was written to `path` (panels save what belongs beside it).
+        notesChanged(key): the teacher's note on stage `key` changed (or every note: None).
     """
 
     graphChanged = Signal()
@@ -87,6 +88,7 @@ class Document(QObject):
     optionsChanged = Signal()
     selectionChanged = Signal(object)
     saved = Signal(object)
+    notesChanged = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -103,6 +105,9 @@ class Document(QObject):
         self.disabled_lowering: frozenset[str] = frozenset()
         self.selection = None
         self.quant = QuantState(self)  # its commands share the undo history with graph edits
+        # A teacher's note per pipeline stage, by stage key (`compiler.stage_notes`): what a
+        # session saves, presentation mode shows and the walkthrough exports.
+        self.stage_notes: dict[str, str] = {}
         self._compiled: Compilation | None = None
 
     def _clean_changed(self, clean: bool) -> None:
@@ -116,6 +121,7 @@ class Document(QObject):
         self.path = Path(path) if path is not None else None
         self.select(None)
         self.quant.set_session(None)  # the last model's calibration describes nothing here
+        self.set_stage_notes({})  # notes on the last model's stages
         self.modelOpened.emit()
         self.restore(graph, edit.problems(graph))
         self.pathChanged.emit()
@@ -152,6 +158,20 @@ class Document(QObject):
         if names != self.disabled_lowering:
             self.disabled_lowering = names
             self.optionsChanged.emit()
+
+    def set_stage_note(self, key: str, text: str) -> None:
+        """Make `text` the note on stage `key` ("" removes it); for the undo commands."""
+        if text:
+            self.stage_notes[key] = text
+        else:
+            self.stage_notes.pop(key, None)
+        self.notesChanged.emit(key)
+
+    def set_stage_notes(self, notes: dict[str, str]) -> None:
+        """Replace every note (a session brings them back; another model drops them)."""
+        if notes or self.stage_notes:
+            self.stage_notes = dict(notes)
+            self.notesChanged.emit(None)
 
     def select(self, key) -> None:
         """Make `key` the selection (None: nothing selected)."""

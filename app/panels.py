@@ -13,6 +13,7 @@ from app import (
     compare,
     export,
     grouping,
+    lessons,
     lowering_stages,
     memory_panel,
     overlays,
@@ -27,6 +28,7 @@ from app import (
 
 # (window attribute, module)
 FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowering_stages),
+            ("lessons", lessons),
             ("memory", memory_panel),
             ("code", code_panel), ("export", export), ("quant", quant_screens),
             ("sessions", sessions), ("recovery", recovery), ("overlays", overlays),

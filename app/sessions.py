@@ -3,7 +3,9 @@
 The session is versioned JSON: the model (its path and SHA-256), the edited graph when there
 are edits (written beside the session as MODEL.edited.onnx, atomically), the pass pipeline,
 target, board and arena option, the quantization profile with every hand-tuned range and the
-samples it was measured on, and the view (zoom, centre, selection, dock layout). Opening it
+samples it was measured on, the teacher's notes on the pipeline's stages (version 2; a
+version 1 file, without them, still opens), and the view (zoom, centre, selection, dock
+layout). Opening it
 checks the model against its hash first: a changed or missing file is reported with the hash
 it should have, never silently replaced by another.
 
@@ -27,6 +29,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from app.calibrate_dialog import CalibrationRequest
 from app.dialogs import show_error
+from app.lessons import only_notes_changed
 from app.quant_session import session_from_profile
 from app.workers import Job
 from compiler.errors import KilnError
@@ -37,8 +40,10 @@ from compiler.lowir.passes import check_lowering_names
 from compiler.passes import Pipeline
 from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import parse_profile
+from compiler.stage_notes import check_notes
 
-SESSION_VERSION = 1
+SESSION_VERSION = 2  # 2 added the stage notes
+READABLE_VERSIONS = (1, 2)
 SUFFIX = ".kiln"
 
 
@@ -82,7 +87,8 @@ def snapshot_session(window, path: str | Path) -> Snapshot:
     if doc.graph is None:
         raise KilnError("there is no model to keep in a session")
     model = doc.path
-    edited = model is None or doc.is_dirty() or model.suffix.lower() == ".tflite"
+    edited = model is None or (doc.is_dirty() and not only_notes_changed(doc)) or \
+        model.suffix.lower() == ".tflite"
     canvas = window.canvas
     centre = canvas.visible_scene_rect().center()
     qs = doc.quant.session
@@ -91,6 +97,7 @@ def snapshot_session(window, path: str | Path) -> Snapshot:
         "pipeline": doc.pipeline.to_json(),
         "target": doc.target, "board": doc.board, "io_in_arena": doc.io_in_arena,
         "disabled_lowering": sorted(doc.disabled_lowering),
+        "notes": check_notes(doc.stage_notes),  # blank notes dropped
         "quantization": None if qs is None or qs.request is None else {
             "profile": qs.profile.to_json(),  # a copy of the hand-tuned ranges
             "request": {**asdict(qs.request),
@@ -145,8 +152,9 @@ def read_session(path: str | Path) -> tuple[dict, Path]:
         raise KilnError(f"cannot read {path}: {exc.strerror}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise KilnError(f"{path} is not a Kiln session: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("kiln_session") != SESSION_VERSION:
-        raise KilnError(f"{path} is not a Kiln session of version {SESSION_VERSION}")
+    if not isinstance(doc, dict) or doc.get("kiln_session") not in READABLE_VERSIONS:
+        raise KilnError(f"{path} is not a Kiln session of version "
+                        f"{' or '.join(map(str, READABLE_VERSIONS))}")
     try:
         model, want = _model_of(doc, path)
         _check_settings(doc)
@@ -199,6 +207,7 @@ def _check_settings(doc: dict) -> None:
     base64.b64decode(view["docks"], validate=True)
     if doc.get("quantization") is not None:
         _quantization_parts(doc["quantization"])
+    check_notes(doc.get("notes", {}), "its notes")
 
 
 def _quantization_parts(quant: dict):
@@ -284,6 +293,10 @@ class SessionController(QObject):
         document.set_target(doc["target"], doc.get("board"))
         document.set_io_in_arena(bool(doc.get("io_in_arena")))
         document.set_disabled_lowering(doc.get("disabled_lowering", []))
+        notes = check_notes(doc.get("notes", {}))  # checked when the file was read
+        document.set_stage_notes(notes)
+        if doc.get("recovered") and notes:
+            document.undo_stack.resetClean()  # notes live only in sessions: not saved yet
         view = doc["view"]
         window.restoreState(QByteArray(base64.b64decode(view["docks"])))
         window.canvas.set_zoom(float(view["zoom"]))

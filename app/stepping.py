@@ -392,16 +392,8 @@ class SteppingController(QObject):
             self.dock.show()  # stepping from the menu: the stages list comes forward
             self.dock.raise_()
         self.index = index
-        clean = self.is_clean(index)
-        self.canvas.set_graph(stage.graph, self._clean_layout(stage) if clean
-                              else stage.placed.layout)
-        if entering:
-            self._match_document_view(stage)
-        record = stage.record
-        if record is not None and not clean:
-            ghosts = {k: (g.box, g.label, g.op) for k, g in stage.placed.ghosts.items()}
-            self.canvas.set_diff(record.added, record.modified, ghosts)
-        self.canvas.set_faded(set() if clean else stage.placed.dead)
+        self.draw_stage(self.canvas, index, after_graph=self._match_document_view
+                        if entering else None)
         self._apply_focus()
         self.panel.set_current(index)
         self.panel.set_doc(self._doc(index))
@@ -411,6 +403,23 @@ class SteppingController(QObject):
                             f"Esc to return to the model")
         self.canvas.setFocus()
         self.stageChanged.emit(index)
+
+    def draw_stage(self, canvas, index: int, after_graph=None) -> None:
+        """Draw stage `index` on `canvas` with its diff (presentation mode draws it too).
+
+        `after_graph(stage)` runs once the graph is on the canvas, before the diff.
+        """
+        stage = self.stages[index]
+        clean = self.is_clean(index)
+        canvas.set_graph(stage.graph, self._clean_layout(stage) if clean
+                         else stage.placed.layout)
+        if after_graph is not None:
+            after_graph(stage)
+        record = stage.record
+        if record is not None and not clean:
+            ghosts = {k: (g.box, g.label, g.op) for k, g in stage.placed.ghosts.items()}
+            canvas.set_diff(record.added, record.modified, ghosts)
+        canvas.set_faded(set() if clean else stage.placed.dead)
 
     def is_clean(self, index: int) -> bool:
         """Whether stage `index` is shown as a clean layout: the final graph, asked clean."""

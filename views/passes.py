@@ -153,6 +153,7 @@ class PassPanel(QWidget):
         split.addWidget(lower)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        self._split = split
         column = QVBoxLayout(self)
         column.setContentsMargins(4, 4, 4, 4)
         column.addWidget(self.status)
@@ -163,6 +164,14 @@ class PassPanel(QWidget):
         options.addStretch(1)
         column.addLayout(options)
         column.addWidget(split, 1)
+
+    def add_below(self, widget: QWidget) -> None:
+        """Put `widget` under the pass's documentation (the teacher's note editor).
+
+        In the splitter, so the user shares the height between the list, the text and it.
+        """
+        self._split.addWidget(widget)
+        self._split.setStretchFactor(self._split.count() - 1, 1)
 
     # -- content ------------------------------------------------------------------------------
 
