@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
@@ -100,6 +101,28 @@ def test_notes_typed_on_two_stages_come_back_with_the_session(qtbot, tmp_path):
     assert again.lessons.editor.text() == FUSE_NOTE
     _click_stage(qtbot, again, "to_nhwc")
     assert again.lessons.editor.text() == ""
+    # The reopened notes go into the exported walkthrough, from the window and from the CLI.
+    from html import escape
+
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.cli import main
+
+    folder = tmp_path / "from-window"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(QFileDialog, "getSaveFileName",
+                      staticmethod(lambda *a, **k: (str(folder), "")))
+        with qtbot.waitSignal(again.walkthrough.written, timeout=TIMEOUT):
+            again.walkthrough.action.trigger()
+    cli_folder = tmp_path / "from-cli"
+    assert main(["walkthrough", str(tmp_path / "digits_cnn.onnx"), "--session", str(session),
+                 "-o", str(cli_folder)]) == 0
+    for out in (folder, cli_folder):
+        pages = {s["key"]: s["page"] for s in
+                 json.loads((out / "walkthrough.json").read_text())["stages"]}
+        for key, note in (("fuse_activations", FUSE_NOTE), ("dce#2", DCE_NOTE)):
+            first = note.splitlines()[0]
+            assert escape(first) in (out / pages[key]).read_text(), (out, key)
 
 
 def test_a_version_1_session_without_notes_still_opens(qtbot, tmp_path):
