@@ -149,7 +149,11 @@ def _run(stages: list[RowStage], outputs: set[str],
     for k, s in enumerate(stages):
         for j, i in enumerate(s.inputs):
             readers.setdefault(i.value, []).append((k, j))
-    windowed = {s.output for s in stages if s.output not in outputs and not s.sums}
+    # In stage order, not a set's: the windows' order is the chain's operand order, and a
+    # set of names iterates differently in each process (the entry point's code, and so its
+    # instruction count, changed from run to run).
+    windowed = dict.fromkeys(s.output for s in stages
+                             if s.output not in outputs and not s.sums)
     next_row = [0] * len(stages)
     produced = {v: 0 for v in producer}
     base = {v: 0 for v in windowed}
