@@ -37,3 +37,10 @@ def test_a_row_chain_compiles_alike_under_any_hash_seed():
     first = _digest(model, "cortex-m7", "1")
     assert first == _digest(model, "cortex-m7", "2") == _digest(model, "cortex-m7", "3")
     assert len(first.split()) == 2 and hashlib.sha256(b"").hexdigest() not in first
+
+
+def test_the_sample_compiles_alike_under_any_hash_seed():
+    from tests.conftest import SAMPLE_MODEL
+
+    for target in ("cortex-m7", "host"):
+        assert _digest(SAMPLE_MODEL, target, "1") == _digest(SAMPLE_MODEL, target, "2")
