@@ -1,0 +1,1 @@
+"""Exploring quantization and compile options for accuracy, speed and footprint on a target."""

@@ -1,0 +1,137 @@
+"""Accuracy control in NNCF's manner: layers back to float until the drop is within bounds.
+
+The int8 model is measured against the float one on labelled data (accuracy) or, without
+labels, on top-1 agreement. While the drop exceeds `max_drop`, one quantized tensor is kept
+float, and with it the weights of the Conv, Gemm and MatMul nodes reading it (a layer fed a
+float tensor computes in float). Which one: as NNCF ranks, by what reverting it gives back,
+each candidate measured on a ranking subset of the data. A tensor's SQNR alone misleads: the
+error of an early layer shows in every later tensor, whose SQNR is then lower still. Each step
+re-measures on all the data; the first feasible point is what a search starts from.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from compiler.errors import KilnError
+from compiler.ir.graph import Graph
+from compiler.quant.calibration_data import CalibrationData
+from compiler.quant.evaluate import QuantReport, evaluate
+from compiler.quant.profile import Profile
+from compiler.quant.quantize import Options, quantize
+
+WEIGHTED = ("Conv", "Gemm", "MatMul", "ConvTranspose")
+
+
+@dataclass
+class Step:
+    """One measurement: what was kept float, and the score it gave."""
+
+    keep_float: tuple[str, ...]
+    float_weights: tuple[str, ...]
+    score: float  # accuracy, or top-1 agreement without labels (0 to 1)
+    worst: str | None  # the lowest-SQNR tensor still quantized (reported, not the choice)
+    worst_sqnr: float | None
+
+
+@dataclass
+class ControlResult:
+    """The float score, every step taken, and whether the last one meets the bound."""
+
+    float_score: float
+    max_drop: float
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def final(self) -> Step:
+        """The last measured point (the feasible one when `feasible`)."""
+        return self.steps[-1]
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the last point's drop is within `max_drop`."""
+        return self.float_score - self.final.score <= self.max_drop + 1e-12
+
+    def options(self, base: Options) -> Options:
+        """`base` with the final point's layers kept float."""
+        return replace(base, keep_float=self.final.keep_float,
+                       float_weights=self.final.float_weights)
+
+    def to_json(self) -> dict:
+        """The trace, for EXPLORE.json."""
+        return {"float_score": self.float_score, "max_drop": self.max_drop,
+                "feasible": self.feasible,
+                "steps": [{"keep_float": list(s.keep_float), "float_weights":
+                           list(s.float_weights), "score": s.score, "worst": s.worst,
+                           "worst_sqnr_db": s.worst_sqnr} for s in self.steps]}
+
+
+def _score(report: QuantReport) -> tuple[float, float]:
+    """(float, int8) scores: accuracy with labels, else top-1 agreement against float."""
+    if report.accuracy_float is not None and report.accuracy_quantized is not None:
+        return report.accuracy_float, report.accuracy_quantized
+    return 1.0, report.top1_agreement
+
+
+def _readers(graph: Graph, tensor: str) -> list[str]:
+    """Names of the weighted nodes reading `tensor`."""
+    return [n.name for n in graph.nodes if n.op in WEIGHTED
+            and any(v is not None and v.name == tensor for v in n.inputs)]
+
+
+def _with(options: Options, keep: list[str], weights: list[str]) -> Options:
+    return replace(options, keep_float=tuple(keep), float_weights=tuple(weights))
+
+
+def _rank(graph: Graph, profile: Profile, data: CalibrationData, options: Options,
+          keep: list[str], weights: list[str], candidates: list[str], samples: int) -> str:
+    """The candidate whose reversion gives the best score on the first `samples` samples."""
+    best, best_score = candidates[0], -1.0
+    for tensor in candidates:
+        more = weights + [n for n in _readers(graph, tensor) if n not in weights]
+        qdq = quantize(graph, copy.deepcopy(profile), _with(options, keep + [tensor], more))
+        score = _score(evaluate(graph, qdq, data, limit=samples))[1]
+        if score > best_score:
+            best, best_score = tensor, score
+    return best
+
+
+def accuracy_control(graph: Graph, profile: Profile, data: CalibrationData,
+                     max_drop: float, options: Options | None = None,
+                     limit: int | None = None,
+                     report: Callable[[int, float], None] | None = None,
+                     max_steps: int = 64, ranking_samples: int = 100) -> ControlResult:
+    """Revert layers to float, worst SQNR first, until the score drops by at most `max_drop`.
+
+    `max_drop` is in the score's unit (0.01: one point of accuracy); `options` (default:
+    `Options()`) say how to quantize the rest. `report(step, score)` hears each measurement.
+    Raises KilnError when `data` is empty.
+    """
+    if len(data) == 0:
+        raise KilnError("accuracy control needs at least one evaluation sample")
+    options = options or Options()
+    keep, weights = list(options.keep_float), list(options.float_weights)
+    result: ControlResult | None = None
+    for step in range(max_steps + 1):
+        qdq = quantize(graph, copy.deepcopy(profile), _with(options, keep, weights))
+        measured = evaluate(graph, qdq, data, limit=limit)
+        float_score, score = _score(measured)
+        if result is None:
+            result = ControlResult(float_score, max_drop)
+        candidates = sorted((t for t in measured.tensors if t.name not in keep),
+                            key=lambda t: t.sqnr)
+        worst = candidates[0] if candidates else None
+        result.steps.append(Step(tuple(keep), tuple(weights), score,
+                                 worst.name if worst else None,
+                                 worst.sqnr if worst else None))
+        if report is not None:
+            report(step, score)
+        if result.feasible or worst is None:
+            return result
+        chosen = _rank(graph, profile, data, options, keep, weights,
+                       [t.name for t in candidates], ranking_samples)
+        keep.append(chosen)
+        weights.extend(n for n in _readers(graph, chosen) if n not in weights)
+    return result
