@@ -50,6 +50,24 @@ class Actions:
         self.insert.setEnabled(window.canvas.selected_edge() is not None)
 
 
+def menu_before_help(window: QMainWindow, title: str) -> QMenu:
+    """A new menu on the menu bar, before Help (which stays last)."""
+    menu = QMenu(title, window)
+    bar = window.menuBar()
+    existing = bar.actions()
+    if existing:
+        bar.insertMenu(existing[-1], menu)
+    else:
+        bar.addMenu(menu)
+    return menu
+
+
+def view_menu(window: QMainWindow) -> QMenu:
+    """The View menu (features add their toggles and modes to it)."""
+    return next(a.menu() for a in window.menuBar().actions()
+                if a.text() == "&View" and a.menu() is not None)
+
+
 def _action(window: QMainWindow, text: str, slot, shortcut=None, tip: str = "",
             icon: QStyle.StandardPixmap | None = None) -> QAction:
     action = QAction(text, window)

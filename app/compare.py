@@ -17,8 +17,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMenu, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QVBoxLayout, QWidget
 
+from app.actions import menu_before_help
 from app.compare_groups import CanvasGroups
 from app.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
@@ -32,6 +33,7 @@ from compiler.quant.calibrate import METHODS, SCHEMAS
 from compiler.quant.evaluate import evaluate
 from compiler.quant.quantize import Options as QuantOptions
 from compiler.quant.quantize import quantize
+from compiler.stage_notes import stage_keys
 from views.compare_view import STATUS_COLORS, CompareView
 from views.group_layout import lay_out_view
 from views.layout import GraphLayout
@@ -195,13 +197,7 @@ class CompareController(QObject):
         self.instructions_action = action(
             "Two Targets with &Instructions…", lambda: self.choose_targets(True),
             "Two Cortex-M cores: each layer's executed instructions under QEMU, side by side")
-        menu = QMenu("&Compare", window)
-        bar = window.menuBar()
-        existing = bar.actions()
-        if existing:  # before Help, which stays last
-            bar.insertMenu(existing[-1], menu)
-        else:
-            bar.addMenu(menu)
+        menu = menu_before_help(window, "&Compare")
         menu.addActions([self.stage_action, self.pass_action, self.file_action,
                          self.int8_action, self.quant_action, self.targets_action,
                          self.choose_targets_action, self.instructions_action])
@@ -234,13 +230,7 @@ class CompareController(QObject):
         """The pipeline's enabled passes in order, a repeated one as `name#k` (its k-th run)."""
         if self.main.document.graph is None:
             return []
-        seen: dict[str, int] = {}
-        names = []
-        for config in self.main.document.pipeline.enabled():
-            seen[config.name] = seen.get(config.name, 0) + 1
-            k = seen[config.name]
-            names.append(config.name if k == 1 else f"{config.name}#{k}")
-        return names
+        return stage_keys([config.name for config in self.main.document.pipeline.enabled()])
 
     def choose_stage(self) -> None:
         """Compare > With a Pass Stage…: ask which pass."""

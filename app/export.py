@@ -411,8 +411,8 @@ class ExportController(QObject):
                                     exported.precision)
 
 
-def _add_to_file_menu(window, action: QAction) -> None:
-    """Put the action after Save As (before Quit's separator) in the File menu."""
+def add_to_file_menu(window, action: QAction) -> None:
+    """Put the action among the File menu's exports (before Quit's separator)."""
     for menu_action in window.menuBar().actions():
         menu = menu_action.menu()
         if menu is not None and menu_action.text().replace("&", "") == "File":
@@ -426,7 +426,7 @@ def _add_to_file_menu(window, action: QAction) -> None:
 def install(window) -> ExportController:
     """Add File > Export Bundle… to `window`; returns the controller (`window.export`)."""
     controller = ExportController(window)
-    _add_to_file_menu(window, controller.action)
+    add_to_file_menu(window, controller.action)
     return controller
 
 

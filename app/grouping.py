@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QInputDialog
 
+from app.actions import view_menu
 from app.workers import Job
 from compiler.hierarchy import summarize
 
@@ -27,7 +28,7 @@ class Grouping:
         self._job: Job | None = None
         window.canvas.groupToggled.connect(self.toggle)
         window.canvas.revealRequested.connect(self.reveal)
-        menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+        menu = view_menu(window)
         menu.addSeparator()
         self.expand_all_action = self._action(menu, "&Open All Groups", self.expand_all,
                                               "Ctrl+Shift+=")

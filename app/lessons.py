@@ -14,6 +14,7 @@ import time
 from PySide6.QtCore import QObject, QRectF, Qt
 from PySide6.QtGui import QAction, QKeySequence, QUndoCommand
 
+from app.actions import view_menu
 from compiler.passes.base import get_pass
 from compiler.stage_notes import change_summary, first_sentence, stage_keys
 from views.lesson import NoteEditor, PresentationView
@@ -90,7 +91,7 @@ class LessonsController(QObject):
         self.present_action.setStatusTip("Show the stages full screen in large type with your "
                                          "notes; arrow keys step, Esc returns")
         self.present_action.triggered.connect(self.present)
-        menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+        menu = view_menu(window)
         menu.addSeparator()
         menu.addAction(self.present_action)
 

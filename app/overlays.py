@@ -17,13 +17,13 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QHBoxLayout,
     QLabel,
-    QMenu,
     QProgressBar,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app.actions import menu_before_help
 from app.workers import Job, Progress
 from compiler import layer_metrics
 from compiler.driver import Compilation, pipeline_key
@@ -155,7 +155,7 @@ class OverlayController(QObject):
             quant.panel.overlay.toggled.connect(lambda on: on and self.choose(""))
 
     def _build_menu(self, window) -> None:
-        menu = QMenu("Overla&y", window)
+        menu = menu_before_help(window, "Overla&y")
         self.group = QActionGroup(menu)
         self.actions: dict[str, QAction] = {}
         for key, label in CHOICES:
@@ -171,12 +171,6 @@ class OverlayController(QObject):
         menu.addSeparator()
         menu.addAction(self.dock.toggleViewAction())
         self.menu = menu
-        bar = window.menuBar()
-        existing = bar.actions()
-        if existing:  # before Help, which stays last
-            bar.insertMenu(existing[-1], menu)
-        else:
-            bar.addMenu(menu)
 
     # -- state ----------------------------------------------------------------------------------
 

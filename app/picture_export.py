@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, QStandardPaths, Qt
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 
+from app.export import add_to_file_menu
 from app.picture_dialog import SUBJECTS, PictureDialog, PictureRequest
 from compiler.errors import KilnError
 from views.size_report import SizeReport
@@ -206,22 +207,10 @@ def _report_picture(report: dict, title: str) -> Picture:
     return widget_picture(widget, title)  # (its drawing keeps the widget alive)
 
 
-def _add_to_file_menu(window, action: QAction) -> None:
-    """Put the action after the File menu's exports (before Quit's separator)."""
-    for menu_action in window.menuBar().actions():
-        menu = menu_action.menu()
-        if menu is not None and menu_action.text().replace("&", "") == "File":
-            separators = [a for a in menu.actions() if a.isSeparator()]
-            before = separators[-1] if separators else None
-            menu.insertAction(before, action) if before else menu.addAction(action)
-            return
-    window.addAction(action)
-
-
 def install(window) -> PictureController:
     """Add File > Export Picture… to `window`; returns the controller (`window.picture`)."""
     controller = PictureController(window)
-    _add_to_file_menu(window, controller.action)
+    add_to_file_menu(window, controller.action)
     return controller
 
 

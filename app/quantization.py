@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QScrollArea
 
+from app.actions import menu_before_help
 from app.calibrate_dialog import CalibrateDialog, CalibrationRequest
 from app.quant_calibration import Calibration
 from app.quant_follow import Following, stale_text, table_rows
@@ -93,13 +94,7 @@ class QuantController(QObject):
         self.overlay_action = action("Error &Overlay", self.panel.overlay.setChecked,
                                      "Colour each node by the SQNR of its output")
         self.overlay_action.setCheckable(True)
-        menu = QMenu("&Quantize", window)
-        bar = window.menuBar()
-        existing = bar.actions()
-        if existing:  # before Help, which stays last
-            bar.insertMenu(existing[-1], menu)
-        else:
-            bar.addMenu(menu)
+        menu = menu_before_help(window, "&Quantize")
         c = self.calibration
         menu.addActions([c.calibrate_action, c.load_action, c.save_action])
         menu.addSeparator()

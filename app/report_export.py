@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressDialog
 
+from app.export import add_to_file_menu
 from app.workers import Job, Progress
 from compiler.codegen.targets import BOARDS
 from compiler.fileio import atomic_write_bytes
@@ -158,22 +159,10 @@ class ReportController(QObject):
         return answer == QMessageBox.StandardButton.Yes
 
 
-def _add_to_file_menu(window, action) -> None:
-    """Put the action among the File menu's exports (before Quit's separator)."""
-    for menu_action in window.menuBar().actions():
-        menu = menu_action.menu()
-        if menu is not None and menu_action.text().replace("&", "") == "File":
-            separators = [a for a in menu.actions() if a.isSeparator()]
-            before = separators[-1] if separators else None
-            menu.insertAction(before, action) if before else menu.addAction(action)
-            return
-    window.addAction(action)
-
-
 def install(window) -> ReportController:
     """Add File > Export Report… to `window`; returns the controller (`window.report`)."""
     controller = ReportController(window)
-    _add_to_file_menu(window, controller.action)
+    add_to_file_menu(window, controller.action)
     return controller
 
 

@@ -14,11 +14,11 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
-    QMenu,
     QWidget,
 )
 
 from app import stage_view
+from app.actions import menu_before_help
 from app.stages import Run, Stage, names_html, row, run_stages
 from app.workers import Job, Progress
 from compiler.errors import KilnError, one_line
@@ -120,13 +120,7 @@ class SteppingController(QObject):
         self.next_action = action("&Next Stage", lambda: self.step(1), "Alt+Down")
         self.play_action = action("P&lay Stages", lambda: self.panel.play_button.toggle())
         self.back_action = action("Back to the &Model", self.leave_stage)
-        bar = window.menuBar()
-        menu = QMenu("&Passes", window)
-        existing = bar.actions()
-        if existing:  # before Help, which stays last
-            bar.insertMenu(existing[-1], menu)
-        else:
-            bar.addMenu(menu)
+        menu = menu_before_help(window, "&Passes")
         menu.addActions([self.run_action, self.prev_action, self.next_action, self.play_action,
                          self.back_action])
         menu.addSeparator()

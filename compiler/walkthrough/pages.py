@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from compiler.stage_notes import canonical_key
 from compiler.walkthrough.stages import Stage
 from compiler.walkthrough.svg import region_svg, timeline_svg
 
@@ -167,7 +168,7 @@ def render(model: str, target: str, stages: list[Stage],
 
     `notes` maps stage keys to a teacher's text; a key naming no stage is shown on the index.
     """
-    notes = {str(k).removesuffix("#1"): str(v) for k, v in (notes or {}).items()
+    notes = {canonical_key(str(k)): str(v) for k, v in (notes or {}).items()
              if str(v).strip()}  # `name#1` is the first run, filed as `name`
     keys = {s.key for s in stages}
     stray = {k: v for k, v in notes.items() if k not in keys}

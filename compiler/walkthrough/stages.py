@@ -14,6 +14,7 @@ from compiler.memory.report import MemoryPlan
 from compiler.memory.stages import LoweringRecord
 from compiler.passes import get_pass
 from compiler.passes.runner import PassRecord
+from compiler.stage_notes import stage_keys
 
 # How a node of a before/after picture took part in the pass.
 ADDED, REMOVED, MODIFIED, NEIGHBOUR = "added", "removed", "modified", "neighbour"
@@ -150,16 +151,6 @@ def region_of(record: PassRecord, before: Graph, after: Graph) -> Region:
     marks.update({i: ADDED for i in record.added})
     marks.update({i: REMOVED for i in record.removed})
     return Region(ids, before, after, marks)
-
-
-def stage_keys(names: list[str]) -> list[str]:
-    """Each run's stage key: the name for its first run, `name#k` for its k-th (k > 1)."""
-    seen: dict[str, int] = {}
-    keys = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        keys.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-    return keys
 
 
 def _check(record: PassRecord) -> str:

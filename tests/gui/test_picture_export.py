@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QMessageBox
 
-from tests.conftest import require_module, require_tools, shared_models
+from tests.browser import headless_chromium
+from tests.conftest import shared_models
 from tests.gui.helpers import click_box, make_window
 from tests.picture_compare import (
     Text,
@@ -127,15 +127,7 @@ def test_real_model_canvas_svg(qtbot, tmp_path):
 @pytest.fixture(scope="module")
 def chromium():
     """Headless Debian Chromium through Selenium (skipped, with the reason, when absent)."""
-    require_tools("chromium", "chromedriver")
-    webdriver = require_module("selenium.webdriver", "browser checks of exported SVG")
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                "--force-device-scale-factor=1", "--disable-dev-shm-usage"):
-        options.add_argument(arg)
-    options.binary_location = shutil.which("chromium")
-    service = webdriver.ChromeService(shutil.which("chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
+    driver = headless_chromium("browser checks of exported SVG")
     yield driver
     driver.quit()
 

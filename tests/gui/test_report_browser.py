@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from app.cli import main
-from tests.conftest import SAMPLE_MODEL, require_module, require_tools, shared_models
+from tests.browser import headless_chromium
+from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
 
 SHOTS = os.environ.get("KILN_REPORT_SHOTS")  # a folder: keep screenshots there to look at
 
@@ -23,17 +23,7 @@ SHOTS = os.environ.get("KILN_REPORT_SHOTS")  # a folder: keep screenshots there 
 @pytest.fixture(scope="module")
 def offline_chromium():
     """Headless Debian Chromium through Selenium, its network emulated offline."""
-    require_tools("chromium", "chromedriver")
-    webdriver = require_module("selenium.webdriver", "browser checks of the HTML report")
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                "--force-device-scale-factor=1", "--disable-dev-shm-usage",
-                "--window-size=1280,2400"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    options.binary_location = shutil.which("chromium")
-    driver = webdriver.Chrome(options=options,
-                              service=webdriver.ChromeService(shutil.which("chromedriver")))
+    driver = headless_chromium("browser checks of the HTML report", (1280, 2400), logs=True)
     driver.execute_cdp_cmd("Network.enable", {})
     driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
         "offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})

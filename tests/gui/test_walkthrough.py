@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,9 @@ from app.cli import main
 from compiler.driver import Compilation, Options
 from compiler.frontends.load import load_model
 from compiler.walkthrough.svg import elide
+from tests.browser import headless_chromium
 from tests.compiler.test_walkthrough import expected_region
-from tests.conftest import SAMPLE_MODEL, require_module, require_tools, shared_models
+from tests.conftest import SAMPLE_MODEL, shared_models
 from tests.gui.helpers import make_window
 
 NOTES = {"to_nhwc": "Channels go last here.\n\nAsk: why does the Transpose vanish later?",
@@ -24,16 +24,7 @@ NOTES = {"to_nhwc": "Channels go last here.\n\nAsk: why does the Transpose vanis
 @pytest.fixture(scope="module")
 def chromium():
     """Headless Debian Chromium through Selenium (skipped, with the reason, when absent)."""
-    require_tools("chromium", "chromedriver")
-    webdriver = require_module("selenium.webdriver", "browser checks of the walkthrough")
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                "--force-device-scale-factor=1", "--disable-dev-shm-usage",
-                "--window-size=1280,900"):
-        options.add_argument(arg)
-    options.binary_location = shutil.which("chromium")
-    service = webdriver.ChromeService(shutil.which("chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
+    driver = headless_chromium("browser checks of the walkthrough", (1280, 900))
     yield driver
     driver.quit()
 
