@@ -135,7 +135,7 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
                              "what each one does")
 
 
-def _target_and_board(target_name: str | None, board_name: str | None):
+def target_and_board(target_name: str | None, board_name: str | None):
     """The target to compile for and the board to check, from --target and --board.
 
     A board name given as --target also selects that board's budget.
@@ -163,7 +163,7 @@ def target_options(args):
     """(driver Options, board or None) from the target, board, name and layout arguments."""
     from compiler.driver import Options
 
-    target, board = _target_and_board(args.target, args.board)
+    target, board = target_and_board(args.target, args.board)
     options = Options(target.name, getattr(args, "name", "net"), args.alignment,
                       getattr(args, "io_in_arena", False), getattr(args, "weights", "embedded"),
                       disabled_lowering=frozenset(getattr(args, "disable_lowering", ())),

@@ -10,7 +10,7 @@ import json
 import math
 from pathlib import Path
 
-from app.cli_args import UsageError, _target_and_board, add_model_args, add_profile_arg, load_graph
+from app.cli_args import UsageError, add_model_args, add_profile_arg, load_graph, target_and_board
 from compiler.errors import KilnError
 
 
@@ -56,7 +56,7 @@ def cmd_report(args) -> int:
     output = Path(args.output) if args.output else None
     if output is not None and not output.parent.is_dir():
         raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
-    target, board = _target_and_board(args.target, args.board)
+    target, board = target_and_board(args.target, args.board)
     graph = load_graph(args)
     quant = sqnr_of = None
     if args.profile:
