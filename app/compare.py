@@ -162,10 +162,21 @@ class CompareController(QObject):
         self.job: Job | None = None
         self._syncing = False
         self._build_menu(window)
+        window.document.modelOpened.connect(self._model_opened)
         self.view.rowChosen.connect(self.show_row)
         for side, canvas in (("a", self.view.canvas_a), ("b", self.view.canvas_b)):
             canvas.nodeSelected.connect(lambda key, side=side: self._selected(side, key))
             canvas.viewportChanged.connect(lambda side=side: self._follow_view(side))
+
+    def _model_opened(self) -> None:
+        """Another model: a comparison of the last one (shown or running) goes away."""
+        if self.job is not None:
+            self.job.cancel()
+            self.job = None
+        self.result = None
+        self.window.hide()
+        for canvas in (self.view.canvas_a, self.view.canvas_b):
+            canvas.set_graph(None, None)
 
     def _build_menu(self, window) -> None:
         def action(text: str, slot, tip: str) -> QAction:

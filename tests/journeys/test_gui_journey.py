@@ -193,6 +193,14 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     assert not panel.stale_banner.isVisible()
 
     # Another model opened mid-flow (its unsaved edit discarded): no panel shows the first.
+    # Inspect the first model: an overlay, and a comparison with its int8 quantization.
+    window.overlays.choose("macs")
+    qtbot.waitUntil(lambda: window.overlays.current is not None
+                    and not window.overlays.is_busy(), timeout=TIMEOUT)
+    assert window.canvas.overlay()
+    with qtbot.waitSignal(window.compare.shown, timeout=TIMEOUT):
+        window.compare.int8_action.trigger()
+    assert window.compare.window.isVisible() and window.compare.result is not None
     _open_another(qtbot, window, monkeypatch, model, tmp_path)
 
 
@@ -217,6 +225,12 @@ def _open_another(qtbot, window, monkeypatch, model: str, tmp_path) -> None:
     assert all(canvas.box_rect(window.grouping.shown_as(n.id)) is not None for n in graph.nodes)
     current = window.memory.current
     assert current is None or current.graph is graph
+    # The inspection panels: no overlay, activations or comparison of the first model.
+    assert window.overlays.current is None and not window.canvas.overlay()
+    assert window.activations.result is None
+    assert window.compare.result is None and not window.compare.window.isVisible()
+    assert window.canvas.graph_layout().grouping is None or \
+        window.canvas.graph_layout().grouping.graph is graph
     dialog = window.export.open_dialog()
     assert not dialog.precision.model().item(1).isEnabled(), "int8 without a calibration"
     dialog.close()
