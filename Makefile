@@ -55,7 +55,7 @@ $(STAMP): pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq python3-venv; \
 	  $(PYTHON) -m venv $(VENV); else echo "install python3-venv first"; exit 1; fi; }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,package]'
+	$(PY) -m pip install -q -e '.[test,package,explore]'
 	touch $(STAMP)
 
 setup: system-packages $(STAMP)

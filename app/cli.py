@@ -31,6 +31,7 @@ from app.cli_args import (
 )
 from app.cli_bench import add_bench_parser, cmd_bench
 from app.cli_diff import add_diff_parser, cmd_diff
+from app.cli_explore import add_explore_parser, cmd_explore, cmd_explore_export
 from app.cli_passes import add_passes_parser, cmd_passes
 from app.cli_profile import add_profile_parser, add_quantize_parser, cmd_profile, cmd_quantize
 from app.cli_report import add_report_parser, cmd_report
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_diff_parser(sub)
     add_walkthrough_parser(sub)
     add_report_parser(sub)
+    add_explore_parser(sub)
     return parser
 
 
@@ -376,7 +378,8 @@ def _state_note(doc: dict) -> str:
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
             "compile": cmd_compile, "bench": cmd_bench, "profile": cmd_profile,
             "quantize": cmd_quantize, "diff": cmd_diff, "report": cmd_report,
-            "walkthrough": cmd_walkthrough}
+            "walkthrough": cmd_walkthrough, "explore": cmd_explore,
+            "explore-export": cmd_explore_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -159,15 +159,20 @@ def _layers(net: CompiledNet) -> list[dict]:
             for k in net.kernels if not k.part_of]
 
 
+def footprint(net: CompiledNet, sizes: ObjectSizes) -> tuple[int, int]:
+    """(flash, RAM) bytes the bundle needs, as `board_usage` counts them against a board."""
+    k = sizes.kinds
+    return (k["text"] + k["rodata"] + len(net.constant),
+            k["data"] + k["bss"] + net.plan.mutable + net.plan.arena.size)
+
+
 def board_usage(net: CompiledNet, sizes: ObjectSizes, board: Board) -> dict:
     """Flash and RAM the bundle needs on `board`, against its budgets, with hints when over.
 
     Flash holds code, read-only data and the external weights (the caller keeps them in flash
     too); RAM holds initialized and zeroed data plus the mutable and activation regions.
     """
-    k = sizes.kinds
-    flash = k["text"] + k["rodata"] + len(net.constant)
-    ram = k["data"] + k["bss"] + net.plan.mutable + net.plan.arena.size
+    flash, ram = footprint(net, sizes)
     hints = []
     if ram > board.ram and not net.plan.io_in_arena and net.plan.mutable:
         hints.append(f"inputs and outputs in the activation arena (kiln compile --io-in-arena, "

@@ -34,6 +34,7 @@ class Step:
     score: float  # accuracy, or top-1 agreement without labels (0 to 1)
     worst: str | None  # the lowest-SQNR tensor still quantized (reported, not the choice)
     worst_sqnr: float | None
+    ranking: tuple[str, ...] = ()  # the tensors still quantized, lowest SQNR first
 
 
 @dataclass
@@ -65,7 +66,8 @@ class ControlResult:
                 "feasible": self.feasible,
                 "steps": [{"keep_float": list(s.keep_float), "float_weights":
                            list(s.float_weights), "score": s.score, "worst": s.worst,
-                           "worst_sqnr_db": s.worst_sqnr} for s in self.steps]}
+                           "worst_sqnr_db": s.worst_sqnr, "ranking": list(s.ranking)}
+                          for s in self.steps]}
 
 
 def _score(report: QuantReport) -> tuple[float, float]:
@@ -125,7 +127,8 @@ def accuracy_control(graph: Graph, profile: Profile, data: CalibrationData,
         worst = candidates[0] if candidates else None
         result.steps.append(Step(tuple(keep), tuple(weights), score,
                                  worst.name if worst else None,
-                                 worst.sqnr if worst else None))
+                                 worst.sqnr if worst else None,
+                                 tuple(t.name for t in candidates)))
         if report is not None:
             report(step, score)
         if result.feasible or worst is None:

@@ -47,6 +47,7 @@ class Options:
     requant: str = "tflite"
     keep_float: tuple[str, ...] = ()
     float_weights: tuple[str, ...] = ()  # Conv, Gemm, MatMul nodes whose weights stay float
+    per_channel: bool = True  # weights: one scale per output channel, or one per tensor
 
 
 def activation_params(profile: Profile, options: Options) -> dict[str, QuantParams]:
@@ -106,7 +107,8 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options(),
         out.outputs = [real if v is value else v for v in out.outputs]
     for node in list(out.nodes):
         if node.op in _WEIGHTED and node.name not in options.float_weights:
-            _quantize_weights(out, node, scales, (corrections or {}).get(node.name))
+            _quantize_weights(out, node, scales, (corrections or {}).get(node.name),
+                              options.per_channel)
         elif node.op in _ELEMENTWISE:
             _quantize_operands(out, node, options.schema)
     out.sort()
@@ -149,8 +151,12 @@ def _weight_axis(node) -> int:
 
 
 def _quantize_weights(graph: Graph, node, scales: dict[str, float],
-                      correction: np.ndarray | None = None) -> None:
-    """Symmetric per-channel int8 weights and int32 bias behind DequantizeLinear nodes."""
+                      correction: np.ndarray | None = None, per_channel: bool = True) -> None:
+    """Symmetric int8 weights (per channel or per tensor) and int32 bias behind DequantizeLinear.
+
+    Per tensor, one scale covers the whole weight: fewer parameters, coarser steps for the
+    channels whose weights are small.
+    """
     w_slot, b_slot = _WEIGHTED[node.op]
     weight = node.inputs[w_slot]
     x = node.inputs[0]
@@ -165,6 +171,15 @@ def _quantize_weights(graph: Graph, node, scales: dict[str, float],
         _quantize_bias(graph, node, b_slot, x_scale, w_scale, correction)
         return
     data = np.asarray(weight.data, np.float32)
+    if not per_channel:
+        w_scale = np.float32(max(float(np.max(np.abs(data))) / 127.0, 0.0))
+        w_scale = w_scale if w_scale >= SMALLEST_SCALE else np.float32(1.0)
+        q = np.clip(np.rint(data / w_scale), -127, 127).astype(np.int8)
+        node.inputs[w_slot] = _dequantized_constant(graph, weight.name, q,
+                                                    np.asarray(w_scale, np.float32), None)
+        _quantize_bias(graph, node, b_slot, x_scale, np.asarray(w_scale, np.float32),
+                       correction)
+        return
     reduce = tuple(i for i in range(data.ndim) if i != axis)
     w_scale = (np.max(np.abs(data), axis=reduce) / 127.0).astype(np.float32)
     w_scale = np.where(w_scale >= SMALLEST_SCALE, w_scale, np.float32(1.0)).astype(np.float32)
@@ -203,7 +218,8 @@ def _quantize_bias(graph: Graph, node, b_slot, x_scale: float, w_scale: np.ndarr
         b_scale = (np.float32(x_scale) * w_scale).astype(np.float32)
         b = np.asarray(bias.data, np.float64)
         qb = np.clip(np.rint(b / b_scale), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
-        node.inputs[b_slot] = _dequantized_constant(graph, bias.name, qb, b_scale, 0)
+        node.inputs[b_slot] = _dequantized_constant(graph, bias.name, qb, b_scale,
+                                                    0 if b_scale.ndim else None)
 
 
 def _quantize_operands(graph: Graph, node, schema: str) -> None:

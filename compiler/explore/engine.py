@@ -1,0 +1,214 @@
+"""The exploration: accuracy control for a first feasible point, then a multi-objective search.
+
+1. Accuracy control (`accuracy_control`) reverts layers to float until the drop bound holds;
+   its point is the search's first trial.
+2. Optuna's NSGA-II (or TPE) proposes configurations in generations of `population`; each
+   generation runs as Ray tasks at once, and its results are told in trial order. So the
+   proposals depend on the seed and the measurements only, never on which worker finished
+   first: the same seed gives the same trials and the same front on one core or a cluster.
+3. Every result is cached by the configuration's key and saved after each trial; a resumed
+   or repeated run replays the same proposals and reruns nothing it has.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.errors import KilnError
+from compiler.explore.config import Config
+from compiler.explore.front import best_per_objective, pareto
+from compiler.explore.measure import Measurement, feasible, overrides
+from compiler.explore.problem import Problem, ProblemSpec, load_problem
+from compiler.explore.record import Record, Trial, read_record, settings_of, write_record
+from compiler.explore.space import space_for
+
+SAMPLERS = ("nsga2", "tpe")
+CONTROL_SAMPLES = 100  # samples each accuracy-control candidate is ranked on
+
+
+@dataclass
+class Progress:
+    """What a progress report carries (the CLI prints it, the GUI draws it)."""
+
+    phase: str  # "accuracy control", "search" or "done"
+    done: int
+    total: int
+    best: dict | None  # the best feasible point so far: number, score, instructions
+    eta_seconds: float | None
+    trial: dict | None = None  # the trial just measured (its JSON)
+
+
+def _sampler(name: str, seed: int, population: int):
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=population)
+    return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
+
+
+class Exploration:
+    """One run of `explore`; holds the record and writes it after each trial."""
+
+    def __init__(self, spec: ProblemSpec, output: Path, trials: int, seed: int = 0,
+                 sampler: str = "nsga2", population: int = 8, executor=None,
+                 progress: Callable[[Progress], None] | None = None,
+                 cancelled: Callable[[], bool] = lambda: False, fresh: bool = False) -> None:
+        if sampler not in SAMPLERS:
+            raise KilnError(f"--sampler must be one of {', '.join(SAMPLERS)}")
+        if trials < 1 or population < 2:
+            raise KilnError("--trials must be at least 1 and --population at least 2")
+        self.spec, self.output, self.trials = spec, Path(output), trials
+        self.executor, self.progress, self.cancelled = executor, progress, cancelled
+        settings = {"problem": spec.to_json(), "seed": seed, "sampler": sampler,
+                    "population": population}
+        self.seed, self.sampler_name, self.population = seed, sampler, population
+        self.record = Record(settings)
+        self.cache: dict[str, dict] = {}
+        self.reused = 0
+        if self.output.exists() and not fresh:
+            doc = read_record(self.output)
+            if settings_of(doc) != settings:
+                raise KilnError(f"{self.output} holds another exploration (model, data, "
+                                "target, bound, seed or sampler differ); give another -o, "
+                                "or --force to start over")
+            from compiler.explore.record import trials_of
+
+            self.cache = {t.key: t.result for t in trials_of(doc)}
+            self.record.control = doc.get("accuracy_control")
+        self.started = time.perf_counter()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _report(self, phase: str, trial: Trial | None = None) -> None:
+        if self.progress is None:
+            return
+        done = len(self.record.trials)
+        ran = sum(1 for t in self.record.trials if t.result.get("fresh"))
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / ran * (self.trials - done) if ran and done < self.trials else None
+        best = None
+        feasible_trials = [t for t in self.record.trials if t.feasible]
+        if feasible_trials:
+            b = min(feasible_trials, key=lambda t: (t.result["measurement"]["instructions"],
+                                                    -t.result["measurement"]["score"]))
+            best = {"number": b.number, **b.result["measurement"]}
+        self.progress(Progress(phase, done, self.trials, best, eta,
+                               trial.to_json() if trial else None))
+
+    def _add(self, problem: Problem, config: Config, result: dict, source: str) -> Trial:
+        measured = result.get("measurement")
+        ok = measured is not None and feasible(problem, Measurement.from_json(measured))
+        trial = Trial(len(self.record.trials), config.key(), config.to_json(),
+                      overrides(problem, config), result, ok, source)
+        self.record.trials.append(trial)
+        if ok and self.record.first_feasible_seconds is None:
+            self.record.first_feasible_seconds = round(time.perf_counter() - self.started, 3)
+        self._save()
+        self._report(source, trial)
+        return trial
+
+    def _save(self) -> None:
+        done = [(t.number, Measurement.from_json(t.result["measurement"]))
+                for t in self.record.trials if t.feasible]
+        self.record.front = pareto(done)
+        self.record.best = best_per_objective(done)
+        self.record.elapsed_seconds = round(time.perf_counter() - self.started, 3)
+        write_record(self.record, self.output)
+
+    def _measure(self, configs: list[Config]) -> list[dict]:
+        """Results for `configs`, cached ones read back, the rest run at once."""
+        results: dict[str, dict] = {}
+        todo: dict[str, Config] = {}
+        for config in configs:
+            key = config.key()
+            if key in self.cache:
+                results[key] = self.cache[key]
+            else:
+                todo.setdefault(key, config)
+        keys = list(todo)
+        spec = self.spec.to_json()
+        for index, result in self.executor.run(spec, [todo[k].to_json() for k in keys],
+                                               self.cancelled):
+            result = {**result, "fresh": True}
+            self.cache[keys[index]] = results[keys[index]] = result
+        if len(results) < len({c.key() for c in configs}):
+            raise Cancelled()
+        return [results[c.key()] for c in configs]
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def _control(self, problem: Problem) -> list[str]:
+        """Accuracy control's ranking: the tensors it reverted, then the rest, worst first.
+
+        Read back when the record has it.
+        """
+        from compiler.explore.accuracy_control import accuracy_control
+
+        if self.record.control is None:
+            control = accuracy_control(problem.graph, problem.profile(False),
+                                       problem.evaluation, problem.spec.max_drop,
+                                       ranking_samples=CONTROL_SAMPLES)
+            self.record.control = control.to_json()
+            self._save()
+        final = self.record.control["steps"][-1]
+        return list(final["keep_float"]) + list(final.get("ranking", []))
+
+    def run(self) -> Record:
+        """Explore; the record (also written to the output file)."""
+        import optuna
+
+        problem = load_problem(self.spec)
+        self.record.float_score, self.record.labelled = problem.float_score, problem.labelled
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(
+            directions=["maximize", "minimize", "minimize", "minimize"],
+            sampler=_sampler(self.sampler_name, self.seed, self.population))
+        try:
+            self._report("accuracy control")
+            ranking = self._control(problem)
+            space = space_for(problem.graph, ranking, len(self.record.control["steps"]) - 1,
+                              self.spec.target, problem.can_equalize())
+            start = space.start()
+            study.enqueue_trial(space.params(start))
+            study.enqueue_trial(space.params(space.base()), skip_if_exists=True)
+            while len(self.record.trials) < self.trials:
+                size = min(self.population - len(self.record.trials) % self.population,
+                           self.trials - len(self.record.trials))
+                asked = [study.ask() for _ in range(size)]
+                configs = [space.suggest(t) for t in asked]
+                results = self._measure(configs)
+                for trial, config, result in zip(asked, configs, results):
+                    source = "accuracy control" if not self.record.trials else "search"
+                    added = self._add(problem, config, result, source)
+                    self._tell(study, trial, problem, added)
+            self.record.complete = True
+        except Cancelled:
+            pass
+        finally:
+            self._save()
+        self._report("done")
+        return self.record
+
+    def _tell(self, study, trial, problem: Problem, added: Trial) -> None:
+        import optuna
+
+        measured = added.result.get("measurement")
+        if measured is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return
+        m = Measurement.from_json(measured)
+        trial.set_constraint("drop", problem.float_score - m.score - problem.spec.max_drop)
+        trial.set_constraint("board", 0.0 if m.fits else 1.0)
+        study.tell(trial, [m.score, float(m.instructions), float(m.flash), float(m.ram)])
+
+
+class Cancelled(KilnError):
+    """The user stopped the exploration; what was measured is kept."""
+
+
+def explore(spec: ProblemSpec, output: Path, trials: int, executor, **kwargs) -> Record:
+    """Run an exploration with `executor` (`RayExecutor` or `InProcess`); its record."""
+    return Exploration(spec, output, trials, executor=executor, **kwargs).run()

@@ -1,0 +1,156 @@
+"""One trial: quantize by a configuration, compile for the target, count, weigh and score it.
+
+Every figure comes from the code the other commands use: `quantize` and its bias correction,
+the compile driver, the firmware and QEMU counting plugin of `kiln bench --target` (one
+inference on seeded random inputs, as shipped), the flash and RAM `board_usage` checks against
+a board, and the compiled host code's answers on the evaluation data (bit-exact with the
+interpreter's integer path). So a point re-applied by hand gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from compiler.driver import Options as CompileOptions
+from compiler.driver import compilation
+from compiler.errors import KilnError
+from compiler.explore.config import Config
+from compiler.explore.problem import Problem
+from compiler.ir.graph import Graph
+from compiler.quant.calibrate import choose_range
+from compiler.quant.quantize import Options as QuantOptions
+from compiler.quant.quantize import quantize
+
+WEIGHTED = ("Conv", "Gemm", "MatMul", "ConvTranspose")
+INPUT_SEED = 0  # the inputs of the counted inference, as `kiln bench --target` takes them
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one configuration gives: score, instructions, flash, RAM and float layers.
+
+    `score` is accuracy on the labelled evaluation data, or top-1 agreement with the float
+    model without labels (0 to 1). `fits` is True without a board.
+    """
+
+    score: float
+    instructions: int
+    flash: int
+    ram: int
+    float_layers: int
+    fits: bool
+
+    def to_json(self) -> dict:
+        """Plain JSON."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Measurement:
+        """The measurement `to_json` wrote."""
+        return cls(float(doc["score"]), int(doc["instructions"]), int(doc["flash"]),
+                   int(doc["ram"]), int(doc["float_layers"]), bool(doc["fits"]))
+
+
+def overrides(problem: Problem, config: Config) -> dict[str, dict[str, float]]:
+    """The profile overrides that give each tensor its own method's range."""
+    profile = problem.profile(config.equalize)
+    chosen = {}
+    for tensor, method in config.methods:
+        if tensor in profile.tensors and tensor not in profile.overrides:
+            low, high = choose_range(profile.tensors[tensor], method)
+            chosen[tensor] = {"min": low, "max": high}
+    return chosen
+
+
+def quant_options(config: Config) -> QuantOptions:
+    """The quantizer's options for `config` (the rest of it is profile and corrections)."""
+    return QuantOptions(method=config.method, schema=config.schema,
+                        keep_float=config.keep_float, float_weights=config.float_weights,
+                        per_channel=config.per_channel)
+
+
+def compile_options(config: Config, target: str) -> CompileOptions:
+    """The compile driver's options for `config` on `target`."""
+    return CompileOptions(target, io_in_arena=config.io_in_arena,
+                          separate_kernels=not config.inline_kernels,
+                          disabled_lowering=frozenset(config.disabled_lowering),
+                          lean_weights=config.lean_weights)
+
+
+def quantized(problem: Problem, config: Config) -> Graph:
+    """The QDQ graph of `config`: its profile with overrides, options and bias corrections."""
+    profile = copy.deepcopy(problem.profile(config.equalize))
+    profile.overrides.update(overrides(problem, config))
+    options = quant_options(config)
+    corrections = None
+    if config.bias_correction:
+        from compiler.quant.bias_correction import bias_corrections
+
+        corrections = bias_corrections(problem.graph, copy.deepcopy(profile),
+                                       problem.calibration, options)
+    return quantize(problem.graph, profile, options, corrections)
+
+
+def float_layer_count(final: Graph) -> int:
+    """Convolution, Gemm and MatMul nodes the compiled graph still computes in float."""
+    return sum(1 for n in final.nodes if n.op in WEIGHTED)
+
+
+def count_instructions(net) -> int:
+    """Instructions of one inference of `net` on its target's emulated board."""
+    from compiler.inputs import random_inputs
+    from compiler.mcu import counting, firmware
+
+    missing = firmware.missing_tools()
+    if missing:
+        raise KilnError(f"counting instructions needs {' and '.join(missing)} (Debian "
+                        f"packages: {firmware.PACKAGES})")
+    board = firmware.board_for(net.target.name)
+    feeds = random_inputs(net.graph, INPUT_SEED)
+    with tempfile.TemporaryDirectory(prefix="kiln-explore-") as folder:
+        elf = firmware.build(net, firmware.main_c(net, feeds), board.qemu_machine,
+                             Path(folder))
+        counts, _ = counting.count(elf, board.qemu_machine)
+    return counts.total
+
+
+def score_of(problem: Problem, qdq: Graph) -> float:
+    """Accuracy of `qdq`'s compiled host code, or its top-1 agreement with float."""
+    from compiler.quant.accuracy import answers
+
+    got = answers(qdq, problem.evaluation)
+    if got.accuracy is not None:
+        return got.accuracy
+    return float(np.mean(got.classes == problem.float_classes))
+
+
+def measure(problem: Problem, config: Config) -> Measurement:
+    """Quantize, compile for the target, count under QEMU, weigh the bundle, score."""
+    from compiler.codegen.bundle import footprint
+    from compiler.codegen.sizes import object_sizes
+
+    qdq = quantized(problem, config)
+    compiled = compilation(qdq)
+    net = compiled.net(compile_options(config, problem.spec.target))
+    flash, ram = footprint(net, object_sizes(net.object))
+    board = problem.board
+    fits = board is None or (flash <= board.flash and ram <= board.ram)
+    return Measurement(score_of(problem, qdq), count_instructions(net), flash, ram,
+                       float_layer_count(compiled.final), fits)
+
+
+def feasible(problem: Problem, measured: Measurement) -> bool:
+    """Within the drop bound and, with a board, within its flash and RAM."""
+    return measured.fits and problem.float_score - measured.score <= (
+        problem.spec.max_drop + 1e-12)
+
+
+def with_float(config: Config, keep_float, float_weights) -> Config:
+    """`config` with these tensors and weighted layers kept float."""
+    return replace(config, keep_float=tuple(keep_float),
+                   float_weights=tuple(float_weights)).normalized()
