@@ -67,7 +67,7 @@ class Exploration:
         self.seed, self.sampler_name, self.population = seed, sampler, population
         self.record = Record(settings)
         self.cache: dict[str, dict] = {}
-        self.reused = 0
+        self.fresh: set[str] = set()  # keys measured by this run
         if self.output.exists() and not fresh:
             doc = read_record(self.output)
             if settings_of(doc) != settings:
@@ -77,6 +77,7 @@ class Exploration:
             from compiler.explore.record import trials_of
 
             self.cache = {t.key: t.result for t in trials_of(doc)}
+            self.cache.update({p["key"]: p["result"] for p in doc.get("pending", [])})
             self.record.control = doc.get("accuracy_control")
         self.started = time.perf_counter()
 
@@ -86,7 +87,7 @@ class Exploration:
         if self.progress is None:
             return
         done = len(self.record.trials)
-        ran = sum(1 for t in self.record.trials if t.result.get("fresh"))
+        ran = len(self.fresh)
         elapsed = time.perf_counter() - self.started
         eta = elapsed / ran * (self.trials - done) if ran and done < self.trials else None
         best = None
@@ -104,6 +105,7 @@ class Exploration:
         trial = Trial(len(self.record.trials), config.key(), config.to_json(),
                       overrides(problem, config), result, ok, source)
         self.record.trials.append(trial)
+        self.record.pending = [p for p in self.record.pending if p["key"] != trial.key]
         if ok and self.record.first_feasible_seconds is None:
             self.record.first_feasible_seconds = round(time.perf_counter() - self.started, 3)
         self._save()
@@ -132,8 +134,12 @@ class Exploration:
         spec = self.spec.to_json()
         for index, result in self.executor.run(spec, [todo[k].to_json() for k in keys],
                                                self.cancelled):
-            result = {**result, "fresh": True}
-            self.cache[keys[index]] = results[keys[index]] = result
+            key = keys[index]
+            self.cache[key] = results[key] = result
+            self.fresh.add(key)
+            self.record.pending.append({"key": key, "config": todo[key].to_json(),
+                                        "result": result})
+            self._save()  # kept even if the run is stopped before its generation ends
         if len(results) < len({c.key() for c in configs}):
             raise Cancelled()
         return [results[c.key()] for c in configs]

@@ -34,8 +34,7 @@ class Trial:
         """Plain JSON."""
         return {"number": self.number, "key": self.key, "source": self.source,
                 "config": self.config, "profile_overrides": self.overrides,
-                "feasible": self.feasible,
-                **{k: v for k, v in self.result.items() if k != "fresh"}}
+                "feasible": self.feasible, **self.result}
 
 
 @dataclass
@@ -47,6 +46,8 @@ class Record:
     labelled: bool = True
     control: dict | None = None
     trials: list[Trial] = field(default_factory=list)
+    # Measured in a generation the run was stopped in: read back on resume, not yet a trial.
+    pending: list[dict] = field(default_factory=list)
     front: list[int] = field(default_factory=list)
     best: dict[str, int] = field(default_factory=dict)
     first_feasible_seconds: float | None = None
@@ -61,7 +62,7 @@ class Record:
                 "first_feasible_seconds": self.first_feasible_seconds,
                 "elapsed_seconds": self.elapsed_seconds,
                 "front": self.front, "best_feasible": self.best,
-                "trials": [t.to_json() for t in self.trials]}
+                "trials": [t.to_json() for t in self.trials], "pending": self.pending}
 
     def measured(self) -> dict[str, dict]:
         """Key -> result of every trial measured (failures included: they fail again)."""
