@@ -5,8 +5,10 @@ labels, on top-1 agreement. While the drop exceeds `max_drop`, one quantized ten
 float, and with it the weights of the Conv, Gemm and MatMul nodes reading it (a layer fed a
 float tensor computes in float). Which one: as NNCF ranks, by what reverting it gives back,
 each candidate measured on a ranking subset of the data. A tensor's SQNR alone misleads: the
-error of an early layer shows in every later tensor, whose SQNR is then lower still. Each step
-re-measures on all the data; the first feasible point is what a search starts from.
+error of an early layer shows in every later tensor, whose SQNR is then lower still; it only
+picks the `candidates` to try (the lowest SQNR on the batched fake-quantized model). Scores
+come from the compiled host code, as a trial's do. Each step re-measures on all the data; the
+first feasible point is what a search starts from.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 from compiler.quant.calibration_data import CalibrationData
-from compiler.quant.evaluate import QuantReport, evaluate
+from compiler.quant.accuracy import answers
+from compiler.quant.incremental import IncrementalEvaluator
 from compiler.quant.profile import Profile
 from compiler.quant.quantize import Options, quantize
 
@@ -70,11 +75,32 @@ class ControlResult:
                           for s in self.steps]}
 
 
-def _score(report: QuantReport) -> tuple[float, float]:
-    """(float, int8) scores: accuracy with labels, else top-1 agreement against float."""
-    if report.accuracy_float is not None and report.accuracy_quantized is not None:
-        return report.accuracy_float, report.accuracy_quantized
-    return 1.0, report.top1_agreement
+def _subset(data: CalibrationData, count: int | None) -> CalibrationData:
+    """The first `count` samples (all when None)."""
+    if count is None or count >= len(data):
+        return data
+    labels = None if data.labels is None else data.labels[:count]
+    return CalibrationData(data.input_name, data.samples[:count], data.source, labels)
+
+
+class _Scorer:
+    """Scores from compiled host code (bit-exact with the integer interpreter, milliseconds per
+    sample): accuracy with labels, else top-1 agreement with the float model."""
+
+    def __init__(self, graph: Graph, data: CalibrationData):
+        self.data = data
+        self.float_answers = answers(graph, data)
+
+    @property
+    def float_score(self) -> float:
+        return 1.0 if self.float_answers.accuracy is None else self.float_answers.accuracy
+
+    def __call__(self, qdq: Graph, count: int | None = None) -> float:
+        data = _subset(self.data, count)
+        got = answers(qdq, data)
+        if got.accuracy is not None:
+            return got.accuracy
+        return float(np.mean(got.classes == self.float_answers.classes[:len(data)]))
 
 
 def _readers(graph: Graph, tensor: str) -> list[str]:
@@ -87,16 +113,16 @@ def _with(options: Options, keep: list[str], weights: list[str]) -> Options:
     return replace(options, keep_float=tuple(keep), float_weights=tuple(weights))
 
 
-def _rank(graph: Graph, profile: Profile, data: CalibrationData, options: Options,
+def _rank(graph: Graph, profile: Profile, score: _Scorer, options: Options,
           keep: list[str], weights: list[str], candidates: list[str], samples: int) -> str:
     """The candidate whose reversion gives the best score on the first `samples` samples."""
     best, best_score = candidates[0], -1.0
     for tensor in candidates:
         more = weights + [n for n in _readers(graph, tensor) if n not in weights]
         qdq = quantize(graph, copy.deepcopy(profile), _with(options, keep + [tensor], more))
-        score = _score(evaluate(graph, qdq, data, limit=samples))[1]
-        if score > best_score:
-            best, best_score = tensor, score
+        got = score(qdq, samples)
+        if got > best_score:
+            best, best_score = tensor, got
     return best
 
 
@@ -104,8 +130,9 @@ def accuracy_control(graph: Graph, profile: Profile, data: CalibrationData,
                      max_drop: float, options: Options | None = None,
                      limit: int | None = None,
                      report: Callable[[int, float], None] | None = None,
-                     max_steps: int = 64, ranking_samples: int = 100) -> ControlResult:
-    """Revert layers to float, worst SQNR first, until the score drops by at most `max_drop`.
+                     max_steps: int = 64, ranking_samples: int = 100,
+                     candidates: int = 8) -> ControlResult:
+    """Revert layers to float, the most rewarding first, until the drop is at most `max_drop`.
 
     `max_drop` is in the score's unit (0.01: one point of accuracy); `options` (default:
     `Options()`) say how to quantize the rest. `report(step, score)` hears each measurement.
@@ -114,27 +141,27 @@ def accuracy_control(graph: Graph, profile: Profile, data: CalibrationData,
     if len(data) == 0:
         raise KilnError("accuracy control needs at least one evaluation sample")
     options = options or Options()
+    data = _subset(data, limit)
+    score = _Scorer(graph, data)
+    errors = IncrementalEvaluator(graph, profile, data, options, ranking_samples)
     keep, weights = list(options.keep_float), list(options.float_weights)
-    result: ControlResult | None = None
+    result = ControlResult(score.float_score, max_drop)
     for step in range(max_steps + 1):
         qdq = quantize(graph, copy.deepcopy(profile), _with(options, keep, weights))
-        measured = evaluate(graph, qdq, data, limit=limit)
-        float_score, score = _score(measured)
-        if result is None:
-            result = ControlResult(float_score, max_drop)
-        candidates = sorted((t for t in measured.tensors if t.name not in keep),
-                            key=lambda t: t.sqnr)
-        worst = candidates[0] if candidates else None
-        result.steps.append(Step(tuple(keep), tuple(weights), score,
+        measured = errors.set_options(_with(options, keep, weights))
+        ranking = sorted((t for t in measured.tensors.values() if t.name not in keep),
+                         key=lambda t: t.sqnr)
+        worst = ranking[0] if ranking else None
+        result.steps.append(Step(tuple(keep), tuple(weights), score(qdq),
                                  worst.name if worst else None,
                                  worst.sqnr if worst else None,
-                                 tuple(t.name for t in candidates)))
+                                 tuple(t.name for t in ranking)))
         if report is not None:
-            report(step, score)
+            report(step, result.final.score)
         if result.feasible or worst is None:
             return result
-        chosen = _rank(graph, profile, data, options, keep, weights,
-                       [t.name for t in candidates], ranking_samples)
+        chosen = _rank(graph, profile, score, options, keep, weights,
+                       [t.name for t in ranking[:candidates]], ranking_samples)
         keep.append(chosen)
         weights.extend(n for n in _readers(graph, chosen) if n not in weights)
     return result
