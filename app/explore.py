@@ -467,7 +467,7 @@ def screenshots(window, save) -> None:
         spec = ProblemSpec(str(doc.path), "digits:train", "digits:test", "cortex-m7", None,
                            0.005)
         # In this process, one trial after another (no Ray): a scripted run has no event loop.
-        Exploration(spec, output, 12, executor=InProcess()).run()
+        Exploration(spec, output, 8, executor=InProcess()).run()
         controller.use_file(output)
         controller.show_panel()
         record = controller.record
