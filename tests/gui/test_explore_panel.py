@@ -7,7 +7,9 @@ point from the file alone.
 
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication
 
 from app.calibrate_dialog import CalibrationRequest
 from app.quant_panel import KEPT_FLOAT
@@ -89,7 +91,16 @@ def test_explore_cancel_resume_apply_undo_and_compare(qtbot, tmp_path):
     assert kept["trials"][0]["worker"]["pid"] not in later
     assert len(p.scatter.points) == TRIALS
     assert p.table.rowCount() == len(doc["front"])
-    assert "Trial 0 (accuracy control)" in c.describe(0)
+    first = _distinct_points(c)[0]
+    at = p.scatter.position(first)
+    move = QMouseEvent(QEvent.Type.MouseMove, at, p.scatter.mapToGlobal(at),
+                       Qt.MouseButton.NoButton, Qt.MouseButton.NoButton,
+                       Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(p.scatter, move)
+    assert p.scatter.hover == first
+    tip = p.scatter.toolTip()  # the figures and the configuration of the point
+    assert tip.startswith(f"Trial {first} (")
+    assert Config.from_json(doc["trials"][first]["config"]).summary() in tip
 
     # Click a point: it becomes the document's quantization, one undo step.
     choices = _distinct_points(c)
