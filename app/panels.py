@@ -11,6 +11,7 @@ from app import (
     activation_panel,
     code_panel,
     compare,
+    explore,
     export,
     grouping,
     lessons,
@@ -34,7 +35,8 @@ FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowerin
             ("sessions", sessions), ("recovery", recovery), ("overlays", overlays),
             ("compare", compare), ("activations", activation_panel),
             ("picture", picture_export), ("report", report_export),
-            ("walkthrough", walkthrough_export))
+            ("walkthrough", walkthrough_export),
+            ("explore", explore))
 
 
 def install_all(window) -> None:

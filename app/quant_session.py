@@ -66,6 +66,8 @@ class Session:
     base: Graph | None = None  # the calibration graph the profile describes
     unprofiled: list[str] = field(default_factory=list)  # its tensors without a range
     samples: int = DEFAULT_SAMPLES  # how many live samples the evaluator runs
+    # Node -> what bias correction adds to its float bias (an applied exploration point's).
+    corrections: dict[str, np.ndarray] | None = None
 
     def is_stale(self) -> bool:
         """True when ranges are missing or were measured before an edit (Re-profile fixes)."""

@@ -58,6 +58,20 @@ class KeepFloatCommand(QUndoCommand):
         self.state.set_keep_float(self.tensor, not self.keep)
 
 
+class SessionCommand(QUndoCommand):
+    """Another session as a whole (an exploration point applied); undo brings the last back."""
+
+    def __init__(self, state: QuantState, before, after, text: str):
+        super().__init__(text)
+        self.state, self.before, self.after = state, before, after
+
+    def redo(self) -> None:  # noqa: D102 (Qt override)
+        self.state.set_session(self.after, measured=True)
+
+    def undo(self) -> None:  # noqa: D102 (Qt override)
+        self.state.set_session(self.before, measured=self.before is not None)
+
+
 class QuantState(QObject):
     """The quantization of the document's graph, and the commands that change it.
 
@@ -119,8 +133,13 @@ class QuantState(QObject):
         if s is None:
             return None
         profile = copy.deepcopy(s.profile)
-        options = Options(method=s.options.method, schema=s.options.schema)
-        return quantize(s.graph, profile, options), profile, options.method, options.schema
+        # Per-channel weights, float layers and bias corrections come from an applied
+        # exploration point; a calibration leaves them at the quantizer's defaults.
+        options = Options(method=s.options.method, schema=s.options.schema,
+                          per_channel=s.options.per_channel,
+                          float_weights=s.options.float_weights)
+        return (quantize(s.graph, profile, options, s.corrections), profile, options.method,
+                options.schema)
 
     # -- edits: each one undo step ----------------------------------------------------------------
 
@@ -146,6 +165,10 @@ class QuantState(QObject):
             return False
         self.parent().undo_stack.push(KeepFloatCommand(self, tensor, keep))
         return True
+
+    def replace_session(self, session: Session, text: str) -> None:
+        """Make `session` current as one undo step (undo restores the session before it)."""
+        self.parent().undo_stack.push(SessionCommand(self, self.session, session, text))
 
     def set_override(self, tensor: str, override: dict | None) -> None:
         """Set (or clear) a hand-tuned range (for the commands)."""
