@@ -21,8 +21,8 @@ import numpy as np
 
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
-from compiler.quant.calibration_data import CalibrationData
 from compiler.quant.accuracy import answers
+from compiler.quant.calibration_data import CalibrationData
 from compiler.quant.incremental import IncrementalEvaluator
 from compiler.quant.profile import Profile
 from compiler.quant.quantize import Options, quantize
@@ -85,7 +85,8 @@ def _subset(data: CalibrationData, count: int | None) -> CalibrationData:
 
 class _Scorer:
     """Scores from compiled host code (bit-exact with the integer interpreter, milliseconds per
-    sample): accuracy with labels, else top-1 agreement with the float model."""
+    sample): accuracy with labels, else top-1 agreement with the float model.
+    """
 
     def __init__(self, graph: Graph, data: CalibrationData):
         self.data = data
