@@ -84,8 +84,9 @@ def _subset(data: CalibrationData, count: int | None) -> CalibrationData:
 
 
 class _Scorer:
-    """Scores from compiled host code (bit-exact with the integer interpreter, milliseconds per
-    sample): accuracy with labels, else top-1 agreement with the float model.
+    """Scores from compiled host code: accuracy with labels, else top-1 agreement.
+
+    The code is bit-exact with the integer interpreter and takes milliseconds per sample.
     """
 
     def __init__(self, graph: Graph, data: CalibrationData):
