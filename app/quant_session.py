@@ -83,21 +83,35 @@ def read_samples(graph: Graph, request: CalibrationRequest
     return live, labelled
 
 
+@dataclass(frozen=True)
+class Weights:
+    """How a session's weights are quantized beyond the defaults (an exploration point's)."""
+
+    per_channel: bool = True
+    float_weights: tuple[str, ...] = ()  # Conv, Gemm, MatMul nodes computing in float
+    corrections: dict[str, np.ndarray] | None = None  # node -> added to its float bias
+
+
 def session_from_profile(graph: Graph, profile: Profile, request: CalibrationRequest,
                          samples: tuple[CalibrationData, CalibrationData | None] | None = None,
-                         base: Graph | None = None) -> Session:
+                         base: Graph | None = None, weights: Weights = Weights()) -> Session:
     """The evaluated session of `profile` on `request`'s samples (read unless given).
 
     For a calibration, a loaded profile file and a restored `.kiln` session alike; `base` is
-    the calibration graph of `graph`, computed here unless given.
+    the calibration graph of `graph`, computed here unless given; `weights` what a restored
+    session's weights were.
     """
     live, labelled = samples if samples is not None else read_samples(graph, request)
     if labelled is None and live.labels is not None:
         labelled = live  # no held-out set: the calibration samples' own labels give accuracy
-    options = Options(method=request.method, schema=request.schema)
+    options = Options(method=request.method, schema=request.schema,
+                      per_channel=weights.per_channel, float_weights=weights.float_weights)
     session = make_session(graph, profile, options, labelled if labelled is not None else live,
                            labelled, request.samples, base)
     session.request = request
+    if weights.corrections:
+        session.corrections = dict(weights.corrections)
+        session.evaluator.set_corrections(session.corrections)
     evaluate_session(session)
     session.method_ranges.update(missing_ranges(session))  # not shared with any thread yet
     return session

@@ -23,6 +23,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QByteArray, QObject, QPointF, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog
@@ -30,7 +31,7 @@ from PySide6.QtWidgets import QFileDialog
 from app.calibrate_dialog import CalibrationRequest
 from app.dialogs import show_error
 from app.lessons import only_notes_changed
-from app.quant_session import session_from_profile
+from app.quant_session import Weights, session_from_profile
 from app.workers import Job
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
@@ -101,7 +102,12 @@ def snapshot_session(window, path: str | Path) -> Snapshot:
         "quantization": None if qs is None or qs.request is None else {
             "profile": qs.profile.to_json(),  # a copy of the hand-tuned ranges
             "request": {**asdict(qs.request),
-                        "normalization": asdict(qs.request.normalization)}},
+                        "normalization": asdict(qs.request.normalization)},
+            # An applied exploration point's weights and bias corrections (defaults else).
+            "per_channel": qs.options.per_channel,
+            "float_weights": list(qs.options.float_weights),
+            "corrections": {node: [float(v) for v in np.asarray(values).reshape(-1)]
+                            for node, values in (qs.corrections or {}).items()}},
         "view": {"zoom": canvas.zoom_level(), "centre": [centre.x(), centre.y()],
                  "selection": _selection_json(doc.graph, doc.selection),
                  "docks": base64.b64encode(bytes(window.saveState())).decode("ascii")},
@@ -211,12 +217,25 @@ def _check_settings(doc: dict) -> None:
 
 
 def _quantization_parts(quant: dict):
-    """(profile, calibration request) of a session's quantization entry."""
+    """(profile, calibration request, weights) of a session's quantization entry.
+
+    The weights are the per-channel choice, the layers computing in float and the bias
+    corrections (a file from before they were kept has the defaults).
+    """
     request = dict(quant["request"])
     request["normalization"] = Normalization(**{
         k: tuple(v) if isinstance(v, list) else v
         for k, v in request["normalization"].items()})
-    return parse_profile(quant["profile"], "its profile"), CalibrationRequest(**request)
+    corrections = quant.get("corrections") or {}
+    if not isinstance(corrections, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
+            for v in corrections.values()):
+        raise KilnError("its bias corrections are not lists of numbers by layer")
+    weights = Weights(bool(quant.get("per_channel", True)),
+                      tuple(str(n) for n in quant.get("float_weights", ())),
+                      {str(k): np.asarray(v, np.float64) for k, v in corrections.items()}
+                      or None)
+    return parse_profile(quant["profile"], "its profile"), CalibrationRequest(**request), weights
 
 
 class SessionController(QObject):
@@ -312,12 +331,12 @@ class SessionController(QObject):
         self._restore_quantization(quant)
 
     def _restore_quantization(self, quant: dict) -> None:
-        profile, request = _quantization_parts(quant)  # checked when the file was read
+        profile, request, weights = _quantization_parts(quant)  # checked when read
         document = self.window.document
         graph, bases = document.graph, document.quant.calibration_graph
 
         job = Job(lambda _progress: session_from_profile(
-            graph, profile, request, base=bases(graph, profile.equalized)),
+            graph, profile, request, base=bases(graph, profile.equalized), weights=weights),
                   "Restoring the quantization", self)
         job.succeeded.connect(self._quant_restored)
         job.failed.connect(self._fail)

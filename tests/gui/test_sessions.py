@@ -102,3 +102,40 @@ def test_the_file_menu_offers_sessions(qtbot):
     file_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&File")
     texts = [a.text() for a in file_menu.actions()]
     assert texts.index("Open Sess&ion…") < texts.index("&Save")
+
+
+def test_a_session_keeps_an_applied_points_weights(qtbot, tmp_path):
+    """Per-tensor weights, layers left in float and bias corrections (what an exploration
+    point applies) come back from the file: the same QDQ graph is rebuilt."""
+    import numpy as np
+
+    from app.quant_session import Weights, session_from_profile
+
+    model = copy_sample(tmp_path)
+    window = make_window(qtbot, model)
+    quant = window.quant
+    with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
+        quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
+    s = quant.session
+    s.profile.keep_float = ["relu1_out"]
+    bias = next(n for n in s.graph.nodes if n.name == "conv3").inputs[2]
+    corrections = {"conv3": np.linspace(-0.01, 0.01, bias.type.shape[0])}
+    applied = session_from_profile(s.graph, s.profile, s.request,
+                                   weights=Weights(False, ("conv2",), corrections))
+    window.document.quant.replace_session(applied, "Apply a point")
+    graph, _, _, _ = window.document.quant.quantized()
+    assert dump(graph) != dump(session_from_profile(s.graph, s.profile, s.request).graph)
+    wanted = dump(graph)
+    session = save_session(window, tmp_path / "point")
+    window.document.undo_stack.setClean()
+    window.close()
+
+    again = MainWindow(remember=False)
+    qtbot.addWidget(again, before_close_func=lambda w: w.document.undo_stack.setClean())
+    again.show()
+    with qtbot.waitSignal(again.sessions.restored, timeout=TIMEOUT):
+        assert again.sessions.open_session(session)
+    restored = again.document.quant.session
+    assert not restored.options.per_channel and restored.options.float_weights == ("conv2",)
+    assert np.array_equal(restored.corrections["conv3"], corrections["conv3"])
+    assert dump(again.document.quant.quantized()[0]) == wanted
