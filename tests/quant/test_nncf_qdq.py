@@ -15,6 +15,7 @@ from compiler.driver import compilation
 from compiler.explore.measure import float_layer_count
 from compiler.frontends.onnx import load_onnx
 from compiler.interpreter import run
+from compiler.ir.graph import Constant
 from tests.helpers import ort_run
 
 X_SCALE, R1_SCALE, R2_SCALE = np.float32(1 / 255), np.float32(0.05), np.float32(0.04)
@@ -32,9 +33,10 @@ def _params(rng):
             "fcb": rng.normal(0, 0.3, 5).astype(np.float32)}
 
 
-def _model(p, int32_bias: bool) -> onnx.ModelProto:
+def _model(p, int32_bias: bool, stored_int8: bool = False) -> onnx.ModelProto:
     """NNCF's shape of a small CNN; with `int32_bias` the Convs' biases as a quantizer rounds
-    them (the float classifier's stays float)."""
+    them (the float classifier's stays float); with `stored_int8` the float model's weights
+    were int8 already (DequantizeLinear), which NNCF quantizes again."""
     inits = {"xs": X_SCALE, "xz": np.uint8(0), "r1s": R1_SCALE, "r1z": np.uint8(0),
              "r2s": R2_SCALE, "r2z": np.uint8(0)}
     nodes = [helper.make_node("QuantizeLinear", ["image", "xs", "xz"], ["xq"]),
@@ -43,6 +45,14 @@ def _model(p, int32_bias: bool) -> onnx.ModelProto:
     def weight(name, scales, axis=0):
         inits.update({f"{name}_q": p[name], f"{name}_s": p[scales],
                       f"{name}_z": np.zeros(p[scales].size, np.int8)})
+        if stored_int8:  # DequantizeLinear (the file's) -> QuantizeLinear (NNCF's) first
+            inits.update({f"{name}_q0": p[name], f"{name}_s0": p[scales] * np.float32(0.5)})
+            nodes.extend([
+                helper.make_node("DequantizeLinear", [f"{name}_q0", f"{name}_s0"],
+                                 [f"{name}_f"], axis=axis),
+                helper.make_node("QuantizeLinear", [f"{name}_f", f"{name}_s", f"{name}_z"],
+                                 [f"{name}_q"], axis=axis)])
+            del inits[f"{name}_q"]
         nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s",
                                                            f"{name}_z"], [name], axis=axis))
 
@@ -114,3 +124,16 @@ def test_a_bias_beyond_int32_at_that_scale_keeps_its_layer_float():
     final = compilation(load_onnx(_model(p, int32_bias=False))).final
     counts = Counter(n.op for n in final.nodes)
     assert counts["QLinearConv"] == 1, counts
+
+
+def test_int8_weights_quantized_again_fold_to_the_outer_integers():
+    p = _params(np.random.default_rng(4))
+    model = _model(p, int32_bias=False, stored_int8=True)
+    final = compilation(load_onnx(model)).final
+    assert Counter(n.op for n in final.nodes)["QLinearConv"] == 2
+    assert not any(n.op == "QuantizeLinear" and isinstance(n.inputs[0], Constant)
+                   for n in final.nodes)
+    image = np.random.default_rng(1).random((1, 2, 6, 6)).astype(np.float32)
+    ours = run(final, {"image": image})[final.outputs[0].name]
+    want = ort_run(model, {"image": image})[0]
+    np.testing.assert_allclose(ours, want, atol=0.05 * np.abs(want).max())
