@@ -109,6 +109,7 @@ test: setup lint
 	  QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist worksteal --durations=10
 
 bench: setup
+	$(PY) -m pip install -q -e '.[bench]'
 	@status=0; \
 	$(PY) tests/bench/bench_reference.py || status=1; \
 	$(PY) tests/bench/bench_passes.py || status=1; \
@@ -116,6 +117,7 @@ bench: setup
 	$(PY) tests/bench/bench_hostile.py || status=1; \
 	$(PY) tests/bench/bench_cortex_m.py || status=1; \
 	$(PY) tests/bench/bench_quantizer.py || status=1; \
+	$(PY) tests/bench/bench_nncf.py || status=1; \
 	$(PY) tests/bench/bench_profiling.py || status=1; \
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/bench_workbench.py || status=1; \
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/bench_layout.py || status=1; \

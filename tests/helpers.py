@@ -112,3 +112,22 @@ def make_typed_model(nodes, inputs, outputs, initializers=(), opset=13) -> onnx.
     for out in model.graph.output:
         out.type.CopyFrom(types[out.name])
     return model
+
+
+def hard_digits_model() -> onnx.ModelProto:
+    """The digits CNN with conv1's channel 0 scaled by 1000 and conv2's matching input
+    weights by 1/1000: the same float function, but relu1_out's range now drowns the other
+    channels when quantized per tensor (plain int8 falls to about a quarter right)."""
+    from tests.conftest import SAMPLE_MODEL
+
+    model = onnx.load(SAMPLE_MODEL)
+    inits = {i.name: i for i in model.graph.initializer}
+
+    def edit(name, fn):
+        array = numpy_helper.to_array(inits[name]).copy()
+        fn(array)
+        inits[name].CopyFrom(numpy_helper.from_array(array, name))
+    edit("conv1.weight", lambda a: a.__setitem__(0, a[0] * 1000))
+    edit("conv1.bias", lambda a: a.__setitem__(0, a[0] * 1000))
+    edit("conv2.weight", lambda a: a.__setitem__((slice(None), 0), a[:, 0] / 1000))
+    return model

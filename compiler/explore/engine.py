@@ -1,7 +1,8 @@
 """The exploration: accuracy control for a first feasible point, then a multi-objective search.
 
 1. Accuracy control (`accuracy_control`) reverts layers to float until the drop bound holds;
-   its point is the search's first trial.
+   its point is the search's first trial, every tensor int8 the second, and the same with
+   cross-layer equalization the third (when the model has layers to balance).
 2. Optuna's NSGA-II (or TPE) proposes configurations in generations of `population`; each
    generation runs as Ray tasks at once, and its results are told in trial order. So the
    proposals depend on the seed and the measurements only, never on which worker finished
@@ -180,6 +181,9 @@ class Exploration:
             start = space.start()
             study.enqueue_trial(space.params(start))
             study.enqueue_trial(space.params(space.base()), skip_if_exists=True)
+            if space.equalize:  # the remedy for one channel's range drowning the others
+                study.enqueue_trial(space.params(space.base(equalize=True)),
+                                    skip_if_exists=True)
             while len(self.record.trials) < self.trials:
                 size = min(self.population - len(self.record.trials) % self.population,
                            self.trials - len(self.record.trials))

@@ -26,7 +26,7 @@ from compiler.quant.calibrate import choose_range
 from compiler.quant.quantize import Options as QuantOptions
 from compiler.quant.quantize import quantize
 
-WEIGHTED = ("Conv", "Gemm", "MatMul", "ConvTranspose")
+WEIGHTED = ("Conv", "Gemm", "MatMul", "ConvTranspose", "FullyConnected")  # as compiled
 INPUT_SEED = 0  # the inputs of the counted inference, as `kiln bench --target` takes them
 
 
@@ -97,7 +97,7 @@ def quantized(problem: Problem, config: Config) -> Graph:
 
 
 def float_layer_count(final: Graph) -> int:
-    """Convolution, Gemm and MatMul nodes the compiled graph still computes in float."""
+    """Convolution, Gemm, MatMul and FullyConnected nodes the compiled graph computes in float."""
     return sum(1 for n in final.nodes if n.op in WEIGHTED)
 
 

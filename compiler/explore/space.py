@@ -90,9 +90,9 @@ class Space:
             params["lean_weights"] = bool(config.lean_weights)
         return params
 
-    def base(self) -> Config:
+    def base(self, equalize: bool = False) -> Config:
         """Every tensor int8, the target's fastest weight layout, the rest as by default."""
-        return Config(lean_weights=False if self.dsp_weights else None)
+        return Config(lean_weights=False if self.dsp_weights else None, equalize=equalize)
 
     def start(self) -> Config:
         """`base` with the tensors accuracy control reverted kept float."""

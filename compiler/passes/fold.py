@@ -61,10 +61,10 @@ def fold_constant_layout(graph: Graph) -> bool:
     return changed
 
 
-def _evaluate(node: Node) -> list[np.ndarray] | None:
+def _evaluate(node: Node, requantized: bool = False) -> list[np.ndarray] | None:
     """The node's outputs computed now, or None when it must wait for run time."""
     opdef = ops.lookup(node.op)
-    if node.op == "DequantizeLinear":
+    if node.op == "DequantizeLinear" and not requantized:
         return None  # an int8 weight and its scales are how a quantized model stores it
     if opdef.value_from_types is not None:  # Shape: the static types decide it
         return [np.asarray(v) for v in opdef.value_from_types(node, node.input_types())]
@@ -93,14 +93,18 @@ def fold_constants(graph: Graph) -> bool:
 
     The reference interpreter computes it and its outputs become constants: exported models build
     weights this way (ConstantOfShape, Shape arithmetic). A DequantizeLinear stays, since folding
-    it would store a quantized weight in 4x the bytes and lose the scales its kernel needs.
+    it would store a quantized weight in 4x the bytes and lose the scales its kernel needs;
+    unless only QuantizeLinear nodes read it (a quantizer's QDQ on a model's int8 weights, as
+    NNCF writes): the weight then folds to the integers of the outer quantization.
     """
     rw = Rewriter(graph)
     changed = False
     for node in rw.nodes():
         if not _foldable(rw, node):
             continue
-        arrays = _evaluate(node)
+        requantized = node.op == "DequantizeLinear" and all(
+            user.op == "QuantizeLinear" for out in node.outputs for user in rw.users(out))
+        arrays = _evaluate(node, requantized)
         if arrays is None:
             continue
         _fold_outputs(rw, node, arrays)

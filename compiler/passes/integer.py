@@ -15,6 +15,7 @@ from compiler.passes.base import PassContext, PassResult, register_pass
 from compiler.passes.qdq_units import (
     Dequantized,
     dequantized,
+    float_bias,
     integer_range,
     output_params,
     quantizer,
@@ -70,11 +71,20 @@ def _fold_bias(rw: Rewriter, x: Dequantized, w: Dequantized, output_axis: int,
     return None, rw.constant(f"{b.node.name}_minus_zero_point", folded.bias)
 
 
+def _bias(rw: Rewriter, value: Value, x: Dequantized | None, w: Dequantized | None
+          ) -> Dequantized | None:
+    """A Conv's or Gemm's bias: read through its DequantizeLinear, or float (NNCF's files)."""
+    b = dequantized(rw, value)
+    if b is None and x is not None and w is not None:
+        return float_bias(rw, value, x, w)
+    return b
+
+
 def _conv(rw: Rewriter, node: Node, mode: str) -> bool | str:
     x = dequantized(rw, node.inputs[0])
     w = dequantized(rw, node.inputs[1])
-    b = dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
+    b = _bias(rw, node.inputs[2], x, w) if has_bias else None
     if x is None or w is None or (has_bias and b is None) or not x.per_tensor:
         return False
     if not isinstance(w.integers, Constant) or (b is not None and (
@@ -139,8 +149,8 @@ def _gemm(rw: Rewriter, node: Node, mode: str) -> bool | str:
         return False
     a = dequantized(rw, node.inputs[0])
     b = dequantized(rw, node.inputs[1])
-    c = dequantized(rw, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
+    c = _bias(rw, node.inputs[2], a, b) if has_bias else None
     if a is None or b is None or not a.per_tensor or not isinstance(b.integers, Constant):
         return False
     channel_axis = 0 if attrs["transB"] else 1  # B's axis of output columns
@@ -160,7 +170,7 @@ def _gemm(rw: Rewriter, node: Node, mode: str) -> bool | str:
               zero_point_input(rw, b, b.integers), bias, ys, yz]
     new = rw.add("QGemm", inputs, {"transB": attrs["transB"], "requant": mode,
                                    "output_range": integer_range(quant, bounds)},
-                 replaces=[node, quant, a.node, b.node] + ([c.node] if c else []))
+                 replaces=[node, quant, a.node, b.node] + ([c.node] if c and c.node else []))
     _finish(rw, node, quant, new)
     return True
 
@@ -410,6 +420,30 @@ def _pad(rw: Rewriter, node: Node, mode: str) -> bool:
 
 
 _MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
+
+
+def _dequantize_later(rw: Rewriter) -> bool:
+    """A MaxPool or move whose result is not quantized again runs on the integers first.
+
+    NNCF's files quantize a pool's or a flatten's input only: DequantizeLinear -> MaxPool ->
+    Conv. Max and data movement commute with a per-tensor dequantization of positive scale,
+    so the DequantizeLinear moves after them, where the next unit reads it.
+    """
+    moved = False
+    for node in rw.nodes(*_MOVES):
+        if len(node.outputs) != 1 or node.output.type.dtype != "float32" or not rw.live(node):
+            continue
+        x = dequantized(rw, node.inputs[0])
+        if x is None or not x.per_tensor or not x.scale.data.reshape(-1)[0] > 0:
+            continue
+        if quantizer(rw, node.output)[0] is not None:
+            continue  # a unit of its own (_passthrough)
+        inner = rw.copy(node, [x.integers, *node.inputs[1:]])
+        params = [x.scale] + ([x.zero_point] if x.zero_point is not None else [])
+        after = rw.add("DequantizeLinear", [inner.output, *params], replaces=[node, x.node])
+        rw.replace(node.output, after.output)
+        moved = True
+    return moved
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
           "AveragePool": _average_pool, "GlobalAveragePool": _average_pool, "ReduceMean": _mean,
           "Softmax": _softmax,
@@ -434,6 +468,7 @@ def to_integer(graph: Graph, context: PassContext) -> PassResult:
     changed = _follow_the_rule(rw, mode)
     if not any(node.op == "DequantizeLinear" for node in graph.nodes):
         return PassResult(changed, rw.notes)  # nothing in float between Dequantize, Quantize
+    changed |= _dequantize_later(rw)
     for node in rw.nodes(*_UNITS):
         if node.output.type.dtype != "float32" or not rw.live(node):
             continue

@@ -20,9 +20,12 @@ INTEGER_SCALES = ("float32", "float16")  # the scale types integer operators tak
 
 @dataclass(frozen=True)
 class Dequantized:
-    """A value read through a DequantizeLinear: the integers and how they map to reals."""
+    """A value read through a DequantizeLinear: the integers and how they map to reals.
 
-    node: Node
+    `node` is None for a float bias quantized here (`float_bias`): no DequantizeLinear.
+    """
+
+    node: Node | None
     integers: Value
     scale: Constant
     zero_point: Value | None
@@ -45,6 +48,30 @@ def dequantized(rw: Rewriter, value: Value | None) -> Dequantized | None:
     if scale.type.dtype not in INTEGER_SCALES or node.inputs[0].type.numel == 0:
         return None  # integer operators take float32 or float16 scales, and data
     return Dequantized(node, node.inputs[0], scale, zp)
+
+
+def float_bias(rw: Rewriter, value: Value | None, x: Dequantized, w: Dequantized
+               ) -> Dequantized | None:
+    """A float constant bias as the int32 integers it stands for at input x weight scale.
+
+    NNCF's QDQ files leave the bias float; an int8 kernel adds it to the accumulator, rounded
+    to that scale as TFLite's converter rounds it. None when it is not a float constant, a
+    value needs more than int32, or a scale is zero under a nonzero bias.
+    """
+    data = const(value)
+    if data is None or value.type.dtype != "float32" or data.ndim != 1:
+        return None
+    scale = np.float32(x.scale.data.reshape(-1)[0]) * w.scale.data.reshape(-1).astype(
+        np.float32)
+    if scale.size not in (1, data.size):
+        return None
+    wide = np.broadcast_to(scale, data.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(wide == 0, 0.0, np.rint(data.astype(np.float64) / wide))
+    if np.any((wide == 0) & (data != 0)) or np.any(np.abs(q) > 2 ** 31 - 1):
+        return None
+    integers = rw.constant(f"{value.name}_int32", q.astype(np.int32))
+    return Dequantized(None, integers, rw.constant(f"{value.name}_scale", scale), None)
 
 
 def quantizer(rw: Rewriter, value: Value) -> tuple[Node | None, tuple[float, float] | None]:

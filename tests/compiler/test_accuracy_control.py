@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
 
 from compiler.errors import KilnError
 from compiler.explore.accuracy_control import accuracy_control
@@ -13,25 +12,13 @@ from compiler.frontends.onnx import load_onnx
 from compiler.quant.calibration_data import CalibrationData, load_calibration
 from compiler.quant.profiler import profile_model
 from tests.conftest import SAMPLE_MODEL
+from tests.helpers import hard_digits_model
 
 SAMPLES = 200
 
 
 def _hard_digits():
-    """The digits CNN with conv1's channel 0 scaled by 1000 and conv2's matching input
-    weights by 1/1000: the same float function, but relu1_out's range now drowns the other
-    channels when quantized per tensor."""
-    model = onnx.load(SAMPLE_MODEL)
-    inits = {i.name: i for i in model.graph.initializer}
-
-    def edit(name, fn):
-        array = numpy_helper.to_array(inits[name]).copy()
-        fn(array)
-        inits[name].CopyFrom(numpy_helper.from_array(array, name))
-    edit("conv1.weight", lambda a: a.__setitem__(0, a[0] * 1000))
-    edit("conv1.bias", lambda a: a.__setitem__(0, a[0] * 1000))
-    edit("conv2.weight", lambda a: a.__setitem__((slice(None), 0), a[:, 0] / 1000))
-    return load_onnx(model)
+    return load_onnx(hard_digits_model())
 
 
 def _setup(graph):
