@@ -51,6 +51,19 @@ def run_trial(spec_json: dict, config_json: dict) -> dict:
             "seconds": round(time.perf_counter() - start, 3)}
 
 
+def ray_trial(spec_json: dict, config_json: dict) -> dict:
+    """`run_trial` as a Ray task: the worker also names the task.
+
+    With the task's id, `ray list tasks` shows every attempt at a trial (a retry after its
+    worker died is another attempt of the same task).
+    """
+    import ray
+
+    result = run_trial(spec_json, config_json)
+    result["worker"]["task"] = ray.get_runtime_context().get_task_id()
+    return result
+
+
 class InProcess:
     """Trials one after another in this process (no Ray): for a quick look and for tests."""
 
@@ -126,7 +139,8 @@ class RayExecutor:
                 raise KilnError(f"could not start or reach {where}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else exc}") from None
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._task = ray.remote(num_cpus=1, max_retries=RETRIES)(run_trial)
+        self._task = ray.remote(num_cpus=1, max_retries=RETRIES,
+                                name="run_trial")(ray_trial)
 
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:
