@@ -130,9 +130,10 @@ class RayExecutor:
                     ray.init(address=address, **kwargs)
                 else:
                     # A private instance on loopback: no token written to the user's home
-                    # (it would make their later `ray start` clusters demand one).
+                    # (it would make their later `ray start` clusters demand one). "local":
+                    # never the cluster RAY_ADDRESS or /tmp/ray names.
                     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-                    ray.init(num_cpus=workers or os.cpu_count() or 1,
+                    ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
                              _node_ip_address="127.0.0.1", **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
