@@ -131,7 +131,7 @@ class RayExecutor:
                 else:
                     # A private instance on loopback: no token written to the user's home
                     # (it would make their later `ray start` clusters demand one). "local":
-                    # never the cluster RAY_ADDRESS or /tmp/ray names.
+                    # never a cluster that RAY_ADDRESS or Ray's address file names.
                     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
                     ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
                              _node_ip_address="127.0.0.1", **kwargs)
