@@ -119,6 +119,7 @@ bench: setup
 	$(PY) tests/bench/bench_quantizer.py || status=1; \
 	$(PY) tests/bench/bench_nncf.py || status=1; \
 	$(PY) tests/bench/bench_profiling.py || status=1; \
+	$(PY) tests/bench/bench_explore.py || status=1; \
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/bench_workbench.py || status=1; \
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/bench_layout.py || status=1; \
 	for m in $(KILN_BENCH_MODELS); do \

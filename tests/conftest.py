@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,40 @@ def c_compiler() -> None:
 def models_dir() -> Path:
     """Fixture form of shared_models()."""
     return shared_models()
+
+
+# What Ray and NNCF leave in the home folder when run carelessly: Ray's token makes the user's
+# later `ray start` clusters demand one, NNCF's telemetry folder is clutter. Tests that run them
+# set HOME to a temporary folder; these must not appear during a run that did not find them.
+HOME_LITTER = (Path.home() / ".ray" / "auth_token", Path.home() / "intel")
+_WATCHED = [path for path in HOME_LITTER if not path.exists()]
+
+
+def _new_litter() -> list[Path]:
+    """Watched paths that appeared; each is reported once, then no longer watched."""
+    appeared = [path for path in _WATCHED if path.exists()]
+    _WATCHED[:] = [path for path in _WATCHED if path not in appeared]
+    return appeared
+
+
+@pytest.fixture(autouse=True)
+def _home_stays_clean():
+    """Fail the test during which Ray's token or NNCF's folder appeared in the real home."""
+    yield
+    appeared = _new_litter()
+    if appeared:
+        pytest.fail(f"{' and '.join(map(str, appeared))} appeared in the home folder during "
+                    "this test (or one running beside it): run Ray and NNCF with HOME set to "
+                    "a temporary folder", pytrace=False)
+
+
+def pytest_sessionfinish(session) -> None:
+    """Fail the session when the litter appeared outside any test (a fixture, a plugin)."""
+    appeared = _new_litter()
+    if appeared:
+        print(f"\n{' and '.join(map(str, appeared))} appeared in the home folder during the "
+              "test session", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(items) -> None:

@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,8 +122,13 @@ class Exploration:
         self.record.elapsed_seconds = round(time.perf_counter() - self.started, 3)
         write_record(self.record, self.output)
 
-    def _measure(self, configs: list[Config]) -> list[dict]:
-        """Results for `configs`, cached ones read back, the rest run at once."""
+    def _measure(self, configs: list[Config]) -> Iterator[dict]:
+        """Results for `configs` in their order, each as soon as those before it are in.
+
+        Cached ones are read back, the rest run at once. Yielding in order as results come
+        keeps the record (and the time to the first feasible point) current within a
+        generation, while the sampler is still told in trial order.
+        """
         results: dict[str, dict] = {}
         todo: dict[str, Config] = {}
         for config in configs:
@@ -132,18 +138,22 @@ class Exploration:
             else:
                 todo.setdefault(key, config)
         keys = list(todo)
-        spec = self.spec.to_json()
-        for index, result in self.executor.run(spec, [todo[k].to_json() for k in keys],
-                                               self.cancelled):
-            key = keys[index]
-            self.cache[key] = results[key] = result
-            self.fresh.add(key)
-            self.record.pending.append({"key": key, "config": todo[key].to_json(),
-                                        "result": result})
-            self._save()  # kept even if the run is stopped before its generation ends
-        if len(results) < len({c.key() for c in configs}):
+        spec = self.spec.for_workers().to_json()
+        ready = 0
+        runs = self.executor.run(spec, [todo[k].to_json() for k in keys], self.cancelled)
+        for index, result in itertools.chain([(None, None)], runs):  # first: cached ones
+            if index is not None:
+                key = keys[index]
+                self.cache[key] = results[key] = result
+                self.fresh.add(key)
+                self.record.pending.append({"key": key, "config": todo[key].to_json(),
+                                            "result": result})
+                self._save()  # kept even if the run is stopped before its trial's turn
+            while ready < len(configs) and configs[ready].key() in results:
+                yield results[configs[ready].key()]
+                ready += 1
+        if ready < len(configs):
             raise Cancelled()
-        return [results[c.key()] for c in configs]
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -189,8 +199,7 @@ class Exploration:
                            self.trials - len(self.record.trials))
                 asked = [study.ask() for _ in range(size)]
                 configs = [space.suggest(t) for t in asked]
-                results = self._measure(configs)
-                for trial, config, result in zip(asked, configs, results):
+                for trial, config, result in zip(asked, configs, self._measure(configs)):
                     source = "accuracy control" if not self.record.trials else "search"
                     added = self._add(problem, config, result, source)
                     self._tell(study, trial, problem, added)

@@ -51,6 +51,19 @@ def run_trial(spec_json: dict, config_json: dict) -> dict:
             "seconds": round(time.perf_counter() - start, 3)}
 
 
+def ray_trial(spec_json: dict, config_json: dict) -> dict:
+    """`run_trial` as a Ray task: the worker also names the task.
+
+    With the task's id, `ray list tasks` shows every attempt at a trial (a retry after its
+    worker died is another attempt of the same task).
+    """
+    import ray
+
+    result = run_trial(spec_json, config_json)
+    result["worker"]["task"] = ray.get_runtime_context().get_task_id()
+    return result
+
+
 class InProcess:
     """Trials one after another in this process (no Ray): for a quick look and for tests."""
 
@@ -117,16 +130,18 @@ class RayExecutor:
                     ray.init(address=address, **kwargs)
                 else:
                     # A private instance on loopback: no token written to the user's home
-                    # (it would make their later `ray start` clusters demand one).
+                    # (it would make their later `ray start` clusters demand one). "local":
+                    # never a cluster that RAY_ADDRESS or Ray's address file names.
                     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-                    ray.init(num_cpus=workers or os.cpu_count() or 1,
+                    ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
                              _node_ip_address="127.0.0.1", **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise KilnError(f"could not start or reach {where}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else exc}") from None
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._task = ray.remote(num_cpus=1, max_retries=RETRIES)(run_trial)
+        self._task = ray.remote(num_cpus=1, max_retries=RETRIES,
+                                name="run_trial")(ray_trial)
 
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:

@@ -8,7 +8,7 @@ so the entropy and MSE methods have a histogram to search.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,18 @@ class ProblemSpec:
     def to_json(self) -> dict:
         """Plain JSON for EXPLORE.json."""
         return asdict(self)
+
+    def for_workers(self) -> ProblemSpec:
+        """The spec with its files as absolute paths.
+
+        A cluster's workers run in the folder `ray start` ran in, not the driver's; the
+        record keeps the paths as given.
+        """
+        def absolute(name: str | None) -> str | None:
+            return str(Path(name).absolute()) if name and Path(name).exists() else name
+        return replace(self, model=absolute(self.model),
+                       calibration=absolute(self.calibration),
+                       evaluation=absolute(self.evaluation), profile=absolute(self.profile))
 
     @classmethod
     def from_json(cls, doc: dict) -> ProblemSpec:
