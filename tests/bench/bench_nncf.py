@@ -5,8 +5,9 @@ metric (top-1 accuracy) and bound (an absolute drop of at most 0.005, `--max-dro
 - digits CNN: scikit-learn's digits, the training split to calibrate, the held-out split;
 - the same CNN with conv1's channel 0 scaled by 1000 and conv2's inputs from it by 1/1000
   (the same float function; plain int8 falls apart, NNCF reverts conv2 to float);
-- KWS and ResNet-8 (float): the samples bench_quantizer.py builds, with more held out, each
-  labelled with the float model's top-1 (onnxruntime's).
+- KWS and ResNet-8 (float): the samples `tests/explore/data.py` builds as bench_quantizer.py
+  draws them, each held-out input labelled with the float model's top-1, those it hesitates on
+  left out (the tests of `kiln explore` use the same sets).
 NNCF 3.4's ONNX backend quantizes with accuracy control (its validation function runs
 onnxruntime); its QDQ model is then compiled by Kiln for cortex-m7 like any file: instructions
 of one inference counted under QEMU, flash and RAM of the bundle, the Conv/Gemm/MatMul nodes
@@ -65,7 +66,6 @@ def prepare(name: str, folder: Path) -> tuple[Path, Path, Path]:
     """(float model, calibration .npz, labelled validation .npz) for `name`."""
     from compiler.frontends.load import load_model
     from compiler.quant.calibration_data import load_calibration
-    from tests.bench.bench_quantizer import _data
 
     if name.startswith("digits"):
         model = SAMPLE
@@ -78,12 +78,9 @@ def prepare(name: str, folder: Path) -> tuple[Path, Path, Path]:
         calib, held = (load_calibration(f"digits:{part}", graph) for part in ("train", "test"))
         return (model, _save(folder / f"{name}_calib.npz", calib.samples),
                 _save(folder / f"{name}_eval.npz", held.samples, held.labels))
-    model = SHARED / "onnx" / f"{name}.onnx"
-    graph = load_model(model)
-    calib, held = _data(name, graph, HELD_OUT)
-    labels = _float_top1(model, held.input_name, held.samples)
-    return (model, _save(folder / f"{name}_calib.npz", calib.samples),
-            _save(folder / f"{name}_eval.npz", held.samples, labels))
+    from tests.explore.data import labelled_sets
+
+    return labelled_sets(name, SHARED, folder, HELD_OUT)
 
 
 # -- NNCF, in a child process ----------------------------------------------------------------
