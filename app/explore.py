@@ -486,4 +486,7 @@ def screenshots(window, save) -> None:
         save(controller.dock, "explore.png")
         controller.dock.setFloating(floating)
         controller.dock.raise_()
+        from PySide6.QtWidgets import QApplication
+
+        QApplication.processEvents()  # the docks laid out again before the window is drawn
         save(window, "explore_window.png")
