@@ -97,6 +97,9 @@ def _explore(problem, workers: int, trials: int, out: Path) -> dict:
 
     model, calibration, evaluation = problem
     spec = ProblemSpec(str(model), calibration, evaluation, max_drop=0.01)
+    # An object cache of its own, empty: a run must not compile from another's objects (Ray's
+    # workers take the environment of the instance started below).
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="cache-", dir=out.parent)
     start = time.perf_counter()
     executor = Timed(RayExecutor(workers=workers) if workers else InProcess())
     ray_seconds = time.perf_counter() - start
