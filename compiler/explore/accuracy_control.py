@@ -30,6 +30,10 @@ from compiler.quant.quantize import Options, quantize
 WEIGHTED = ("Conv", "Gemm", "MatMul", "ConvTranspose")
 
 
+class Cancelled(KilnError):
+    """The user stopped the run; what was measured is kept."""
+
+
 @dataclass
 class Step:
     """One measurement: what was kept float, and the score it gave."""
@@ -116,10 +120,13 @@ def _with(options: Options, keep: list[str], weights: list[str]) -> Options:
 
 
 def _rank(graph: Graph, profile: Profile, score: _Scorer, options: Options,
-          keep: list[str], weights: list[str], candidates: list[str], samples: int) -> str:
+          keep: list[str], weights: list[str], candidates: list[str], samples: int,
+          cancelled: Callable[[], bool]) -> str:
     """The candidate whose reversion gives the best score on the first `samples` samples."""
     best, best_score = candidates[0], -1.0
     for tensor in candidates:
+        if cancelled():
+            raise Cancelled("accuracy control was stopped")
         more = weights + [n for n in _readers(graph, tensor) if n not in weights]
         qdq = quantize(graph, copy.deepcopy(profile), _with(options, keep + [tensor], more))
         got = score(qdq, samples)
@@ -133,12 +140,13 @@ def accuracy_control(graph: Graph, profile: Profile, data: CalibrationData,
                      limit: int | None = None,
                      report: Callable[[int, float], None] | None = None,
                      max_steps: int = 64, ranking_samples: int = 100,
-                     candidates: int = 8) -> ControlResult:
+                     candidates: int = 8,
+                     cancelled: Callable[[], bool] = lambda: False) -> ControlResult:
     """Revert layers to float, the most rewarding first, until the drop is at most `max_drop`.
 
     `max_drop` is in the score's unit (0.01: one point of accuracy); `options` (default:
     `Options()`) say how to quantize the rest. `report(step, score)` hears each measurement.
-    Raises KilnError when `data` is empty.
+    Raises KilnError when `data` is empty, Cancelled when `cancelled()` turns true.
     """
     if len(data) == 0:
         raise KilnError("accuracy control needs at least one evaluation sample")
@@ -163,7 +171,7 @@ def accuracy_control(graph: Graph, profile: Profile, data: CalibrationData,
         if result.feasible or worst is None:
             return result
         chosen = _rank(graph, profile, score, options, keep, weights,
-                       [t.name for t in ranking[:candidates]], ranking_samples)
+                       [t.name for t in ranking[:candidates]], ranking_samples, cancelled)
         keep.append(chosen)
         weights.extend(n for n in _readers(graph, chosen) if n not in weights)
     return result

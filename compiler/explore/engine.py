@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.errors import KilnError
+from compiler.explore.accuracy_control import Cancelled
 from compiler.explore.config import Config
 from compiler.explore.front import best_per_objective, pareto
 from compiler.explore.measure import Measurement, feasible, overrides
@@ -167,7 +168,8 @@ class Exploration:
         if self.record.control is None:
             control = accuracy_control(problem.graph, problem.profile(False),
                                        problem.evaluation, problem.spec.max_drop,
-                                       ranking_samples=CONTROL_SAMPLES)
+                                       ranking_samples=CONTROL_SAMPLES,
+                                       cancelled=self.cancelled)
             self.record.control = control.to_json()
             self._save()
         final = self.record.control["steps"][-1]
@@ -222,10 +224,6 @@ class Exploration:
         trial.set_constraint("drop", problem.float_score - m.score - problem.spec.max_drop)
         trial.set_constraint("board", 0.0 if m.fits else 1.0)
         study.tell(trial, [m.score, float(m.instructions), float(m.flash), float(m.ram)])
-
-
-class Cancelled(KilnError):
-    """The user stopped the exploration; what was measured is kept."""
 
 
 def explore(spec: ProblemSpec, output: Path, trials: int, executor, **kwargs) -> Record:

@@ -76,7 +76,12 @@ def _bias(rw: Rewriter, value: Value, x: Dequantized | None, w: Dequantized | No
     """A Conv's or Gemm's bias: read through its DequantizeLinear, or float (NNCF's files)."""
     b = dequantized(rw, value)
     if b is None and x is not None and w is not None:
-        return float_bias(rw, value, x, w)
+        b = float_bias(rw, value, x, w)
+        note = (f"{value.name}: a float bias rounded to int32 at input x weight scale (the "
+                "integer kernel's, as TFLite's converter does); onnxruntime adds it in float, "
+                "so an output may differ from it by a step")
+        if b is not None and note not in rw.notes:  # say the result may differ from the file's
+            rw.note(note)
     return b
 
 

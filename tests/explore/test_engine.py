@@ -113,3 +113,20 @@ def test_another_problem_in_the_file_is_refused(explored, tmp_path):
                         None, 0.02)
     with pytest.raises(KilnError, match="holds another exploration"):
         Exploration(other, path, 8, executor=InProcess())
+
+
+def test_cancel_during_accuracy_control_stops_at_once(tmp_path):
+    """The scaled-channel CNN needs accuracy control to rank layers: stopped there."""
+    import onnx
+
+    from tests.helpers import hard_digits_model
+
+    model = tmp_path / "scaled.onnx"
+    onnx.save(hard_digits_model(), model)
+    spec = ProblemSpec(str(model), "digits:train", "digits:test", "cortex-m7", None, 0.005)
+    path, executor = tmp_path / "EXPLORE.json", Counting()
+    record = Exploration(spec, path, 8, executor=executor, population=4,
+                         cancelled=lambda: True).run()
+    assert not record.complete and record.trials == [] and executor.ran == []
+    doc = json.loads(path.read_text())
+    assert doc["accuracy_control"] is None and not doc["complete"]
