@@ -86,3 +86,54 @@ def test_discard_and_later_and_a_normal_close(qtbot, tmp_path, message_boxes):
     message_boxes.answer = QMessageBox.StandardButton.Discard
     window.close()  # a normal close (the question answered): nothing left to recover
     assert not mine.exists() and not list(folder.glob(f"{os.getpid()}.*"))
+
+
+# A Kiln window that applies an exploration point with per-tensor weights, a layer in float
+# and bias corrections (measured for real, written as EXPLORE.json), autosaves and is killed.
+CHILD_APPLIES_POINT = CHILD_OPENS_MODEL + """
+from pathlib import Path
+from compiler.explore.config import Config
+from compiler.explore.measure import measure
+from compiler.explore.problem import ProblemSpec, load_problem
+from compiler.explore.record import Record, Trial, write_record
+calibrate_now(window.quant, CalibrationRequest("digits:train", "digits:test", Normalization()))
+spec = ProblemSpec(sys.argv[1], "digits:train", "digits:test", "cortex-m7", None, 0.01)
+problem = load_problem(spec)
+config = Config(keep_float=("relu1_out",), float_weights=("conv2",), per_channel=False,
+                bias_correction=True, lean_weights=False)
+record = Record({"problem": spec.to_json(), "seed": 0, "sampler": "nsga2", "population": 8})
+record.trials.append(Trial(0, config.key(), config.to_json(), {},
+                           {"measurement": measure(problem, config).to_json()}, True))
+path = Path(sys.argv[1]).with_name("EXPLORE.json")
+write_record(record, path)
+window.explore.use_file(path)
+before = window.quant.session
+window.explore.apply(0)
+while window.quant.session is before:
+    app.processEvents(); time.sleep(0.05)
+window.recovery.autosave()
+print("saved", flush=True)
+while True:
+    app.processEvents(); time.sleep(0.05)
+"""
+
+
+def test_after_a_kill_an_applied_exploration_point_comes_back_whole(qtbot, tmp_path,
+                                                                      message_boxes):
+    from compiler.explore.apply import apply_point
+    from compiler.explore.record import read_record
+    from compiler.ir.dump import dump
+
+    model = copy_sample(tmp_path)
+    run_and_kill(CHILD_APPLIES_POINT, model)
+    window = MainWindow(remember=False)
+    qtbot.addWidget(window, before_close_func=lambda w: w.document.undo_stack.setClean())
+    window.show()
+    message_boxes.answer = QMessageBox.StandardButton.Open
+    with qtbot.waitSignal(window.sessions.restored, timeout=TIMEOUT):
+        assert window.recovery.offer() == recovery.RESTORE
+    session = window.quant.session
+    assert not session.options.per_channel and session.options.float_weights == ("conv2",)
+    assert session.profile.keep_float == ["relu1_out"] and session.corrections
+    point = apply_point(read_record(model.with_name("EXPLORE.json")), 0)
+    assert dump(window.document.quant.quantized()[0]) == dump(point.qdq)
