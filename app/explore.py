@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import weakref
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -76,7 +77,9 @@ class ExploreController(QObject):
         self.job: Job | None = None
         self.applied_number: int | None = None
         self.chosen: int | None = None  # the point Apply and Export Bundle… act on
-        self._on_file = None  # the graph the document's file holds (opened or saved)
+        # The graph the document's file holds (opened or saved), held weakly: a closed model
+        # must be freed.
+        self._on_file = lambda: None
         self.action = QAction("&Explore…", window)
         self.action.setStatusTip("Search quantization and compile options for the fastest "
                                  "points within an accuracy bound")
@@ -97,9 +100,13 @@ class ExploreController(QObject):
         self.run.progress.connect(self._progressed)
         self.run.finished.connect(self._finished)
         window.document.modelOpened.connect(self._model_opened)
-        window.document.saved.connect(lambda _path: setattr(self, "_on_file",
-                                                            self.document.graph))
+        window.document.saved.connect(lambda _path: self._remember_file())
         self._update_buttons()
+
+    def _remember_file(self) -> None:
+        """The document's graph is what its file holds now (opened or just saved)."""
+        graph = self.document.graph
+        self._on_file = weakref.ref(graph) if graph is not None else (lambda: None)
 
     @staticmethod
     def _menu(window):
@@ -117,7 +124,7 @@ class ExploreController(QObject):
         A quantization edit (an applied point) leaves the graph, and so the file, as it was.
         """
         doc = self.document
-        return (doc.path is not None and doc.graph is not None and doc.graph is self._on_file
+        return (doc.path is not None and doc.graph is not None and doc.graph is self._on_file()
                 and doc.path.is_file())
 
     def _model_bytes(self) -> bytes | None:
@@ -433,7 +440,7 @@ class ExploreController(QObject):
     def _model_opened(self) -> None:
         """Another model: its own exploration (a run of the last one stops, keeping its trials)."""
         self.run.cancel()
-        self._on_file = self.document.graph
+        self._remember_file()
         self.path, self.record = None, None
         self.applied_number = self.chosen = None
         self.panel.scatter.set_applied(None)
@@ -452,6 +459,7 @@ def install(window) -> ExploreController:
 
 def screenshots(window, save) -> None:
     """explore.png: a short exploration of the sample model, a point applied, two selected."""
+    import importlib.util
     import tempfile
 
     from compiler.explore.engine import Exploration
@@ -462,6 +470,8 @@ def screenshots(window, save) -> None:
     doc = window.document
     if doc.path is None or doc.path.name != "digits_cnn.onnx":
         return  # the shot needs samples: the sample model has them built in
+    if importlib.util.find_spec("optuna") is None:
+        return  # without the extra (the standalone build) there is no exploration to show
     with tempfile.TemporaryDirectory(prefix="kiln-explore-shot-") as folder:
         output = Path(folder) / "EXPLORE.json"
         spec = ProblemSpec(str(doc.path), "digits:train", "digits:test", "cortex-m7", None,

@@ -79,7 +79,10 @@ class ExploreRun(QObject):
             return
         process = QProcess(self)
         process.setProgram(sys.executable)
-        process.setArguments(settings.arguments(fresh))
+        arguments = settings.arguments(fresh)
+        if getattr(sys, "frozen", False):  # the standalone build: its executable is `kiln`
+            arguments = arguments[2:]
+        process.setArguments(arguments)
         # The project's packages are importable from the folder holding them.
         process.setWorkingDirectory(str(Path(app.__file__).resolve().parents[1]))
         env = QProcessEnvironment.systemEnvironment()

@@ -116,6 +116,11 @@ def test_standalone_build(package, tmp_path):
     assert done.stderr.strip() == ("kiln: error: digits_cnn.onnx: kiln bench needs onnxruntime, "
                                    "which the standalone build does not include: run it from "
                                    "Kiln installed with pip")
+    done = _bare([str(package / "kiln"), "explore", str(sample), "--data", "digits:train",
+                  "--eval", "digits:test", "-o", str(tmp_path / "EXPLORE.json")],
+                 tmp_path / "home")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "pip install 'kiln[explore]'" in done.stderr
 
     # a compiled run, loaded in-process, equals the development environment's bit for bit
     _kiln(package, tmp_path / "home", "run", str(sample), "--engine", "compiled",

@@ -24,7 +24,7 @@ from compiler.passes.qdq_units import (
 from compiler.passes.rewrite import Rewriter, const
 from compiler.qmath import ort_float
 from compiler.qmath.accumulator import BiasDequantize, fold_bias, weight_rows
-from compiler.qmath.requant import RANGES
+from compiler.qmath.requant import KEPT_FLOAT_KEY, RANGES
 from compiler.qmath.tables import onnx_table
 
 
@@ -435,8 +435,11 @@ def _dequantize_later(rw: Rewriter) -> bool:
     so the DequantizeLinear moves after them, where the next unit reads it.
     """
     moved = False
+    kept = set(rw.graph.metadata.get(KEPT_FLOAT_KEY, ()))  # the user's float tensors stay so
     for node in rw.nodes(*_MOVES):
         if len(node.outputs) != 1 or node.output.type.dtype != "float32" or not rw.live(node):
+            continue
+        if node.output.name in kept:
             continue
         x = dequantized(rw, node.inputs[0])
         if x is None or not x.per_tensor or not x.scale.data.reshape(-1)[0] > 0:

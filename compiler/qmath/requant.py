@@ -19,6 +19,9 @@ from compiler.qmath.scales import finite_ratio
 
 MODES = ("onnx", "tflite")
 REQUANT_KEY = "requant"  # graph.metadata key: the rule the graph's integer operators follow
+# Graph metadata: the tensors the user kept float (`kiln quantize --keep-float`, the workbench).
+# The integer pass leaves their readers float, even where it could move a dequantization.
+KEPT_FLOAT_KEY = "kiln.quant.kept_float"
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
 

@@ -21,7 +21,7 @@ from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Value
 from compiler.ir.types import TensorType
 from compiler.ops.registry import REQUIRED
-from compiler.qmath.requant import MODES, REQUANT_KEY
+from compiler.qmath.requant import KEPT_FLOAT_KEY, MODES, REQUANT_KEY
 from compiler.qmath.scales import SMALLEST_SCALE
 from compiler.quant.calibrate import QuantParams, choose_range, params_for
 from compiler.quant.profile import Profile
@@ -84,6 +84,7 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options(),
     out.metadata[EQUALIZED_KEY] = profile.equalized
     params = activation_params(profile, options)
     keep = set(options.keep_float) | set(profile.keep_float)
+    out.metadata[KEPT_FLOAT_KEY] = sorted(keep)
     users: dict[int, list] = {}
     for node in out.nodes:
         for i, value in enumerate(node.inputs):
