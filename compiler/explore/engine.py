@@ -224,8 +224,3 @@ class Exploration:
         trial.set_constraint("drop", problem.float_score - m.score - problem.spec.max_drop)
         trial.set_constraint("board", 0.0 if m.fits else 1.0)
         study.tell(trial, [m.score, float(m.instructions), float(m.flash), float(m.ram)])
-
-
-def explore(spec: ProblemSpec, output: Path, trials: int, executor, **kwargs) -> Record:
-    """Run an exploration with `executor` (`RayExecutor` or `InProcess`); its record."""
-    return Exploration(spec, output, trials, executor=executor, **kwargs).run()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -148,9 +148,3 @@ def feasible(problem: Problem, measured: Measurement) -> bool:
     """Within the drop bound and, with a board, within its flash and RAM."""
     return measured.fits and problem.float_score - measured.score <= (
         problem.spec.max_drop + 1e-12)
-
-
-def with_float(config: Config, keep_float, float_weights) -> Config:
-    """`config` with these tensors and weighted layers kept float."""
-    return replace(config, keep_float=tuple(keep_float),
-                   float_weights=tuple(float_weights)).normalized()
