@@ -74,14 +74,9 @@ class ActivationController(QObject):
         super().__init__(window)
         self.window, self.document = window, window.document
         self.panel = ActivationPanel()
-        from PySide6.QtWidgets import QScrollArea
-
-        scroll = QScrollArea()  # the maps and the table are taller than a small dock
-        scroll.setWidget(self.panel)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.dock = window.add_panel_dock("Activations", scroll,
-                                          Qt.DockWidgetArea.RightDockWidgetArea)
+        # The maps and the table are taller than a small dock: it scrolls.
+        self.dock = window.add_panel_dock("Activations", self.panel,
+                                          Qt.DockWidgetArea.RightDockWidgetArea, scrolled=True)
         window.tabifyDockWidget(window.docks["properties"], self.dock)
         window.docks["properties"].raise_()
         self.dock.hide()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QScrollArea
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.actions import menu_before_help
 from app.explore_jobs import apply_job, bundle_job, compare_sides
@@ -61,12 +61,8 @@ class ExploreController(QObject):
         self.window, self.document = window, window.document
         self.panel = ExplorePanel()
         self.panel.note.setText(NOTE)
-        scroll = QScrollArea()  # a small window scrolls the panel rather than growing
-        scroll.setWidget(self.panel)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.dock = window.add_panel_dock("Explore", scroll,
-                                          Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.dock = window.add_panel_dock("Explore", self.panel,
+                                          Qt.DockWidgetArea.LeftDockWidgetArea, scrolled=True)
         palette = window.docks.get("palette")
         if palette is not None:
             window.tabifyDockWidget(palette, self.dock)

@@ -157,9 +157,21 @@ class MainWindow(QMainWindow):
         self.dock_sizes.record_soon()
         return restored
 
-    def add_panel_dock(self, title: str, widget: QWidget,
-                       area: Qt.DockWidgetArea) -> QDockWidget:
-        """A feature panel's dock, with its toggle beside the other docks' in the View menu."""
+    def add_panel_dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+                       scrolled: bool = False) -> QDockWidget:
+        """A feature panel's dock, with its toggle beside the other docks' in the View menu.
+
+        `scrolled` puts the panel in a frameless scroll area: a small window scrolls it rather
+        than growing.
+        """
+        if scrolled:
+            from PySide6.QtWidgets import QScrollArea
+
+            scroll = QScrollArea()
+            scroll.setWidget(widget)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            widget = scroll
         dock = self._dock(title, widget, area)
         for action in self.menuBar().actions():
             if action.text() == "&View" and action.menu() is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QMenu, QScrollArea
+from PySide6.QtWidgets import QMenu
 
 from app.actions import menu_before_help
 from app.calibrate_dialog import CalibrateDialog, CalibrationRequest
@@ -54,12 +54,8 @@ class QuantController(QObject):
         self.window, self.document = window, window.document
         self.state = window.document.quant
         self.panel = QuantPanel()
-        scroll = QScrollArea()  # a small dock scrolls rather than growing the window
-        scroll.setWidget(self.panel)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.dock = window.add_panel_dock("Quantization", scroll,
-                                          Qt.DockWidgetArea.RightDockWidgetArea)
+        self.dock = window.add_panel_dock("Quantization", self.panel,
+                                          Qt.DockWidgetArea.RightDockWidgetArea, scrolled=True)
         window.tabifyDockWidget(window.docks["properties"], self.dock)  # the whole column
         window.docks["properties"].raise_()
         self.dock.hide()

@@ -32,6 +32,17 @@ while True:
 """
 
 
+def _restarted(qtbot, message_boxes):
+    """The next start: a new window whose recovery offer is answered Open and restored."""
+    window = MainWindow(remember=False)
+    qtbot.addWidget(window, before_close_func=lambda w: w.document.undo_stack.setClean())
+    window.show()
+    message_boxes.answer = QMessageBox.StandardButton.Open
+    with qtbot.waitSignal(window.sessions.restored, timeout=TIMEOUT):
+        assert window.recovery.offer() == recovery.RESTORE
+    return window
+
+
 def test_after_a_kill_the_next_start_restores_the_graph_and_ranges(qtbot, tmp_path,
                                                                    message_boxes):
     model = copy_sample(tmp_path)
@@ -42,12 +53,7 @@ def test_after_a_kill_the_next_start_restores_the_graph_and_ranges(qtbot, tmp_pa
     assert saved["quantization"]["profile"]["overrides"]["relu1_out"] == {"max": 2.25,
                                                                           "min": 0.0}
 
-    window = MainWindow(remember=False)
-    qtbot.addWidget(window, before_close_func=lambda w: w.document.undo_stack.setClean())
-    window.show()
-    message_boxes.answer = QMessageBox.StandardButton.Open
-    with qtbot.waitSignal(window.sessions.restored, timeout=TIMEOUT):
-        assert window.recovery.offer() == recovery.RESTORE
+    window = _restarted(qtbot, message_boxes)
     assert message_boxes.kinds() == ["question"]
     doc = window.document
     assert any(n.name == "conv_two" for n in doc.graph.nodes)
@@ -126,12 +132,7 @@ def test_after_a_kill_an_applied_exploration_point_comes_back_whole(qtbot, tmp_p
 
     model = copy_sample(tmp_path)
     run_and_kill(CHILD_APPLIES_POINT, model)
-    window = MainWindow(remember=False)
-    qtbot.addWidget(window, before_close_func=lambda w: w.document.undo_stack.setClean())
-    window.show()
-    message_boxes.answer = QMessageBox.StandardButton.Open
-    with qtbot.waitSignal(window.sessions.restored, timeout=TIMEOUT):
-        assert window.recovery.offer() == recovery.RESTORE
+    window = _restarted(qtbot, message_boxes)
     session = window.quant.session
     assert not session.options.per_channel and session.options.float_weights == ("conv2",)
     assert session.profile.keep_float == ["relu1_out"] and session.corrections

@@ -25,6 +25,16 @@ def _content(graph):
     return dump(graph), {name: c.data.tobytes() for name, c in graph.constants.items()}
 
 
+def _reopened(qtbot, session):
+    """A new window with `session` opened and restored."""
+    again = MainWindow(remember=False)
+    qtbot.addWidget(again, before_close_func=lambda w: w.document.undo_stack.setClean())
+    again.show()
+    with qtbot.waitSignal(again.sessions.restored, timeout=TIMEOUT):
+        assert again.sessions.open_session(session)
+    return again
+
+
 def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, tmp_path):
     model = copy_sample(tmp_path)
     window = make_window(qtbot, model)
@@ -55,11 +65,7 @@ def test_a_session_brings_back_graph_pipeline_ranges_selection_and_zoom(qtbot, t
     doc.undo_stack.setClean()
     window.close()
 
-    again = MainWindow(remember=False)
-    qtbot.addWidget(again, before_close_func=lambda w: w.document.undo_stack.setClean())
-    again.show()
-    with qtbot.waitSignal(again.sessions.restored, timeout=TIMEOUT):
-        assert again.sessions.open_session(session)
+    again = _reopened(qtbot, session)
     assert _content(again.document.graph) == graph
     assert again.document.pipeline.to_json() == pipeline.to_json()
     assert again.quant.session.profile.overrides == overrides
@@ -130,11 +136,7 @@ def test_a_session_keeps_an_applied_points_weights(qtbot, tmp_path):
     window.document.undo_stack.setClean()
     window.close()
 
-    again = MainWindow(remember=False)
-    qtbot.addWidget(again, before_close_func=lambda w: w.document.undo_stack.setClean())
-    again.show()
-    with qtbot.waitSignal(again.sessions.restored, timeout=TIMEOUT):
-        assert again.sessions.open_session(session)
+    again = _reopened(qtbot, session)
     restored = again.document.quant.session
     assert not restored.options.per_channel and restored.options.float_weights == ("conv2",)
     assert np.array_equal(restored.corrections["conv3"], corrections["conv3"])
