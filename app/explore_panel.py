@@ -133,8 +133,6 @@ class ExplorePanel(QWidget):
         lower.addWidget(QLabel("Pareto front (click a row to pick its point):"))
         lower.addWidget(self.table, 1)
         lower.addLayout(actions)
-        lower.addWidget(self.status)
-        lower.addWidget(self.note)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(top)
         split.addWidget(bottom)
@@ -142,7 +140,12 @@ class ExplorePanel(QWidget):
         split.setStretchFactor(1, 2)
         split.setChildrenCollapsible(False)
         self.table.setMinimumHeight(90)
-        QVBoxLayout(self).addWidget(split)
+        # The wrapped lines stay out of the splitter, which does not give a label the height
+        # its wrapping needs at a narrow width (they were drawn over the buttons).
+        outer = QVBoxLayout(self)
+        outer.addWidget(split, 1)
+        outer.addWidget(self.status)
+        outer.addWidget(self.note)
         self.target.currentTextChanged.connect(self._target_changed)
         self._target_changed(self.target.currentText())
 
