@@ -18,7 +18,7 @@ from app.quant_session import Bases, Session, evaluate_session, make_session, mi
 from app.workers import Progress
 from compiler.errors import KilnError
 from compiler.explore.apply import AppliedPoint, apply_point
-from compiler.explore.measure import overrides, quant_options
+from compiler.explore.measure import quant_options
 from compiler.explore.problem import PROFILE_BINS, Problem, ProblemSpec, cached_problem
 from compiler.ir.graph import Graph
 from compiler.quant.calibration_data import Normalization
@@ -46,7 +46,7 @@ def session_of_point(doc: dict, number: int, graph: Graph, bases: Bases) -> Sess
     profile = copy.deepcopy(problem.profile(config.equalize))
     base = bases(graph, profile.equalized)
     profile.check_graph(base, f"the exploration of {Path(problem.spec.model).name}")
-    profile.overrides.update(overrides(problem, config))
+    profile.overrides.update(point.overrides)
     profile.keep_float = list(config.keep_float)
     options = quant_options(config)
     corrections = None

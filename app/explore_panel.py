@@ -35,6 +35,15 @@ ALL_CORES = -1  # the workers box's value for "a local Ray instance on every cor
 COLUMNS = ("#", "score", "instructions", "flash", "RAM", "float", "configuration")
 
 
+
+def _row(*buttons: QPushButton) -> QHBoxLayout:
+    """Buttons side by side, from the left."""
+    row = QHBoxLayout()
+    for button in buttons:
+        row.addWidget(button)
+    row.addStretch(1)
+    return row
+
 class ExplorePanel(QWidget):
     """Settings, run buttons, progress, the scatter and the front's table."""
 
@@ -86,10 +95,7 @@ class ExplorePanel(QWidget):
         self.resume = QPushButton("Resume")
         self.resume.setToolTip("Go on with the file's exploration: nothing measured is "
                                "measured again")
-        buttons = QHBoxLayout()
-        for b in (self.start, self.cancel, self.resume):
-            buttons.addWidget(b)
-        buttons.addStretch(1)
+        buttons = _row(self.start, self.cancel, self.resume)
         self.bar = QProgressBar()
         self.bar.setTextVisible(False)
         self.bar.setMaximumHeight(8)
@@ -110,10 +116,7 @@ class ExplorePanel(QWidget):
         self.export.setToolTip("Write the point as a bundle with its compile options")
         self.compare = QPushButton("Compare Two")
         self.compare.setToolTip("Open the two Ctrl+clicked points in the compare view")
-        actions = QHBoxLayout()
-        for b in (self.apply, self.export, self.compare):
-            actions.addWidget(b)
-        actions.addStretch(1)
+        actions = _row(self.apply, self.export, self.compare)
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.status = QLabel()

@@ -21,7 +21,7 @@ import numpy as np
 
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
-from compiler.quant.accuracy import answers
+from compiler.quant.accuracy import Answers, answers
 from compiler.quant.calibration_data import CalibrationData
 from compiler.quant.incremental import IncrementalEvaluator
 from compiler.quant.profile import Profile
@@ -103,16 +103,20 @@ class _Scorer:
 
     def __call__(self, qdq: Graph, count: int | None = None) -> float:
         data = _subset(self.data, count)
-        got = answers(qdq, data)
-        if got.accuracy is not None:
-            return got.accuracy
-        return float(np.mean(got.classes == self.float_answers.classes[:len(data)]))
+        return score_of(answers(qdq, data), self.float_answers.classes[:len(data)])
 
 
-def _readers(graph: Graph, tensor: str) -> list[str]:
-    """Names of the weighted nodes reading `tensor`."""
-    return [n.name for n in graph.nodes if n.op in WEIGHTED
-            and any(v is not None and v.name == tensor for v in n.inputs)]
+def score_of(got: Answers, float_classes: np.ndarray) -> float:
+    """Accuracy when the samples have labels, else top-1 agreement with `float_classes`."""
+    if got.accuracy is not None:
+        return got.accuracy
+    return float(np.mean(got.classes == float_classes))
+
+
+def readers(graph: Graph, tensor: str) -> tuple[str, ...]:
+    """Names of the weighted nodes reading `tensor` (they compute in float when it is)."""
+    return tuple(n.name for n in graph.nodes if n.op in WEIGHTED
+                 and any(v is not None and v.name == tensor for v in n.inputs))
 
 
 def _with(options: Options, keep: list[str], weights: list[str]) -> Options:
@@ -127,7 +131,7 @@ def _rank(graph: Graph, profile: Profile, score: _Scorer, options: Options,
     for tensor in candidates:
         if cancelled():
             raise Cancelled("accuracy control was stopped")
-        more = weights + [n for n in _readers(graph, tensor) if n not in weights]
+        more = weights + [n for n in readers(graph, tensor) if n not in weights]
         qdq = quantize(graph, copy.deepcopy(profile), _with(options, keep + [tensor], more))
         got = score(qdq, samples)
         if got > best_score:
@@ -173,5 +177,5 @@ def accuracy_control(graph: Graph, profile: Profile, data: CalibrationData,
         chosen = _rank(graph, profile, score, options, keep, weights,
                        [t.name for t in ranking[:candidates]], ranking_samples, cancelled)
         keep.append(chosen)
-        weights.extend(n for n in _readers(graph, chosen) if n not in weights)
+        weights.extend(n for n in readers(graph, chosen) if n not in weights)
     return result

@@ -27,6 +27,7 @@ class AppliedPoint:
     qdq: Graph
     options: CompileOptions
     reported: dict  # the measurement the file reports
+    overrides: dict  # the profile overrides the file gives it
 
 
 def trial_of(doc: dict, number: int) -> dict:
@@ -46,5 +47,6 @@ def apply_point(doc: dict, number: int, problem: Problem | None = None) -> Appli
     trial = trial_of(doc, number)
     problem = problem or load_problem(ProblemSpec.from_json(doc["problem"]))
     config = Config.from_json(trial["config"])
-    return AppliedPoint(number, problem, config, quantized(problem, config),
-                        compile_options(config, problem.spec.target), trial["measurement"])
+    qdq = quantized(problem, config, trial.get("profile_overrides"))  # the file's ranges
+    return AppliedPoint(number, problem, config, qdq, compile_options(config, problem.spec.target),
+                        trial["measurement"], trial.get("profile_overrides") or {})

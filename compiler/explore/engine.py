@@ -23,7 +23,7 @@ from compiler.errors import KilnError
 from compiler.explore.accuracy_control import Cancelled
 from compiler.explore.config import Config
 from compiler.explore.front import best_per_objective, pareto
-from compiler.explore.measure import Measurement, feasible, overrides
+from compiler.explore.measure import Measurement, feasible
 from compiler.explore.problem import Problem, ProblemSpec, load_problem
 from compiler.explore.record import Record, Trial, read_record, settings_of, write_record
 from compiler.explore.space import space_for
@@ -79,7 +79,7 @@ class Exploration:
                                 "or --force to start over")
             from compiler.explore.record import trials_of
 
-            self.cache = {t.key: t.result for t in trials_of(doc)}
+            self.cache = {t.key: {**t.result, "overrides": t.overrides} for t in trials_of(doc)}
             self.cache.update({p["key"]: p["result"] for p in doc.get("pending", [])})
             self.record.control = doc.get("accuracy_control")
         self.started = time.perf_counter()
@@ -103,10 +103,12 @@ class Exploration:
                                trial.to_json() if trial else None))
 
     def _add(self, problem: Problem, config: Config, result: dict, source: str) -> Trial:
+        """Record a result as the next trial (its overrides came from the worker)."""
         measured = result.get("measurement")
         ok = measured is not None and feasible(problem, Measurement.from_json(measured))
+        kept = {k: v for k, v in result.items() if k != "overrides"}
         trial = Trial(len(self.record.trials), config.key(), config.to_json(),
-                      overrides(problem, config), result, ok, source)
+                      result.get("overrides", {}), kept, ok, source)
         self.record.trials.append(trial)
         self.record.pending = [p for p in self.record.pending if p["key"] != trial.key]
         if ok and self.record.first_feasible_seconds is None:

@@ -33,21 +33,24 @@ def require(module: str) -> None:
 def run_trial(spec_json: dict, config_json: dict) -> dict:
     """Measure one configuration (in whichever process runs it); a JSON result.
 
-    {"measurement": ..., "worker": ..., "seconds": ...}, or {"error": one sentence, ...}.
+    {"measurement": ..., "overrides": the profile overrides that reproduce it, "worker": ...,
+    "seconds": ...}, or {"error": one sentence, ...}.
     """
     from compiler.explore.config import Config
-    from compiler.explore.measure import measure
+    from compiler.explore.measure import measure, overrides
     from compiler.explore.problem import ProblemSpec, cached_problem
 
     start = time.perf_counter()
     worker = {"pid": os.getpid(), "host": socket.gethostname()}
     try:
         problem = cached_problem(ProblemSpec.from_json(spec_json))
-        measured = measure(problem, Config.from_json(config_json))
+        config = Config.from_json(config_json)
+        chosen = overrides(problem, config)  # computed once: the record keeps them too
+        measured = measure(problem, config, chosen)
     except KilnError as exc:
         return {"error": str(exc), "worker": worker,
                 "seconds": round(time.perf_counter() - start, 3)}
-    return {"measurement": measured.to_json(), "worker": worker,
+    return {"measurement": measured.to_json(), "overrides": chosen, "worker": worker,
             "seconds": round(time.perf_counter() - start, 3)}
 
 
@@ -67,8 +70,6 @@ def ray_trial(spec_json: dict, config_json: dict) -> dict:
 class InProcess:
     """Trials one after another in this process (no Ray): for a quick look and for tests."""
 
-    workers = 1
-
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:
         """(index, result) for each configuration, as each finishes."""
@@ -86,11 +87,6 @@ class Lazy:
 
     def __init__(self, make: Callable[[], object]) -> None:
         self._make, self._made = make, None
-
-    @property
-    def workers(self) -> int:
-        """The made executor's workers (1 before it is made)."""
-        return self._made.workers if self._made is not None else 1
 
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:
@@ -139,7 +135,6 @@ class RayExecutor:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise KilnError(f"could not start or reach {where}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else exc}") from None
-        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._task = ray.remote(num_cpus=1, max_retries=RETRIES,
                                 name="run_trial")(ray_trial)
 

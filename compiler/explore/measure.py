@@ -14,8 +14,6 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-
 from compiler.driver import Options as CompileOptions
 from compiler.driver import compilation
 from compiler.errors import KilnError
@@ -82,10 +80,14 @@ def compile_options(config: Config, target: str) -> CompileOptions:
                           lean_weights=config.lean_weights)
 
 
-def quantized(problem: Problem, config: Config) -> Graph:
-    """The QDQ graph of `config`: its profile with overrides, options and bias corrections."""
+def quantized(problem: Problem, config: Config,
+              chosen: dict[str, dict[str, float]] | None = None) -> Graph:
+    """The QDQ graph of `config`: its profile with overrides, options and bias corrections.
+
+    `chosen` are its overrides when the caller has them (`overrides` otherwise).
+    """
     profile = copy.deepcopy(problem.profile(config.equalize))
-    profile.overrides.update(overrides(problem, config))
+    profile.overrides.update(overrides(problem, config) if chosen is None else chosen)
     options = quant_options(config)
     corrections = None
     if config.bias_correction:
@@ -121,20 +123,22 @@ def count_instructions(net) -> int:
 
 def score_of(problem: Problem, qdq: Graph) -> float:
     """Accuracy of `qdq`'s compiled host code, or its top-1 agreement with float."""
+    from compiler.explore.accuracy_control import score_of as scored
     from compiler.quant.accuracy import answers
 
-    got = answers(qdq, problem.evaluation)
-    if got.accuracy is not None:
-        return got.accuracy
-    return float(np.mean(got.classes == problem.float_classes))
+    return scored(answers(qdq, problem.evaluation), problem.float_classes)
 
 
-def measure(problem: Problem, config: Config) -> Measurement:
-    """Quantize, compile for the target, count under QEMU, weigh the bundle, score."""
+def measure(problem: Problem, config: Config,
+            chosen: dict[str, dict[str, float]] | None = None) -> Measurement:
+    """Quantize, compile for the target, count under QEMU, weigh the bundle, score.
+
+    `chosen` are the configuration's profile overrides when the caller has them.
+    """
     from compiler.codegen.bundle import footprint
     from compiler.codegen.sizes import object_sizes
 
-    qdq = quantized(problem, config)
+    qdq = quantized(problem, config, chosen)
     compiled = compilation(qdq)
     net = compiled.net(compile_options(config, problem.spec.target))
     flash, ram = footprint(net, object_sizes(net.object))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from compiler.codegen.targets import DotProduct, get_target
+from compiler.explore.accuracy_control import readers
 from compiler.explore.config import Config
 from compiler.ir.graph import Graph
 from compiler.lowir.passes import LOWERING_PASSES
@@ -24,7 +25,6 @@ from compiler.quant.calibrate import METHODS
 # Schemas every int8 target computes with its fast kernels; uint8 and the power-of-two scales
 # are left to a hand-made configuration (uint8 runs several times slower on Cortex-M).
 SEARCHED_SCHEMAS = ("tflite", "symmetric")
-_WEIGHTED = ("Conv", "Gemm", "MatMul", "ConvTranspose")
 
 
 @dataclass(frozen=True)
@@ -99,12 +99,6 @@ class Space:
         keep = self.tensors[:self.reverted]
         return replace(self.base(), keep_float=keep, float_weights=tuple(
             n for t in keep for n in self.readers.get(t, ()))).normalized()
-
-
-def readers(graph: Graph, tensor: str) -> tuple[str, ...]:
-    """Names of the weighted nodes reading `tensor`."""
-    return tuple(n.name for n in graph.nodes if n.op in _WEIGHTED
-                 and any(v is not None and v.name == tensor for v in n.inputs))
 
 
 def space_for(graph: Graph, ranking, reverted: int, target: str, can_equalize: bool) -> Space:
