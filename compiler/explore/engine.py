@@ -24,7 +24,7 @@ from compiler.explore.accuracy_control import Cancelled
 from compiler.explore.config import Config
 from compiler.explore.front import best_per_objective, pareto
 from compiler.explore.measure import Measurement, feasible
-from compiler.explore.problem import Problem, ProblemSpec, load_problem
+from compiler.explore.problem import Problem, ProblemSpec, cached_problem
 from compiler.explore.record import Record, Trial, read_record, settings_of, write_record
 from compiler.explore.space import space_for
 
@@ -181,7 +181,7 @@ class Exploration:
         """Explore; the record (also written to the output file)."""
         import optuna
 
-        problem = load_problem(self.spec)
+        problem = cached_problem(self.spec.for_workers())  # shared with in-process trials
         self.record.float_score, self.record.labelled = problem.float_score, problem.labelled
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(

@@ -201,7 +201,26 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     with qtbot.waitSignal(window.compare.shown, timeout=TIMEOUT):
         window.compare.int8_action.trigger()
     assert window.compare.window.isVisible() and window.compare.result is not None
+    _explore(qtbot, window, tmp_path / "samples")
     _open_another(qtbot, window, monkeypatch, model, tmp_path)
+
+
+def _explore(qtbot, window, samples: Path) -> None:
+    """A short exploration of the edited model from the Explore panel (trials in the tool's
+    process): its points on the scatter, the edited graph written for the tool."""
+    explore = window.explore
+    explore.action.trigger()
+    p = explore.panel
+    _type(qtbot, p.calibration, str(samples))
+    _type(qtbot, p.evaluation, str(samples))
+    p.target.setCurrentText("cortex-m7")
+    p.trials.setValue(2)
+    p.workers.setValue(0)
+    with qtbot.waitSignal(explore.runEnded, timeout=TIMEOUT) as ended:
+        qtbot.mouseClick(p.start, Qt.MouseButton.LeftButton)
+    assert ended.args == ["complete"], p.status.text()
+    assert len(p.scatter.points) == 2 and explore.record is not None
+    assert explore.output().with_name("model.onnx").is_file()  # the edited graph, not the file
 
 
 def _open_another(qtbot, window, monkeypatch, model: str, tmp_path) -> None:
@@ -229,6 +248,7 @@ def _open_another(qtbot, window, monkeypatch, model: str, tmp_path) -> None:
     assert window.overlays.current is None and not window.canvas.overlay()
     assert window.activations.result is None
     assert window.compare.result is None and not window.compare.window.isVisible()
+    assert window.explore.record is None and window.explore.panel.scatter.points == []
     assert window.canvas.graph_layout().grouping is None or \
         window.canvas.graph_layout().grouping.graph is graph
     dialog = window.export.open_dialog()
