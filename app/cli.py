@@ -61,10 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the reference interpreter (default), or the model compiled for this "
                           "host and run as a bundle")
     run.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an npz file")
-    run.add_argument("--stage", default="loaded", metavar="STAGE",
-                     help="run the graph as loaded (default), after the whole default pipeline "
+    run.add_argument("--stage", default=None, metavar="STAGE",
+                     help="run the graph as loaded ('loaded'), after the whole default pipeline "
                           "('final'), after the named pass (NAME, or NAME#K for its K-th run), "
-                          "or after the first N passes (to bisect a miscompile)")
+                          "or after the first N passes (to bisect a miscompile); default: the "
+                          "model's own answer, the graph as loaded for a float model and the "
+                          "integer graph for a quantized one (its Quantize/Dequantize pairs run "
+                          "in float only approximate its rule)")
     run.add_argument("--dequantize", action="store_true",
                      help="also print quantized (int8/uint8) outputs as real values, "
                           "scale x (q - zero_point)")
@@ -163,13 +166,16 @@ def cmd_run(args) -> int:
     graph = load_graph(args)
     feeds = _read_inputs(graph, args.input or [], args.seed)
     if args.engine == "compiled":
-        if args.stage != "loaded":
+        if args.stage is not None:
             raise UsageError("--stage applies to the reference engine only; the compiled engine "
                              "always runs the final graph")
         outputs = _run_compiled(compilation_of(args, graph), feeds)
     else:
-        if args.stage != "loaded":
-            graph = compilation_of(args, graph).stage(args.stage)
+        compiled = compilation_of(args, graph)
+        if args.stage is None and compiled.reference is not graph:
+            print(f"the integer graph (after to_integer, {_rule_of(compiled)} rule), as the "
+                  "compiled code computes it")
+        graph = compiled.reference if args.stage is None else compiled.stage(args.stage)
         outputs = run(graph, feeds)
     quant = {v.name: v.type.quant for v in graph.outputs}
     for name, array in outputs.items():
@@ -194,6 +200,14 @@ def cmd_run(args) -> int:
             raise UsageError(f"cannot write {args.output}: {exc.strerror}") from None
         print(f"wrote {args.output}")
     return 0
+
+
+def _rule_of(compiled) -> str:
+    """The requantization rule a compilation's integer operators follow, as the user names it."""
+    from compiler.qmath.requant import REQUANT_KEY
+
+    return {"tflite": "TFLite Micro's", "onnx": "onnxruntime's"}.get(
+        compiled.final.metadata.get(REQUANT_KEY), "onnxruntime's")
 
 
 def _run_compiled(compiled, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -191,6 +191,20 @@ class Compilation:
         return records[self.whole_pipeline().stage_index(stage)].snapshot
 
     @property
+    def reference(self) -> Graph:
+        """The graph whose interpreted outputs are the model's own answer.
+
+        A quantized model's Quantize/Dequantize pairs, run in float, only approximate the
+        integer arithmetic its requantization rule defines (TFLite Micro rounds twice and so
+        parts from one float rounding near a half step; onnxruntime's integer path multiplies
+        its accumulator in float32). `to_integer` gives that arithmetic and every later stage
+        keeps it exactly, so for such a model this is the final graph: what TFLite Micro,
+        onnxruntime's integer path and the compiled code compute. A float model's is the graph
+        as loaded.
+        """
+        return self.final if is_quantized(self.graph) else self.graph
+
+    @property
     def records(self) -> list[PassRecord]:
         """One record per pass run, the prepare stage last."""
         return self.passes().records
@@ -304,6 +318,14 @@ _LOCK = threading.Lock()
 # any more is freed with its stages (the document keeps the current one alive).
 _CACHE: weakref.WeakValueDictionary[tuple[int, str], Compilation] = \
     weakref.WeakValueDictionary()
+
+
+def is_quantized(graph: Graph) -> bool:
+    """Whether `graph` holds a Quantize or Dequantize pair (a QDQ or QOperator model)."""
+    return any(node.op in _QUANTIZERS for node in graph.nodes)
+
+
+_QUANTIZERS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 
 
 def compilation(graph: Graph, pipeline: Pipeline | None = None) -> Compilation:

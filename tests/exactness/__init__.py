@@ -1,0 +1,1 @@
+"""Exactness over data no one chose: random calibrations and inputs, interpreter against code."""

@@ -1,0 +1,126 @@
+"""int8 TFLite builtins built here, on drawn int8 inputs: interpreter and code against TFLite Micro.
+
+Each model is a chain of one to three int8 builtins with the parameters TFLite Micro accepts
+(`tests.quant_fuzz.tflite_models.built_model`: convolutions, depthwise, fully connected, add,
+mul, the pools, softmax, logistic, mean, pad, concatenation, reshape). Its inputs are drawn of
+every int8 kind: uniform, zeros, the zero point, the two extremes mixed, all lowest, all
+highest. The interpreter (as loaded and after the pipeline) must give TFLite Micro's bytes, and
+the code compiled for every x86 level this CPU runs the interpreter's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.codegen.host import HostNet
+from compiler.driver import Options, compilation
+from compiler.errors import KilnError
+from compiler.frontends.load import load_model
+from compiler.interpreter import run
+from tests.exactness.campaign import LONG, SEED, differing, host_levels
+from tests.quant_fuzz.tflite_models import built_model
+
+KINDS = ("uniform", "zeros", "zero point", "extremes", "all lowest", "all highest")
+PER_KIND = 2
+COUNT = (40, 1200)  # models, short and long
+CHUNK = 20
+
+
+@dataclass
+class TfliteOutcome:
+    """Cases compared and failures of a range of models."""
+
+    cases: int = 0
+    oracle_cases: int = 0
+    refused: int = 0  # models Kiln refuses (parameters TFLite Micro aborts on, say)
+    failures: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"{self.oracle_cases} cases against TFLite Micro, {self.cases} in all, "
+                 f"{self.refused} models refused, {len(self.failures)} failures"]
+        return "\n".join(lines + [f"  {f}" for f in self.failures[:30]])
+
+
+def int8_inputs(kind: str, dtype: str, shape, zero_point: int, rng: np.random.Generator
+                ) -> np.ndarray:
+    """One input of a kind for an 8-bit tensor."""
+    info = np.iinfo(dtype)
+    if kind == "uniform":
+        x = rng.integers(info.min, info.max + 1, shape)
+    elif kind == "zeros":
+        x = np.zeros(shape)
+    elif kind == "zero point":
+        x = np.full(shape, zero_point)
+    elif kind == "extremes":
+        x = rng.choice([info.min, info.max], shape)
+    elif kind == "all lowest":
+        x = np.full(shape, info.min)
+    else:
+        x = np.full(shape, info.max)
+    return x.astype(dtype)
+
+
+def run_range(indices, oracle, seed: int = SEED) -> TfliteOutcome:
+    """Every case of the models numbered `indices`."""
+    outcome = TfliteOutcome()
+    for index in indices:
+        _check_model(index, seed, oracle, outcome)
+    return outcome
+
+
+def _check_model(index: int, seed: int, oracle, outcome: TfliteOutcome) -> None:
+    rng = np.random.default_rng([seed, index, 8])
+    data, notes = built_model(rng)
+    label = f"tflite chain #{index} (seed {seed}: {', '.join(notes)})"
+    try:
+        graph = load_model(data, label="built.tflite")
+        compiled = compilation(graph)
+        final = compiled.final
+    except KilnError:  # the hostile-model campaign checks each refusal is right
+        outcome.refused += 1
+        return
+    feeds = []
+    for kind in KINDS:
+        for _ in range(PER_KIND):
+            feeds.append((kind, {
+                v.name: int8_inputs(kind, v.type.dtype, v.type.shape,
+                                    int(v.type.quant.zero_point[0]) if v.type.quant else 0, rng)
+                for v in graph.inputs}))
+    names = [v.name for v in graph.outputs]
+    status, answers = oracle.ask("tflm", data, [list(f.values()) for _, f in feeds], len(names))
+    if status != "ok":
+        outcome.failures.append(f"{label}: TFLite Micro {status}: {str(answers)[:200]}")
+        return
+    wanted = []
+    for (kind, f), answer in zip(feeds, answers):
+        want = dict(zip(names, answer))
+        for stage, g in (("loaded", graph), ("final", final)):
+            got = run(g, f)
+            ours = {n: got[v.name] for n, v in zip(names, g.outputs)}
+            outcome.oracle_cases += 1
+            outcome.cases += 1
+            why = differing(ours, want)
+            if why:
+                outcome.failures.append(f"{label}, {kind} input, interpreter ({stage}) against "
+                                        f"TFLite Micro: {why}")
+        wanted.append(want)
+    for level in host_levels():
+        runner = HostNet(compiled.net(Options(level)))
+        try:
+            for (kind, f), want in zip(feeds, wanted):
+                got = runner.run(f)
+                ours = {n: got[v.name] for n, v in zip(names, compiled.graph.outputs)}
+                outcome.cases += 1
+                why = differing(ours, want)
+                if why:
+                    outcome.failures.append(f"{label}, {kind} input, {level}: {why}")
+        finally:
+            runner.close()
+
+
+def count(long: bool = LONG) -> int:
+    """Models in the short or the long campaign."""
+    return COUNT[1 if long else 0]
+

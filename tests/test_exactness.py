@@ -1,0 +1,88 @@
+"""Exactness as a property over data no one chose (`tests/exactness/`).
+
+Float models, built here and shared, are quantized on drawn calibration sets (narrow, wide,
+shifted, a single sample, constant tensors) under every schema and both rules, and run on
+drawn inputs (inside the ranges, 10x and 1000x beyond them, zeros, the float extremes, half
+steps of the input quantizer): the code compiled for every x86 level this CPU runs, and in
+some trials for Cortex-M7 and M55 under QEMU, must give the interpreter's outputs element for
+element, and the QDQ file of the onnx rule onnxruntime's integer path's. Chains of int8
+TFLite builtins built here must give TFLite Micro's outputs in the interpreter and in the
+compiled code, on int8 inputs of the same kinds. `make test` runs the short campaign;
+KILN_EXACT_LONG=1 the long one, KILN_EXACT_SEED=N another seed, and
+`python -m tests.exactness` prints the whole table.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import require_module, require_tools, shared_models
+from tests.exactness import campaign, tflite_ops
+from tests.exactness.models import SHARED, available
+from tests.quant_fuzz.oracle import Oracle
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    """onnxruntime and TFLite Micro in a process of their own, for the module."""
+    require_module("onnxruntime", "the test extra installs it")
+    runner = Oracle()
+    yield runner
+    runner.close()
+
+
+def _ids(pieces):
+    return [f"{p[0].model}-{p[0].index}" for p in pieces]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trials", campaign.chunks(), ids=_ids(campaign.chunks()))
+def test_compiled_code_equals_the_interpreter_on_drawn_data(trials, oracle, tmp_path):
+    require_tools("arm-none-eabi-gcc", "qemu-system-arm")
+    if trials[0].model in SHARED and not available(trials[0].model):
+        shared_models()  # skips without the folder, fails under CI
+    outcomes = [campaign.run_trial(t, tmp_path, oracle) for t in trials]
+    text = campaign.summary(outcomes)
+    print(text)
+    assert sum(sum(o.cases.values()) for o in outcomes) > 0
+    assert not any(o.failures for o in outcomes), text
+
+
+@pytest.mark.parametrize("start", range(0, tflite_ops.count(), tflite_ops.CHUNK))
+def test_tflite_builtins_equal_tflite_micro_on_drawn_inputs(start, oracle, tmp_path):
+    require_module("tflite_micro", "the tflite-micro wheel exists for Linux x86-64 only")
+    outcome = tflite_ops.run_range(range(start, start + tflite_ops.CHUNK), oracle)
+    print(outcome.summary())
+    assert outcome.cases > 0
+    assert not outcome.failures, outcome.summary()
+
+
+def test_the_plan_covers_every_kind():
+    trials = campaign.plan()
+    assert {t.calibration for t in trials} == set(campaign.draws.CALIBRATIONS)
+    assert {t.schema for t in trials} == set(campaign.draws.SCHEMAS)
+    assert {t.rule for t in trials} == set(campaign.draws.RULES)
+    assert any(t.arm for t in trials)
+    assert campaign.plan() == trials  # the same seed draws the same plan
+    assert campaign.plan(seed=1) != trials
+
+
+def test_a_failing_case_writes_a_reproducer(tmp_path, monkeypatch):
+    """A wrong byte from one level is a failure naming the case, with a folder to rerun it."""
+    trial = campaign.Trial("wide_classifier", 0, "narrow", "tflite", "tflite", False, 7)
+    real = campaign.HostNet.run
+
+    def off_by_one(self, feeds):
+        outputs = real(self, feeds)
+        return {name: value + 1 for name, value in outputs.items()}
+
+    monkeypatch.setattr(campaign, "host_levels", lambda: ["host"])
+    monkeypatch.setattr(campaign.HostNet, "run", off_by_one)
+    outcome = campaign.run_trial(trial, tmp_path)
+    assert outcome.cases["host"] == len(campaign.draws.INPUTS) * campaign.PER_KIND[0]
+    assert len(outcome.failures) == outcome.cases["host"]
+    assert "seed 7" in outcome.failures[0] and "host" in outcome.failures[0]
+    folder = outcome.reproducers[0]
+    assert {p.name for p in folder.iterdir()} >= {"model.onnx", "profile.json", "input.npy",
+                                                  "README.sh"}
+    assert "--engine compiled" in (folder / "README.sh").read_text()
