@@ -57,6 +57,14 @@ def test_tflite_builtins_equal_tflite_micro_on_drawn_inputs(start, oracle, tmp_p
     assert not outcome.failures, outcome.summary()
 
 
+def test_requantization_edges_equal_tflite_micro(oracle):
+    require_module("tflite_micro", "the tflite-micro wheel exists for Linux x86-64 only")
+    outcome = tflite_ops.run_edges(oracle)
+    print(outcome.summary())
+    assert outcome.oracle_cases == 2 * 2 * len(tflite_ops.KINDS) * tflite_ops.PER_KIND
+    assert not outcome.failures, outcome.summary()
+
+
 def test_the_plan_covers_every_kind():
     trials = campaign.plan()
     assert {t.calibration for t in trials} == set(campaign.draws.CALIBRATIONS)
@@ -86,3 +94,67 @@ def test_a_failing_case_writes_a_reproducer(tmp_path, monkeypatch):
     assert {p.name for p in folder.iterdir()} >= {"model.onnx", "profile.json", "input.npy",
                                                   "README.sh"}
     assert "--engine compiled" in (folder / "README.sh").read_text()
+
+
+# The models and schemas of the issue's table, each calibrated as it was: 12 uniform samples
+# in [0, 1) from seed 0, profiled by `kiln profile` and run by `kiln run` on seeds 3 and 4.
+TABLE_MODELS = ("kws_ref_model_float32", "pretrainedResnet", "mnist-8", "digits_cnn")
+TABLE_SCHEMAS = ("tflite", "symmetric", "uint8")
+TABLE_SEEDS = (3, 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", TABLE_MODELS)
+def test_uniformly_calibrated_models_agree_on_host_and_cortex_m(model, tmp_path, capsys):
+    """`kiln run`'s two engines, and the same quantization on Cortex-M7 and M55 under QEMU."""
+    import numpy as np
+
+    from app.cli import _read_inputs, main
+    from compiler.driver import Options, compilation
+    from compiler.frontends.load import load_model
+    from compiler.mcu import firmware
+    from compiler.quant.glow_yaml import read_profile
+    from compiler.quant.quantize import Options as QuantOptions
+    from compiler.quant.quantize import quantize
+    from tests.conftest import SAMPLE_MODEL
+
+    require_tools("arm-none-eabi-gcc", "qemu-system-arm")
+    path = SAMPLE_MODEL if model == "digits_cnn" else shared_models() / "onnx" / f"{model}.onnx"
+    graph = load_model(path)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(12):
+        np.save(calib / f"{k:03d}.npy", rng.random(graph.inputs[0].type.shape, np.float32))
+    profile = tmp_path / "p.json"
+    assert main(["profile", str(path), "--data", str(calib), "-o", str(profile)]) == 0
+    differing = {}
+    for schema in TABLE_SCHEMAS:
+        answers = {}
+        for seed in TABLE_SEEDS:
+            for engine in ("reference", "compiled"):
+                out = tmp_path / f"{schema}-{seed}-{engine}.npz"
+                assert main(["run", str(path), "--profile", str(profile), "--schema", schema,
+                             "--engine", engine, "--seed", str(seed), "-o", str(out)]) == 0
+                with np.load(out) as saved:
+                    answers[seed, engine] = dict(saved)
+            differing[schema, seed, "host"] = sum(
+                int(np.count_nonzero(answers[seed, "compiled"][n] != want))
+                for n, want in answers[seed, "reference"].items())
+        qdq = quantize(graph, read_profile(profile), QuantOptions(schema=schema))
+        compiled = compilation(qdq)
+        feeds = [_read_inputs(qdq, [], seed) for seed in TABLE_SEEDS]
+        for target in ("cortex-m7", "cortex-m55"):
+            net = compiled.net(Options(target))
+            board = firmware.board_for(target)
+            elf = firmware.build(net, firmware.main_c(net, feeds), board.qemu_machine,
+                                 tmp_path / f"{schema}-{target}")
+            stdout, _ = firmware.run(elf, board.qemu_machine)
+            for k, seed in enumerate(TABLE_SEEDS):
+                got = firmware.parse_outputs(net, stdout, k)
+                differing[schema, seed, target] = sum(
+                    int(np.count_nonzero(got[n] != want))
+                    for n, want in answers[seed, "reference"].items())
+    capsys.readouterr()
+    print(f"{model}: outputs differing from the reference engine: {differing}")
+    assert not any(differing.values()), differing

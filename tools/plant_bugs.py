@@ -41,6 +41,8 @@ class Plant:
     why: str
 
 
+EXACTNESS = "tests/test_exactness.py"
+
 PLANTS = (
     Plant("calibration-search-never-moves", "compiler/quant/calibrate.py",
           "if value < best and not math.isclose(value, best, rel_tol=1e-12, abs_tol=0.0):",
@@ -129,6 +131,22 @@ PLANTS = (
           "if step.steered_by and not int8_residual and not step.needs:",
           ("tests/codegen/test_lowering_passes.py",),
           "the record says the pair ran on Helium, whose target forbids it"),
+    # The exactness campaign (tests/test_exactness.py) must catch each of these four.
+    Plant("exact-quantize-ties-to-even", "compiler/codegen/qelementwise.py",
+          'rounding = "round" if node.attrs.get("requant") == "tflite" else "rint"\n'
+          "    with k.loop(", 'rounding = "rint"\n    with k.loop(', (EXACTNESS,),
+          "input quantization rounds half to even under the tflite rule (TFLite rounds away)"),
+    Plant("exact-requant-clamp-one-step-narrow", "compiler/codegen/requant.py",
+          "return _select_min(k, _select_max(k, value, const(value, low)), const(value, high))",
+          "return _select_min(k, _select_max(k, value, const(value, low)), const(value, high - 1))",
+          (EXACTNESS,), "every requantization clamps one step below its upper bound"),
+    Plant("exact-wrapping-rounding-add", "compiler/codegen/requant.py",
+          "x = b.ashr(b.call(fn, [x, addend]), right)", "x = b.ashr(b.add(x, addend), right)",
+          (EXACTNESS,), "the split tflite rule's saturating rounding add wraps instead"),
+    Plant("exact-float64-past-its-reach", "compiler/codegen/requant.py",
+          "    if np.any(shift[live] > 0):\n        return {}\n", "",
+          (EXACTNESS,), "the float64 tables serve a layer shifting left, whose sums pass "
+          "int32 once shifted (TFLite's wrap there, float64's do not)"),
 )
 
 

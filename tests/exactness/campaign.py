@@ -46,13 +46,13 @@ LONG = os.environ.get("KILN_EXACT_LONG", "") not in ("", "0")
 ARM_TARGETS = ("cortex-m7", "cortex-m55")
 # Trials per model, (short, long); inputs per kind and trial; one trial in ARM_EVERY also
 # runs on the Cortex-M boards.
-TRIALS = {"operator_zoo": (6, 160), "digits_cnn": (4, 100), "separable_block": (5, 140),
-          "wide_classifier": (5, 140), "kws_ref_model_float32": (1, 30),
-          "pretrainedResnet": (1, 24), "mnist-8": (1, 30), "ad01_fp32": (1, 30),
-          "vww_96_float": (0, 8)}
+TRIALS = {"operator_zoo": (6, 50), "digits_cnn": (4, 30), "separable_block": (5, 45),
+          "wide_classifier": (5, 45), "kws_ref_model_float32": (1, 10),
+          "pretrainedResnet": (1, 8), "mnist-8": (1, 10), "ad01_fp32": (1, 10),
+          "vww_96_float": (0, 4)}
 PER_KIND = (2, 4)
 ARM_EVERY = (3, 2)
-CHUNK = (3, 20)  # trials per test
+CHUNK = (3, 10)  # trials per test
 assert set(TRIALS) == set(BUILT) | set(SHARED)
 
 

@@ -21,10 +21,11 @@ from compiler.frontends.load import load_model
 from compiler.interpreter import run
 from tests.exactness.campaign import LONG, SEED, differing, host_levels
 from tests.quant_fuzz.tflite_models import built_model
+from tests.tflite.writer import Model, Op, T, write
 
 KINDS = ("uniform", "zeros", "zero point", "extremes", "all lowest", "all highest")
 PER_KIND = 2
-COUNT = (40, 1200)  # models, short and long
+COUNT = (40, 400)  # models, short and long
 CHUNK = 20
 
 
@@ -73,7 +74,12 @@ def run_range(indices, oracle, seed: int = SEED) -> TfliteOutcome:
 def _check_model(index: int, seed: int, oracle, outcome: TfliteOutcome) -> None:
     rng = np.random.default_rng([seed, index, 8])
     data, notes = built_model(rng)
-    label = f"tflite chain #{index} (seed {seed}: {', '.join(notes)})"
+    _check_data(f"tflite chain #{index} (seed {seed}: {', '.join(notes)})", data, rng, oracle,
+                outcome)
+
+
+def _check_data(label: str, data: bytes, rng: np.random.Generator, oracle,
+                outcome: TfliteOutcome) -> None:
     try:
         graph = load_model(data, label="built.tflite")
         compiled = compilation(graph)
@@ -124,3 +130,43 @@ def count(long: bool = LONG) -> int:
     """Models in the short or the long campaign."""
     return COUNT[1 if long else 0]
 
+
+
+def _edge_conv(name: str, depth: int, in_scale: float, w_value: float, out_scale: float,
+               bias: int, weight: int) -> tuple[str, bytes]:
+    """A one-layer int8 1x1 CONV_2D over `depth` channels on 2x2 pixels, every weight
+    `weight` (the convolution kernels hold the requantization forms under test)."""
+    bias_scale = float(np.float32(in_scale) * np.float32(w_value))
+    tensors = [T("x", (1, 2, 2, depth), "int8", scale=[in_scale], zero_point=[0]),
+               T("w", (4, 1, 1, depth), "int8", data=np.full((4, 1, 1, depth), weight, np.int8),
+                 scale=[w_value] * 4, zero_point=[0] * 4, axis=0),
+               T("b", (4,), "int32", data=np.array([bias, bias - 1, -bias, 0], np.int32),
+                 scale=[bias_scale] * 4, zero_point=[0] * 4),
+               T("y", (1, 2, 2, 4), "int8", scale=[out_scale], zero_point=[0])]
+    model = Model(tensors, [Op("CONV_2D", [0, 1, 2], [3], ("Conv2DOptions", {
+        "Padding": 1, "StrideH": 1, "StrideW": 1, "DilationHFactor": 1, "DilationWFactor": 1,
+        "FusedActivationFunction": 0}))], [0], [3])
+    return name, write(model)
+
+
+def edge_models() -> list[tuple[str, bytes]]:
+    """Layers at the edges of the requantization's integer arithmetic, where kernels cut
+    corners: a multiplier just below 2**31 with a right shift of 20 on sums near INT32_MAX
+    (the rounding addition must saturate, as TFLite's rounding divide never overflows), and
+    a left shift of 9 on sums that wrap when shifted (TFLite shifts in int32; no float form
+    may stand in for it)."""
+    below_one = float(np.float32(1 - 2.0 ** -14))
+    return [
+        _edge_conv("saturating rounding", 8, 1.0, below_one, 2.0 ** 20, (1 << 31) - 1001, 0),
+        _edge_conv("wrapping left shift", 1024, 1.0, 1.0, 2.0 ** -8, 0, 127),
+    ]
+
+
+def run_edges(oracle) -> TfliteOutcome:
+    """Every edge model on inputs of every kind: the interpreter and the code against TFLite
+    Micro."""
+    outcome = TfliteOutcome()
+    for index, (name, data) in enumerate(edge_models()):
+        _check_data(f"edge model {name}", data, np.random.default_rng([index, 9]), oracle,
+                    outcome)
+    return outcome

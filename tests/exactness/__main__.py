@@ -1,0 +1,37 @@
+"""`python -m tests.exactness [--long] [--seed N]`: the whole campaign, its counts and times."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from tests.exactness import campaign, tflite_ops
+from tests.quant_fuzz.oracle import Oracle
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--long", action="store_true", help="the long campaign")
+    parser.add_argument("--seed", type=int, default=campaign.SEED)
+    parser.add_argument("-o", "--folder", help="where reproducers go (default: a new folder)")
+    args = parser.parse_args()
+    folder = Path(args.folder or tempfile.mkdtemp(prefix="kiln-exactness-"))
+    oracle = Oracle()
+    try:
+        began = time.process_time()
+        trials = campaign.runnable(campaign.plan(args.long, args.seed))
+        outcomes = [campaign.run_trial(t, folder, oracle) for t in trials]
+        print(campaign.summary(outcomes))
+        ops = tflite_ops.run_range(range(tflite_ops.count(args.long)), oracle, args.seed)
+        print(ops.summary())
+        print(f"{time.process_time() - began:.0f} CPU-s in this process (QEMU and the oracle "
+              "run in others); reproducers under", folder)
+        return 1 if ops.failures or any(o.failures for o in outcomes) else 0
+    finally:
+        oracle.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
