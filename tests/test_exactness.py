@@ -57,12 +57,23 @@ def test_tflite_builtins_equal_tflite_micro_on_drawn_inputs(start, oracle, tmp_p
     assert not outcome.failures, outcome.summary()
 
 
-def test_requantization_edges_equal_tflite_micro(oracle):
+def test_requantization_edges_equal_tflite_micro(oracle, tmp_path):
     require_module("tflite_micro", "the tflite-micro wheel exists for Linux x86-64 only")
-    outcome = tflite_ops.run_edges(oracle)
+    require_tools("arm-none-eabi-gcc", "qemu-system-arm")
+    outcome = tflite_ops.run_edges(oracle, tmp_path)
     print(outcome.summary())
-    assert outcome.oracle_cases == 2 * 2 * len(tflite_ops.KINDS) * tflite_ops.PER_KIND
+    inputs = len(tflite_ops.KINDS) * tflite_ops.PER_KIND
+    assert outcome.oracle_cases == 2 * 2 * inputs
+    assert outcome.cases == 2 * (2 + len(campaign.runnable_levels()) + 2) * inputs
     assert not outcome.failures, outcome.summary()
+
+
+def test_the_short_campaign_covers_every_runnable_level():
+    levels = campaign.runnable_levels()
+    covered = {level for t in campaign.plan(long=False)
+               for level in campaign.host_levels(t.index, long=False)}
+    assert covered == set(levels)
+    assert campaign.host_levels(0, long=True) == levels
 
 
 def test_the_plan_covers_every_kind():
@@ -84,7 +95,7 @@ def test_a_failing_case_writes_a_reproducer(tmp_path, monkeypatch):
         outputs = real(self, feeds)
         return {name: value + 1 for name, value in outputs.items()}
 
-    monkeypatch.setattr(campaign, "host_levels", lambda: ["host"])
+    monkeypatch.setattr(campaign, "host_levels", lambda index, long: ["host"])
     monkeypatch.setattr(campaign.HostNet, "run", off_by_one)
     outcome = campaign.run_trial(trial, tmp_path)
     assert outcome.cases["host"] == len(campaign.draws.INPUTS) * campaign.PER_KIND[0]

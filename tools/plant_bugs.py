@@ -175,7 +175,12 @@ def run_plant(plant: Plant) -> tuple[str, str, float]:
     """(verdict, the first failing test or the reason, seconds) of one plant."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kiln-plant-") as folder:
-        copy = Path(folder)
+        # The copy sits where the checkout does beside the shared models, so tests that need
+        # them run (without them, under CI=true, they would fail and look like a catch).
+        copy = Path(folder) / ROOT.name
+        shared = ROOT.parent / "shared"
+        if shared.is_dir():
+            (Path(folder) / "shared").symlink_to(shared, target_is_directory=True)
         _copy_tree(copy)
         target = copy / plant.path
         text = target.read_text()

@@ -16,15 +16,19 @@ def main() -> int:
     parser.add_argument("--long", action="store_true", help="the long campaign")
     parser.add_argument("--seed", type=int, default=campaign.SEED)
     parser.add_argument("-o", "--folder", help="where reproducers go (default: a new folder)")
+    parser.add_argument("--part", default="1/1", metavar="K/N",
+                        help="run the K-th of N shares (N processes run the whole in parallel)")
     args = parser.parse_args()
     folder = Path(args.folder or tempfile.mkdtemp(prefix="kiln-exactness-"))
     oracle = Oracle()
     try:
         began = time.process_time()
-        trials = campaign.runnable(campaign.plan(args.long, args.seed))
+        part, parts = (int(v) for v in args.part.split("/"))
+        trials = campaign.runnable(campaign.plan(args.long, args.seed))[part - 1::parts]
         outcomes = [campaign.run_trial(t, folder, oracle) for t in trials]
         print(campaign.summary(outcomes))
-        ops = tflite_ops.run_range(range(tflite_ops.count(args.long)), oracle, args.seed)
+        ops = tflite_ops.run_range(range(part - 1, tflite_ops.count(args.long), parts), oracle,
+                                   args.seed, args.long)
         print(ops.summary())
         print(f"{time.process_time() - began:.0f} CPU-s in this process (QEMU and the oracle "
               "run in others); reproducers under", folder)

@@ -67,6 +67,7 @@ class Trial:
     rule: str
     arm: bool
     seed: int
+    long: bool = False  # part of the long campaign: more inputs, every x86 level
 
     @property
     def label(self) -> str:
@@ -103,7 +104,7 @@ def plan(long: bool = LONG, seed: int = SEED) -> list[Trial]:
                 model, index, draws.CALIBRATIONS[(index + seed + len(trials))
                                                  % len(draws.CALIBRATIONS)],
                 str(rng.choice(draws.SCHEMAS)), str(rng.choice(draws.RULES)),
-                index % ARM_EVERY[which] == 0, seed))
+                index % ARM_EVERY[which] == 0, seed, long))
     return trials
 
 
@@ -117,12 +118,26 @@ def chunks(long: bool = LONG, seed: int = SEED) -> list[list[Trial]]:
     return pieces
 
 
-def host_levels() -> list[str]:
-    """The x86 levels this CPU runs whose kernels differ: its own and AVX2's (see
-    `tests.codegen.test_int8_kernels.host_levels`)."""
-    from tests.codegen.test_int8_kernels import host_levels as levels
+def runnable_levels() -> list[str]:
+    """Every x86 level whose code this CPU runs (the host's own first): SSE2, AVX2, AVX-VNNI,
+    AVX-512 with and without VNNI, as far as it has them; on another CPU the host alone."""
+    from compiler.codegen.targets import get_target, missing_on_this_cpu, target_names
 
-    return levels()
+    if not get_target("host").triple.startswith("x86_64"):
+        return ["host"]
+    return ["host"] + [name for name in target_names()[1:]
+                       if get_target(name).triple.startswith("x86_64")
+                       and not missing_on_this_cpu(get_target(name))]
+
+
+def host_levels(index: int = 0, long: bool = LONG) -> list[str]:
+    """The levels a trial (or a TFLite chain) numbered `index` runs: every runnable level in
+    the long campaign; in the short one the host's own and one other in turn, so the trials
+    between them cover every level."""
+    levels = runnable_levels()
+    if long or len(levels) <= 2:
+        return levels
+    return ["host", levels[1 + index % (len(levels) - 1)]]
 
 
 def differing(got: dict, want: dict) -> str:
@@ -174,7 +189,7 @@ class TrialRun:
         self.compiled = compilation(self.qdq)
         reference = self.compiled.reference
         rng = trial.rng("inputs")
-        per_kind = PER_KIND[1 if LONG else 0]
+        per_kind = PER_KIND[1 if trial.long else 0]
         quantizer = input_quantizer(self.qdq)
         self.inputs = [(kind, x) for kind in draws.INPUTS
                        for x in draws.inputs(kind, calib, rng, per_kind, quantizer)]
@@ -276,7 +291,8 @@ def run_trial(trial: Trial, folder: Path, oracle=None) -> Outcome:
         outcome = Outcome(trial, failures=[f"{trial.label}: refused: {exc}"])
         outcome.seconds = time.perf_counter() - began
         return outcome
-    steps = [(level, lambda lv=level: state.host(lv)) for level in host_levels()]
+    levels = host_levels(trial.index, trial.long)
+    steps = [(level, lambda lv=level: state.host(lv)) for level in levels]
     if trial.arm:
         steps += [(target, lambda t=target: state.arm(t)) for target in ARM_TARGETS]
     if trial.rule == "onnx" and oracle is not None:

@@ -11,6 +11,7 @@ the code compiled for every x86 level this CPU runs the interpreter's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -19,7 +20,15 @@ from compiler.driver import Options, compilation
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from tests.exactness.campaign import LONG, SEED, differing, host_levels
+from compiler.mcu import firmware
+from tests.exactness.campaign import (
+    ARM_TARGETS,
+    LONG,
+    SEED,
+    differing,
+    host_levels,
+    runnable_levels,
+)
 from tests.quant_fuzz.tflite_models import built_model
 from tests.tflite.writer import Model, Op, T, write
 
@@ -63,23 +72,24 @@ def int8_inputs(kind: str, dtype: str, shape, zero_point: int, rng: np.random.Ge
     return x.astype(dtype)
 
 
-def run_range(indices, oracle, seed: int = SEED) -> TfliteOutcome:
+def run_range(indices, oracle, seed: int = SEED, long: bool = LONG) -> TfliteOutcome:
     """Every case of the models numbered `indices`."""
     outcome = TfliteOutcome()
     for index in indices:
-        _check_model(index, seed, oracle, outcome)
+        _check_model(index, seed, oracle, outcome, long)
     return outcome
 
 
-def _check_model(index: int, seed: int, oracle, outcome: TfliteOutcome) -> None:
+def _check_model(index: int, seed: int, oracle, outcome: TfliteOutcome, long: bool) -> None:
     rng = np.random.default_rng([seed, index, 8])
     data, notes = built_model(rng)
     _check_data(f"tflite chain #{index} (seed {seed}: {', '.join(notes)})", data, rng, oracle,
-                outcome)
+                outcome, levels=host_levels(index, long))
 
 
 def _check_data(label: str, data: bytes, rng: np.random.Generator, oracle,
-                outcome: TfliteOutcome) -> None:
+                outcome: TfliteOutcome, arm_folder: Path | None = None,
+                levels: list[str] | None = None) -> None:
     try:
         graph = load_model(data, label="built.tflite")
         compiled = compilation(graph)
@@ -112,7 +122,7 @@ def _check_data(label: str, data: bytes, rng: np.random.Generator, oracle,
                 outcome.failures.append(f"{label}, {kind} input, interpreter ({stage}) against "
                                         f"TFLite Micro: {why}")
         wanted.append(want)
-    for level in host_levels():
+    for level in levels or runnable_levels():
         runner = HostNet(compiled.net(Options(level)))
         try:
             for (kind, f), want in zip(feeds, wanted):
@@ -124,6 +134,19 @@ def _check_data(label: str, data: bytes, rng: np.random.Generator, oracle,
                     outcome.failures.append(f"{label}, {kind} input, {level}: {why}")
         finally:
             runner.close()
+    for target in ARM_TARGETS if arm_folder is not None else ():
+        net = compiled.net(Options(target))
+        board = firmware.board_for(target)
+        elf = firmware.build(net, firmware.main_c(net, [f for _, f in feeds]),
+                             board.qemu_machine, arm_folder / target)
+        stdout, _ = firmware.run(elf, board.qemu_machine)
+        for k, ((kind, _), want) in enumerate(zip(feeds, wanted)):
+            got = firmware.parse_outputs(net, stdout, k)
+            ours = {n: got[v.name] for n, v in zip(names, compiled.graph.outputs)}
+            outcome.cases += 1
+            why = differing(ours, want)
+            if why:
+                outcome.failures.append(f"{label}, {kind} input, {target}: {why}")
 
 
 def count(long: bool = LONG) -> int:
@@ -133,16 +156,19 @@ def count(long: bool = LONG) -> int:
 
 
 def _edge_conv(name: str, depth: int, in_scale: float, w_value: float, out_scale: float,
-               bias: int, weight: int) -> tuple[str, bytes]:
-    """A one-layer int8 1x1 CONV_2D over `depth` channels on 2x2 pixels, every weight
-    `weight` (the convolution kernels hold the requantization forms under test)."""
+               biases: tuple[int, ...], weights: tuple[int, ...]) -> tuple[str, bytes]:
+    """A one-layer int8 1x1 CONV_2D over `depth` channels on 2x2 pixels, eight output
+    channels (so x86 runs it on its lane kernels), each channel's weights all one of
+    `weights`, none zero (a channel whose sum cannot change has tables of its own)."""
+    out = len(weights)
+    filters = np.repeat(np.asarray(weights, np.int8).reshape(out, 1, 1, 1), depth, axis=3)
     bias_scale = float(np.float32(in_scale) * np.float32(w_value))
     tensors = [T("x", (1, 2, 2, depth), "int8", scale=[in_scale], zero_point=[0]),
-               T("w", (4, 1, 1, depth), "int8", data=np.full((4, 1, 1, depth), weight, np.int8),
-                 scale=[w_value] * 4, zero_point=[0] * 4, axis=0),
-               T("b", (4,), "int32", data=np.array([bias, bias - 1, -bias, 0], np.int32),
-                 scale=[bias_scale] * 4, zero_point=[0] * 4),
-               T("y", (1, 2, 2, 4), "int8", scale=[out_scale], zero_point=[0])]
+               T("w", (out, 1, 1, depth), "int8", data=filters, scale=[w_value] * out,
+                 zero_point=[0] * out, axis=0),
+               T("b", (out,), "int32", data=np.array(biases, np.int32),
+                 scale=[bias_scale] * out, zero_point=[0] * out),
+               T("y", (1, 2, 2, out), "int8", scale=[out_scale], zero_point=[0])]
     model = Model(tensors, [Op("CONV_2D", [0, 1, 2], [3], ("Conv2DOptions", {
         "Padding": 1, "StrideH": 1, "StrideW": 1, "DilationHFactor": 1, "DilationWFactor": 1,
         "FusedActivationFunction": 0}))], [0], [3])
@@ -156,17 +182,21 @@ def edge_models() -> list[tuple[str, bytes]]:
     a left shift of 9 on sums that wrap when shifted (TFLite shifts in int32; no float form
     may stand in for it)."""
     below_one = float(np.float32(1 - 2.0 ** -14))
+    top = (1 << 31) - 1001
     return [
-        _edge_conv("saturating rounding", 8, 1.0, below_one, 2.0 ** 20, (1 << 31) - 1001, 0),
-        _edge_conv("wrapping left shift", 1024, 1.0, 1.0, 2.0 ** -8, 0, 127),
+        _edge_conv("saturating rounding", 8, 1.0, below_one, 2.0 ** 20,
+                   (top, top - 1, -top, 0, top - 600, 5, top, -7), (1, 1, -1, 2, 3, -4, 1, 1)),
+        _edge_conv("wrapping left shift", 1024, 1.0, 1.0, 2.0 ** -8, (0, -1, 0, 0, 3, 0, 0, 9),
+                   (127, 100, 60, 33, -33, -60, 17, 1)),
     ]
 
 
-def run_edges(oracle) -> TfliteOutcome:
-    """Every edge model on inputs of every kind: the interpreter and the code against TFLite
-    Micro."""
+def run_edges(oracle, folder: Path) -> TfliteOutcome:
+    """Every edge model on inputs of every kind: the interpreter against TFLite Micro, the
+    code for the x86 levels and for Cortex-M7 and M55 (QEMU, firmware built in `folder`)
+    against the interpreter."""
     outcome = TfliteOutcome()
     for index, (name, data) in enumerate(edge_models()):
         _check_data(f"edge model {name}", data, np.random.default_rng([index, 9]), oracle,
-                    outcome)
+                    outcome, folder / f"edge{index}")
     return outcome
