@@ -169,3 +169,36 @@ def test_uniformly_calibrated_models_agree_on_host_and_cortex_m(model, tmp_path,
     capsys.readouterr()
     print(f"{model}: outputs differing from the reference engine: {differing}")
     assert not any(differing.values()), differing
+
+
+def test_kiln_run_answers_with_the_integer_graph_and_says_so(tmp_path, capsys):
+    """The issue's case on the sample: the float QDQ evaluation parts from TFLite Micro's
+    double rounding; the reference engine runs the integer graph, as the compiled code."""
+    import numpy as np
+
+    from app.cli import main
+    from tests.conftest import SAMPLE_MODEL
+
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(12):
+        np.save(calib / f"{k:03d}.npy", rng.random((1, 1, 8, 8), np.float32))
+    profile = tmp_path / "p.json"
+    assert main(["profile", str(SAMPLE_MODEL), "--data", str(calib), "-o", str(profile)]) == 0
+    capsys.readouterr()
+    outputs = {}
+    for name, extra in (("default", []), ("final", ["--stage", "final"]),
+                        ("loaded", ["--stage", "loaded"]), ("compiled", ["--engine", "compiled"])):
+        out = tmp_path / f"{name}.npz"
+        assert main(["run", str(SAMPLE_MODEL), "--profile", str(profile), "--seed", "4",
+                     *extra, "-o", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert ("the integer graph (after to_integer, TFLite Micro's rule)" in printed) == (
+            name == "default")
+        with np.load(out) as saved:
+            outputs[name] = dict(saved)
+    for name in ("final", "compiled"):
+        assert all(np.array_equal(outputs[name][k], v) for k, v in outputs["default"].items())
+    assert not all(np.array_equal(outputs["loaded"][k], v)
+                   for k, v in outputs["default"].items())

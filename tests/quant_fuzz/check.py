@@ -344,7 +344,7 @@ def cli_flow(record: Record, folder: Path, arm: bool):
             np.save(folder / f"in{k}.npy", feeds[value.name])
             given += ["--input", f"{value.name}={folder / f'in{k}.npy'}"]
     outputs: dict[str, dict] = {}
-    for stage, extra in (("loaded", []), ("final", ["--stage", "final"]),
+    for stage, extra in (("loaded", ["--stage", "loaded"]), ("final", ["--stage", "final"]),
                          ("compiled", ["--engine", "compiled"])):
         npz = folder / f"{stage}.npz"
         code, _ = _cli(record, "run" if stage == "loaded" else f"run {stage}",
