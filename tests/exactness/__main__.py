@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +26,10 @@ def main() -> int:
         began = time.process_time()
         part, parts = (int(v) for v in args.part.split("/"))
         trials = campaign.runnable(campaign.plan(args.long, args.seed))[part - 1::parts]
-        outcomes = [campaign.run_trial(t, folder, oracle) for t in trials]
+        outcomes = []
+        for trial in trials:  # each named first, so a crash of the process says where
+            print(f"trial: {trial.label}", file=sys.stderr, flush=True)
+            outcomes.append(campaign.run_trial(trial, folder, oracle))
         print(campaign.summary(outcomes))
         ops = tflite_ops.run_range(range(part - 1, tflite_ops.count(args.long), parts), oracle,
                                    args.seed, args.long)
