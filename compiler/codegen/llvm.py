@@ -11,6 +11,7 @@ from llvmlite import ir
 
 from compiler.cache import cached_object
 from compiler.codegen.armattrs import mark_vfp_args_compatible
+from compiler.codegen.helium_fence import fence_fixed_point_products
 from compiler.codegen.targets import Target
 
 # llvmlite works in LLVM's one global context, which is not thread-safe: the GUI compiles in
@@ -79,7 +80,8 @@ def emit_object(module: ir.Module | str, target: Target, level: int = 3,
     """
     text = str(module)
     key = (f"{'.'.join(map(str, llvm.llvm_version_info))}|{target.triple}|{target.cpu}|"
-           f"{target.features}|O{level}{'|fast' if fast else ''}")
+           f"{target.features}|O{level}{'|fast' if fast else ''}"
+           f"{'|fenced' if '+mve' in target.features else ''}")
     return cached_object(key, text, lambda: _emit_object(text, target, level, fast))
 
 
@@ -105,6 +107,11 @@ def _options(fast: bool):
 def _emit_object(text: str, target: Target, level: int, fast: bool) -> bytes:
     with LLVM_LOCK, _options(fast):
         ref = optimize(text, target, level)
+        if "+mve" in target.features:  # see helium_fence: LLVM would abort on some products
+            fenced = fence_fixed_point_products(str(ref))
+            del ref
+            ref = llvm.parse_assembly(fenced)
+            ref.verify()
         obj = target_machine(target).emit_object(ref)
         del ref
     if target.triple.endswith("eabihf"):

@@ -15,7 +15,6 @@ from llvmlite import ir
 
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input, strides
-from compiler.codegen.targets import DotProduct
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant
 from compiler.ops._util import normalize_axis
@@ -56,28 +55,10 @@ def emit_quantize(k: Kernel) -> None:
                 k.outs[0], i)
 
 
-def _helium_safe(k: Kernel, scale: float) -> ir.Value:
-    """The scale of an integer-to-float product, fenced where LLVM's Helium back end breaks.
-
-    LLVM folds float(int32 vector) * 2**-n into MVE's fixed-point VCVT, then aborts the
-    process while encoding it ("This is not an immediate"): a power-of-two scale (the pow2
-    schemas) on Cortex-M55 killed the compile. An arithmetic fence keeps the multiply, one
-    instruction more per vector of four.
-    """
-    value = ir.Constant(F32, scale)
-    mantissa, _ = np.frexp(scale)
-    if k.target is None or k.target.int8_dot is not DotProduct.MVE or mantissa != 0.5:
-        return value
-    module = k.fn.module
-    name = "llvm.arithmetic.fence.f32"
-    fence = module.globals.get(name) or ir.Function(module, ir.FunctionType(F32, [F32]), name)
-    return k.b.call(fence, [value])
-
-
 def emit_dequantize(k: Kernel) -> None:
     """Each output: float32(x - zero_point) * scale."""
     node, b = k.node, k.b
-    scale = _helium_safe(k, float(np.float32(_scalar(k, 1, "scale"))))
+    scale = ir.Constant(F32, float(np.float32(_scalar(k, 1, "scale"))))
     zp = int(_scalar(k, 2, "zero point"))
     widen = b.zext if node.inputs[0].type.dtype == "uint8" else b.sext
     with k.loop(node.output.type.numel) as i:

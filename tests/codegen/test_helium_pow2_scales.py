@@ -59,3 +59,27 @@ def test_a_power_of_two_dequantize_compiles_and_runs_on_cortex_m55(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-600:]}"
     assert done.stdout.split()[-2:] == ["differing", "0"], done.stdout
+
+
+def test_only_products_of_converted_integers_and_powers_of_two_are_fenced():
+    from compiler.codegen.helium_fence import fence_fixed_point_products
+
+    text = "\n".join([
+        "define void @f(<8 x i32> %a, i32 %b, <4 x float> %c) {",
+        "  %x = sitofp <8 x i32> %a to <8 x float>",
+        "  %y = fmul <8 x float> %x, splat (float 1.562500e-02)",
+        "  %s = uitofp i32 %b to float",
+        "  %t = fmul contract float 0x3FB0000000000000, %s",
+        "  %u = fmul float %s, 3.000000e-01",
+        "  %v = fmul <4 x float> %c, splat (float 2.560000e+02)",
+        "  ret void",
+        "}"])
+    fenced = fence_fixed_point_products(text)
+    lines = fenced.splitlines()
+    assert "  %y = fmul <8 x float> %x, %kiln.fence.0" in lines
+    assert "  %t = fmul contract float %s, %kiln.fence.1" in lines
+    assert "  %u = fmul float %s, 3.000000e-01" in lines  # not a power of two
+    assert "  %v = fmul <4 x float> %c, splat (float 2.560000e+02)" in lines  # not converted
+    assert "declare <8 x float> @llvm.arithmetic.fence.v8f32(<8 x float>)" in lines
+    assert "declare float @llvm.arithmetic.fence.f32(float)" in lines
+    assert fence_fixed_point_products(fenced) == fenced  # nothing left to fence
