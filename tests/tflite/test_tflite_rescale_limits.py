@@ -132,6 +132,17 @@ def test_one_more_bit_of_exponent_is_refused_at_load(builtin):
         load_model(write(build(_multiplier(limit + 1))))
 
 
+@pytest.mark.parametrize("builtin", ["LOGISTIC", "TANH"])
+def test_a_sigmoid_input_scale_below_two_to_the_minus_28_is_refused_at_load(builtin):
+    """Its radius divides by 1LL << (a negative exponent): x86's TFLite Micro then jumps from
+    the lowest code to the highest (found by the exactness campaign); the exponent 0 runs."""
+    build, _ = BUILDERS[builtin]
+    with pytest.raises(ModelError, match=rf"node {builtin} #0: its multiplier .* needs an "
+                                         r"exponent of -1, below 0: TFLite Micro's input radius"):
+        load_model(write(build(0.375)))
+    load_model(write(build(0.75)))
+
+
 def test_the_fuzzed_mul_before_a_depthwise_convolution_is_refused_in_one_line(tmp_path,
                                                                               capsys):
     """tflite-bytes-24 with a constant MUL operand of a scale the scale rule takes (2**30)."""

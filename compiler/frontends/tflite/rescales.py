@@ -5,7 +5,9 @@ TFLite Micro's Prepare turns ratios of scales into a Q31 multiplier and an expon
 `1 << exponent`. From an exponent of 32 on (a multiplier of 2**31 or more) that shift is
 undefined in C: x86 shifts by the exponent modulo 32, Arm by all of it, so the model's outputs
 depend on the machine, and Kiln's kernels could match neither. LOGISTIC and TANH divide by
-`1LL << exponent` in 64 bits instead, undefined from 63 on. ADD and SUB take an output
+`1LL << exponent` in 64 bits instead, undefined from 63 on and below 0 (an input scale under
+2**-28: x86 shifts by the exponent modulo 64 and takes the radius as about 0, so the output
+jumps from its lowest to its highest code). ADD and SUB take an output
 multiplier below 1 only (QuantizeMultiplierSmallerThanOneExp aborts otherwise). No converter
 writes such scales; each operator holding them is refused at load, in one sentence.
 """
@@ -33,11 +35,19 @@ Rescale = tuple[str, np.ndarray, tuple[int, str]]
 def check_rescales(model: Model, op: Operator, x: Tensor, out: Tensor) -> None:
     """Refuse `op` when a multiplier needs an exponent TFLite Micro refuses or C leaves open."""
     for what, real, (limit, why) in _rescales(model, op, x, out):
-        exponent = int(np.max(quantize_multiplier(real)[1]))
+        # LOGISTIC's and TANH's exponent is frexp's (QuantizeMultiplier would clamp it to 0).
+        exponents = np.frexp(real)[1] if limit == _SIGMOID[0] else quantize_multiplier(real)[1]
+        exponent = int(np.max(exponents))
         if exponent > limit:
             raise ModelError(
                 f"its multiplier {what} = {float(np.max(real)):.9g} needs an exponent of "
                 f"{exponent}, above {limit}: {why.format(op=op.builtin)}")
+        lowest = int(np.min(exponents))
+        if limit == _SIGMOID[0] and lowest < 0:
+            raise ModelError(
+                f"its multiplier {what} = {float(np.min(real)):.9g} needs an exponent of "
+                f"{lowest}, below 0: TFLite Micro's input radius divides by 1LL << exponent, "
+                "which C leaves undefined for a negative one")
 
 
 def _rescales(model: Model, op: Operator, x: Tensor, out: Tensor) -> list[Rescale]:
