@@ -148,3 +148,15 @@ def _kernel_summary(terminalreporter) -> None:
         terminalreporter.line(f"{len(tests)} tests, {reason}:")
         for test in sorted(tests):
             terminalreporter.line(f"  {test}")
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    """onnxruntime and TFLite Micro in a process of their own (`tests.quant_fuzz.oracle`), one
+    per test module and worker, ended after the module."""
+    from tests.quant_fuzz.oracle import Oracle
+
+    require_module("onnxruntime", "the test extra installs it")
+    runner = Oracle()
+    yield runner
+    runner.close()

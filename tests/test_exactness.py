@@ -19,16 +19,6 @@ import pytest
 from tests.conftest import require_module, require_tools, shared_models
 from tests.exactness import campaign, tflite_ops
 from tests.exactness.models import SHARED, available
-from tests.quant_fuzz.oracle import Oracle
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    """onnxruntime and TFLite Micro in a process of their own, for the module."""
-    require_module("onnxruntime", "the test extra installs it")
-    runner = Oracle()
-    yield runner
-    runner.close()
 
 
 def _ids(pieces):
@@ -123,10 +113,10 @@ def test_uniformly_calibrated_models_agree_on_host_and_cortex_m(model, tmp_path,
     from app.cli import _read_inputs, main
     from compiler.driver import Options, compilation
     from compiler.frontends.load import load_model
-    from compiler.mcu import firmware
     from compiler.quant.glow_yaml import read_profile
     from compiler.quant.quantize import Options as QuantOptions
     from compiler.quant.quantize import quantize
+    from tests.codegen.firmware import outputs_of_each
     from tests.conftest import SAMPLE_MODEL
 
     require_tools("arm-none-eabi-gcc", "qemu-system-arm")
@@ -156,13 +146,9 @@ def test_uniformly_calibrated_models_agree_on_host_and_cortex_m(model, tmp_path,
         compiled = compilation(qdq)
         feeds = [_read_inputs(qdq, [], seed) for seed in TABLE_SEEDS]
         for target in ("cortex-m7", "cortex-m55"):
-            net = compiled.net(Options(target))
-            board = firmware.board_for(target)
-            elf = firmware.build(net, firmware.main_c(net, feeds), board.qemu_machine,
-                                 tmp_path / f"{schema}-{target}")
-            stdout, _ = firmware.run(elf, board.qemu_machine)
-            for k, seed in enumerate(TABLE_SEEDS):
-                got = firmware.parse_outputs(net, stdout, k)
+            on_board = outputs_of_each(compiled.net(Options(target)), feeds, target,
+                                       tmp_path / f"{schema}-{target}")
+            for got, seed in zip(on_board, TABLE_SEEDS):
                 differing[schema, seed, target] = sum(
                     int(np.count_nonzero(got[n] != want))
                     for n, want in answers[seed, "reference"].items())

@@ -26,7 +26,6 @@ import pytest
 from tests.conftest import require_module, shared_models
 from tests.quant_fuzz import check
 from tests.quant_fuzz.campaign import KNOWN, SEED, chunks, format_summary, run_chunk, tally
-from tests.quant_fuzz.oracle import Oracle
 from tests.quant_fuzz.sources import (
     SHARED_SOURCES,
     TFLITE_SOURCES,
@@ -34,15 +33,6 @@ from tests.quant_fuzz.sources import (
     make_mutant,
     source_available,
 )
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    """One oracle process per test worker, ended after the module."""
-    require_module("onnxruntime", "the test extra installs it")
-    runner = Oracle()
-    yield runner
-    runner.close()
 
 
 @pytest.mark.slow

@@ -33,12 +33,12 @@ from compiler.driver import Options, compilation
 from compiler.errors import KilnError
 from compiler.frontends.onnx.export import save_onnx, to_onnx
 from compiler.interpreter import run
-from compiler.mcu import firmware
 from compiler.quant.calibration_data import CalibrationData
 from compiler.quant.glow_yaml import write_profile
 from compiler.quant.profiler import profile_model
 from compiler.quant.quantize import Options as QuantOptions
 from compiler.quant.quantize import quantize
+from tests.codegen.firmware import outputs_of_each
 from tests.exactness import draws
 from tests.exactness.models import BUILT, SHARED, available, float_graph
 
@@ -252,13 +252,9 @@ class TrialRun:
 
     def arm(self, target: str) -> None:
         net = self.compiled.net(Options(target))
-        board = firmware.board_for(target)
         work = self.folder / f"fw-{target}"
         feeds = [self.feeds(k) for k in range(len(self.inputs))]
-        elf = firmware.build(net, firmware.main_c(net, feeds), board.qemu_machine, work)
-        stdout, _ = firmware.run(elf, board.qemu_machine)
-        for k in range(len(self.inputs)):
-            got = firmware.parse_outputs(net, stdout, k)
+        for k, got in enumerate(outputs_of_each(net, feeds, target, work)):
             self.outcome.cases[target] += 1
             why = differing(got, self.wanted[k])
             if why:

@@ -20,7 +20,7 @@ from compiler.driver import Options, compilation
 from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.interpreter import run
-from compiler.mcu import firmware
+from tests.codegen.firmware import outputs_of_each
 from tests.exactness.campaign import (
     ARM_TARGETS,
     LONG,
@@ -136,12 +136,8 @@ def _check_data(label: str, data: bytes, rng: np.random.Generator, oracle,
             runner.close()
     for target in ARM_TARGETS if arm_folder is not None else ():
         net = compiled.net(Options(target))
-        board = firmware.board_for(target)
-        elf = firmware.build(net, firmware.main_c(net, [f for _, f in feeds]),
-                             board.qemu_machine, arm_folder / target)
-        stdout, _ = firmware.run(elf, board.qemu_machine)
-        for k, ((kind, _), want) in enumerate(zip(feeds, wanted)):
-            got = firmware.parse_outputs(net, stdout, k)
+        answers = outputs_of_each(net, [f for _, f in feeds], target, arm_folder / target)
+        for got, (kind, _), want in zip(answers, feeds, wanted):
             ours = {n: got[v.name] for n, v in zip(names, compiled.graph.outputs)}
             outcome.cases += 1
             why = differing(ours, want)

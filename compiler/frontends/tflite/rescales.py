@@ -14,6 +14,8 @@ writes such scales; each operator holding them is refused at load, in one senten
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from compiler.errors import ModelError
@@ -22,32 +24,49 @@ from compiler.qmath.requant import quantize_multiplier
 
 _LAYERS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 _UNDEFINED = "TFLite Micro would shift integers by that many bits, which C leaves undefined"
-# (the largest exponent, why no larger one) by the kind of multiplier.
-_SHIFT = (31, _UNDEFINED)  # `1 << exponent` on int32 values
-_SIGMOID = (62, _UNDEFINED)  # LOGISTIC's and TANH's input radius divides by 1LL << exponent
-_BELOW_ONE = (0, "TFLite Micro's 8-bit {op} takes an output multiplier below 1 only (it aborts "
-                 "otherwise)")
 
-# (what the multiplier is, its value(s), (largest exponent, why))
-Rescale = tuple[str, np.ndarray, tuple[int, str]]
+
+@dataclass(frozen=True)
+class Bound:
+    """The exponents TFLite Micro's use of a multiplier defines, by the kind of multiplier.
+
+    At most `largest` (`why` says why no more); with `lowest` (LOGISTIC's and TANH's input
+    radius, whose exponent is frexp's: QuantizeMultiplier would clamp a tiny one to 0) at
+    least that.
+    """
+
+    largest: int
+    why: str
+    lowest: int | None = None
+
+
+_SHIFT = Bound(31, _UNDEFINED)  # `1 << exponent` on int32 values
+# LOGISTIC's and TANH's input radius divides by 1LL << exponent: undefined from 63 on and
+# below 0.
+_SIGMOID = Bound(62, _UNDEFINED, lowest=0)
+_BELOW_ONE = Bound(0, "TFLite Micro's 8-bit {op} takes an output multiplier below 1 only (it "
+                      "aborts otherwise)")
+
+# (what the multiplier is, its value(s), its bound)
+Rescale = tuple[str, np.ndarray, Bound]
 
 
 def check_rescales(model: Model, op: Operator, x: Tensor, out: Tensor) -> None:
     """Refuse `op` when a multiplier needs an exponent TFLite Micro refuses or C leaves open."""
-    for what, real, (limit, why) in _rescales(model, op, x, out):
-        # LOGISTIC's and TANH's exponent is frexp's (QuantizeMultiplier would clamp it to 0).
-        exponents = np.frexp(real)[1] if limit == _SIGMOID[0] else quantize_multiplier(real)[1]
+    for what, real, bound in _rescales(model, op, x, out):
+        exponents = np.frexp(real)[1] if bound.lowest is not None else \
+            quantize_multiplier(real)[1]
         exponent = int(np.max(exponents))
-        if exponent > limit:
+        if exponent > bound.largest:
             raise ModelError(
                 f"its multiplier {what} = {float(np.max(real)):.9g} needs an exponent of "
-                f"{exponent}, above {limit}: {why.format(op=op.builtin)}")
+                f"{exponent}, above {bound.largest}: {bound.why.format(op=op.builtin)}")
         lowest = int(np.min(exponents))
-        if limit == _SIGMOID[0] and lowest < 0:
+        if bound.lowest is not None and lowest < bound.lowest:
             raise ModelError(
                 f"its multiplier {what} = {float(np.min(real)):.9g} needs an exponent of "
-                f"{lowest}, below 0: TFLite Micro's input radius divides by 1LL << exponent, "
-                "which C leaves undefined for a negative one")
+                f"{lowest}, below {bound.lowest}: TFLite Micro's input radius divides by "
+                "1LL << exponent, which C leaves undefined for a negative one")
 
 
 def _rescales(model: Model, op: Operator, x: Tensor, out: Tensor) -> list[Rescale]:
@@ -110,7 +129,7 @@ def _mean_rescales(model: Model, op: Operator, x: Tensor, out: Tensor) -> list[R
     count = int(np.prod([x.shape[int(a) % len(x.shape)] for a in axes.data.reshape(-1)]))
     fold = min(max(count, 1).bit_length() - 1, 32)
     return [("input scale / output scale", np.float64(_scale(x) / _scale(out)),
-             (_SHIFT[0] + fold, _UNDEFINED))]
+             Bound(_SHIFT.largest + fold, _UNDEFINED))]
 
 
 def _input(model: Model, op: Operator, slot: int, quantized: bool = True) -> Tensor | None:

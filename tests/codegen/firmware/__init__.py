@@ -57,6 +57,16 @@ def outputs_on(net, feeds: dict, machine: str, folder: Path) -> dict[str, np.nda
     return parse_outputs(net, stdout)
 
 
+def outputs_of_each(net, feeds: list[dict], target: str, folder: Path
+                    ) -> list[dict[str, np.ndarray]]:
+    """`net` run once per feed dict in one firmware on `target`'s emulated board: the outputs
+    of each inference. A failed build or run is the product's KilnError (callers record it)."""
+    machine = _firmware.board_for(target).qemu_machine
+    elf = _firmware.build(net, main_c(net, feeds), machine, folder)
+    stdout, _ = _firmware.run(elf, machine)
+    return [_firmware.parse_outputs(net, stdout, k) for k in range(len(feeds))]
+
+
 def assert_exact(net, graph, feeds: dict, machine: str, folder: Path, what: str = "") -> None:
     """`net` run under QEMU gives the reference interpreter's bytes on `graph`, output by output."""
     from compiler.interpreter import run as interpret
