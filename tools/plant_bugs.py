@@ -135,6 +135,15 @@ PLANTS = (
           "graph = compiled.reference if args.stage is None else compiled.stage(args.stage)",
           "graph = graph if args.stage is None else compiled.stage(args.stage)", (EXACTNESS,),
           "kiln run's reference engine rounds a quantized model once, not as its rule (issue 50)"),
+    Plant("helium-products-unfenced", "compiler/codegen/llvm.py",
+          'if "+mve" in target.features:  # see helium_fence',
+          'if False:  # see helium_fence', ("tests/codegen/test_helium_pow2_scales.py",),
+          "LLVM aborts the process on a power-of-two Dequantize for Cortex-M55 again"),
+    Plant("sigmoid-radius-one-exponent-low", "compiler/frontends/tflite/rescales.py",
+          "if bound.lowest is not None and lowest < bound.lowest:",
+          "if bound.lowest is not None and lowest < bound.lowest - 1:",
+          ("tests/tflite/test_tflite_rescale_limits.py",),
+          "a LOGISTIC whose radius TFLite Micro shifts by -1 (undefined) is accepted"),
     # The exactness campaign (tests/test_exactness.py) must catch each of these four.
     Plant("exact-quantize-ties-to-even", "compiler/codegen/qelementwise.py",
           'rounding = "round" if node.attrs.get("requant") == "tflite" else "rint"\n'
