@@ -144,6 +144,20 @@ PLANTS = (
           "if bound.lowest is not None and lowest < bound.lowest - 1:",
           ("tests/tflite/test_tflite_rescale_limits.py",),
           "a LOGISTIC whose radius TFLite Micro shifts by -1 (undefined) is accepted"),
+    Plant("softmax-divides-in-float32", "compiler/ops/qtables.py",
+          "quotient = entries.astype(np.float64) * output_multiplier(first(ys)) / sums",
+          "quotient = entries * np.float32(output_multiplier(first(ys))) / sums",
+          ("tests/quant/test_qlinear_ops.py",),
+          "QLinearSoftmax divides in float32 where onnxruntime divides in float64 (issue 50)"),
+    Plant("softmax-f32-quotient-uncorrected", "compiler/codegen/qsoftmax.py",
+          "    return b.select(up, b.fadd(n, f32(1.0)), b.select(down, b.fsub(n, f32(1.0)), n))",
+          "    return n", ("tests/codegen/test_qsoftmax_targets.py",),
+          "Cortex-M4, M7 and M33 round a softmax quotient's plain float32 division"),
+    Plant("no-pair-before-a-clamp", "compiler/quant/quantize.py",
+          "            chosen = _before_clamp(readers, params, keep)",
+          "            chosen = None", ("tests/quant/test_quantize_for_onnxruntime.py",),
+          "kiln quantize writes Conv -> Relu -> QuantizeLinear, which onnxruntime runs in float "
+          "under a symmetric schema"),
     # The exactness campaign (tests/test_exactness.py) must catch each of these four.
     Plant("exact-quantize-ties-to-even", "compiler/codegen/qelementwise.py",
           'rounding = "round" if node.attrs.get("requant") == "tflite" else "rint"\n'

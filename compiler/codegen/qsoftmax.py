@@ -4,26 +4,27 @@ A row's values enter only through their distance below the row's maximum, one of
 float exponentials of the onnx rule (onnxruntime's table) and TFLite Micro's fixed-point
 exponentials and their Q12.19 terms are tables computed at compile time by the reference's own
 functions. At run time a row takes its maximum, sums its terms (in order, in float32, for the
-onnx rule), and divides: the onnx rule in float32 with ties to even, the tflite rule through
+onnx rule), and divides: the onnx rule in float64 with ties to even, the tflite rule through
 gemmlowp's Newton reciprocal and a rounding shift, as compiler/qmath/tflite_softmax.py does.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import requant
 from compiler.codegen.kernel import I32, Kernel, constant_input
+from compiler.errors import UnsupportedError
 from compiler.ops.qtables import _table as onnx_exp_table
+from compiler.ops.qtables import output_multiplier
 from compiler.qmath import gemmlowp
 from compiler.qmath.requant import INT32_MAX, INT32_MIN, RANGES, rounding_divide_by_pot
 from compiler.qmath.requant import saturating_rounding_doubling_high_mul as srdhm
 from compiler.qmath.tflite_softmax import softmax_params
 
 F32 = ir.FloatType()
+F64 = ir.DoubleType()
 I8 = ir.IntType(8)
 _EXPS, _TERMS, _FLOATS = 9, 10, 11  # weight slots of the compile-time tables
 
@@ -149,11 +150,22 @@ def one_over_one_plus_x(k: Kernel, a):
 
 
 def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> None:
+    """One row as onnxruntime writes it: the float32 sum, then each quotient in float64.
+
+    A microcontroller whose FPU has no float64 (Cortex-M4, M7 and M33 as Kiln builds them,
+    RISC-V with F) would call library helpers for it; there the same rounding is found exactly
+    in float32 (`_rounded_quotient_f32`).
+    """
     b = k.b
-    signed = dtype == "int8"
-    high = 127 if signed else 255
-    y_scale = float(np.float32(math.floor(np.float32(1.0) / np.float32(_first(k, 3)))))
-    zp = int(_first(k, 4))
+    low, high = RANGES[dtype]
+    multiplier = output_multiplier(_first(k, 3))
+    in_float32 = requant.no_float64(k)
+    if in_float32 and multiplier >= _F32_MULTIPLIER_LIMIT:
+        raise UnsupportedError(
+            f"{k.node.name} (QLinearSoftmax): output scale {float(_first(k, 3)):g} is below "
+            f"2**-17; {k.target.name}'s float32 arithmetic cannot reproduce onnxruntime's "
+            "float64 quotient for it")
+    ty = F32 if in_float32 else F64
 
     def entry(c):
         x = widen(k.load(k.args[0], _at(k, r, c)), I32)
@@ -164,10 +176,77 @@ def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> N
     with k.loop(length) as c:
         b.store(b.fadd(b.load(fsum_slot), entry(c)[0]), fsum_slot)  # in order, float32
     total = b.load(fsum_slot)
+    wide_total = total if in_float32 else b.fpext(total, F64)
     with k.loop(length) as c:
         value, x = entry(c)
-        q = b.fdiv(b.fmul(value, ir.Constant(F32, y_scale)), total)
-        q = b.add(b.fptosi(requant.rint(k, q), I32), I32(zp))
-        q = b.select(b.icmp_signed(">", q, I32(high)), I32(high), q)
-        q = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), x, q)
+        if in_float32:
+            q = _rounded_quotient_f32(k, value, multiplier, total)
+        else:
+            quotient = b.fdiv(b.fmul(b.fpext(value, F64), ir.Constant(F64, multiplier)),
+                              wide_total)
+            q = _rint_nonnegative(k, quotient)
+        q = b.fadd(q, ir.Constant(ty, float(_first(k, 4))))
+        q = b.select(b.fcmp_ordered(">", q, ir.Constant(ty, float(high))),
+                     ir.Constant(ty, float(high)), q)
+        q = b.select(b.fcmp_ordered("<", q, ir.Constant(ty, float(low))),
+                     ir.Constant(ty, float(low)), q)
+        q = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), x, b.fptosi(q, I32))
         k.store(b.trunc(q, I8), k.outs[0], _at(k, r, c))
+
+
+def _rint_nonnegative(k: Kernel, value: ir.Value) -> ir.Value:
+    """Ties-to-even rounding of a float64 >= 0 by adding and taking away 2**52, no libm call.
+
+    Values from 2**31 on (and infinity) become 2**31 first: they saturate anyway.
+    """
+    b = k.b
+    cap = ir.Constant(F64, 2.0 ** 31)
+    two52 = ir.Constant(F64, 2.0 ** 52)
+    value = b.select(b.fcmp_ordered("<", value, cap), value, cap)
+    return b.fsub(b.fadd(value, two52), two52)
+
+
+_F32_MULTIPLIER_LIMIT = 2.0 ** 17  # floor(1 / y_scale) of the float32 path stays below
+_F32_QUOTIENT_LIMIT = 2.0 ** 22  # and its quotients are capped here (they saturate anyway)
+
+
+def _rounded_quotient_f32(k: Kernel, value: ir.Value, multiplier: float, total: ir.Value):
+    """round_half_even(value * multiplier / total) of the exact real quotient, in float32.
+
+    That is float64's rounding too for a multiplier below 2**17 and a quotient below 512 (a
+    quotient that is not a half step stays further from one than float64 rounds). Both
+    operands are first scaled by 2**-32 (exactly: the sum is at least 1) so the product cannot
+    overflow; the product is
+    then hi + lo exactly (a fused multiply-add gives lo), the float32 quotient's nearest
+    integer n is at most one step off, and the sign of product - (n +- 1/2) * total, exact
+    from one more fused multiply-add, says which way to step and where a tie lies.
+    """
+    b = k.b
+    module = k.fn.module
+    fma = module.globals.get("llvm.fma.f32") or ir.Function(
+        module, ir.FunctionType(F32, [F32, F32, F32]), "llvm.fma.f32")
+
+    def f32(v: float) -> ir.Constant:
+        return ir.Constant(F32, v)
+
+    a = b.fmul(value, f32(2.0 ** -32))
+    s = b.fmul(total, f32(2.0 ** -32))
+    y = f32(multiplier)
+    hi = b.fmul(a, y)
+    lo = b.call(fma, [a, y, b.fneg(hi)])
+    q = b.fdiv(hi, s)
+    q = b.select(b.fcmp_ordered("<", q, f32(_F32_QUOTIENT_LIMIT)), q, f32(_F32_QUOTIENT_LIMIT))
+    n = requant.rint(k, q)
+
+    def beyond(half: ir.Value) -> ir.Value:
+        """Product - half * total, with the exact sign."""
+        return b.fadd(b.call(fma, [b.fneg(half), s, hi]), lo)
+
+    above = beyond(b.fadd(n, f32(0.5)))
+    below = beyond(b.fsub(n, f32(0.5)))
+    odd = b.icmp_unsigned("!=", b.and_(b.fptosi(n, I32), I32(1)), I32(0))
+    zero = f32(0.0)
+    up = b.or_(b.fcmp_ordered(">", above, zero), b.and_(b.fcmp_ordered("==", above, zero), odd))
+    down = b.or_(b.fcmp_ordered("<", below, zero),
+                 b.and_(b.fcmp_ordered("==", below, zero), odd))
+    return b.select(up, b.fadd(n, f32(1.0)), b.select(down, b.fsub(n, f32(1.0)), n))

@@ -176,6 +176,22 @@ def no_vrint(k: Kernel) -> bool:
             and "fp-armv8" not in target.features and "mve" not in target.features)
 
 
+def no_float64(k: Kernel) -> bool:
+    """True on a microcontroller with a single-precision FPU only (FPv4-SP, FPv5-SP, RISC-V F).
+
+    There float64 arithmetic becomes calls to library helpers: ones that pass doubles, which
+    an Arm object's float-ABI marking forbids (compiler/codegen/armattrs.py), or ones a bare
+    RISC-V link does not have.
+    """
+    target = k.target
+    if target is None or not target.mcu:
+        return False
+    features = set(target.features.split(","))
+    if target.triple.startswith("riscv"):
+        return "+f" in features and "+d" not in features
+    return target.float_abi == "hard" and ("+vfp4d16sp" in features or "-fp64" in features)
+
+
 def round_away(k: Kernel, value: ir.Value) -> ir.Value:
     """llvm.round of a float32 (ties away from zero), inline where `no_vrint`."""
     if not no_vrint(k):

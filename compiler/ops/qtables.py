@@ -1,9 +1,10 @@
 """Integer operators computed through 256-entry tables, as onnxruntime computes them.
 
 QLinearSoftmax: onnxruntime builds a float32 table of exp((i - 255 + shift) * x_scale) (the
-shift keeps a row's sum finite), looks every element up after moving the row's maximum to the
-top entry, sums the row in float32 in order, and writes round_half_even(entry * floor(1 /
-y_scale) / sum) + y_zero_point, saturated at the top; a row whose sum is 0 is left as it was.
+shift, from logf(FLT_MAX / length) in float32, keeps a row's sum finite), looks every element up
+after moving the row's maximum to the top entry, sums the row in float32 in order, and writes
+round_half_even(entry * floor(1 / y_scale) / sum), computed in float64, plus y_zero_point,
+saturated to the output type; a row whose sum is 0 is left as it was.
 QLinearLeakyRelu, QLinearSigmoid and Kiln's IntLookupTable (Tanh, HardSwish): every input value
 dequantized, the float32 function (onnxruntime's own, compiler/qmath/ort_float.py), quantized
 back (compiler/qmath/tables.py). QLinearConcat requantizes an input whose parameters differ from
@@ -35,6 +36,7 @@ from compiler.qmath.requant import RANGES
 from compiler.qmath.tables import TABLE_SIZE, look_up, onnx_table
 from compiler.qmath.tflite_softmax import softmax_int8
 
+_F32 = np.float32
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -55,41 +57,39 @@ def _infer(node, ins, values):
                  f"has scale {float(first(scale))} and zero point {int(first(zp, 0))}")
     elif node.attrs["beta"] != 1.0:
         fail("onnxruntime's QLinearSoftmax has no beta; only the tflite rule takes one")
-    elif values[1] is not None and values[3] is not None and x.shape[axis] > 0:
-        _check_products(first(values[1]), first(values[3]), x.shape[axis])
     return [quantized_output_type(x.shape, yz, values, 3, 4)]
 
 
-def _check_products(x_scale, y_scale, length: int) -> None:
-    """Refuse an output scale so small that a table entry times floor(1 / y_scale) overflows.
-
-    onnxruntime then converts float32 infinity to an integer, which C leaves undefined (its
-    builds answer 0 or the top).
-    """
-    x_scale = float(np.float32(x_scale))
-    top = np.float32(np.exp((0.0 + _shift(x_scale, length)) * x_scale))  # entry 255, as _table
-    with np.errstate(over="ignore"):
-        product = top * np.float32(math.floor(np.float32(1.0) / np.float32(y_scale)))
-    if not np.isfinite(product):
-        fail(f"QLinearSoftmax's output scale {float(np.float32(y_scale)):g} is too small for "
-             f"rows of {length}: onnxruntime's float32 products overflow (its result is then "
-             "undefined)")
-
-
 def _shift(x_scale: float, length: int) -> float:
-    """Onnxruntime's bit_shift: what keeps a row's sum of table entries finite."""
-    return max(0.0, math.log(_FLOAT_MAX / length) - 5.0) / x_scale
+    """Onnxruntime's bit_shift: what keeps a row's sum of table entries finite.
+
+    Its logf takes FLT_MAX / length divided in float32; the rest is float64.
+    """
+    log = float(ort_float.logf(_F32(_FLOAT_MAX) / _F32(length)))
+    return max(0.0, log - 5.0) / x_scale
 
 
 def _table(x_scale: float, length: int, signed: bool) -> np.ndarray:
-    """The lookup table onnxruntime builds, indexed by the uint8 pattern of the shifted input."""
+    """The lookup table onnxruntime builds, indexed by the uint8 pattern of the shifted input.
+
+    Each entry is the C library's float64 exp (math.exp calls it, as onnxruntime does) rounded
+    to float32; numpy's own exp may differ from it in the last bit.
+    """
     shift = _shift(x_scale, length)
-    i = np.arange(256, dtype=np.float64)
-    values = np.exp((i - 255 + shift) * x_scale).astype(np.float32)
+    values = np.array([math.exp((i - 255.0 + shift) * x_scale) for i in range(256)])
     table = np.empty(256, np.float32)
-    index = ((i.astype(np.int64) - 128) & 0xFF) if signed else i.astype(np.int64)
-    table[index] = values
+    index = (np.arange(256) - 128) & 0xFF if signed else np.arange(256)
+    table[index] = values.astype(np.float32)
     return table
+
+
+def output_multiplier(y_scale) -> float:
+    """floor(1 / y_scale): float32 when finite (onnxruntime's floorf), else float64."""
+    with np.errstate(over="ignore", divide="ignore"):
+        inverse = np.float32(1.0) / np.float32(y_scale)
+    if np.isfinite(inverse):
+        return float(np.floor(inverse))
+    return float(math.floor(1.0 / float(np.float32(y_scale))))
 
 
 def _softmax(node, x, xs, xz, ys, yz):
@@ -99,20 +99,16 @@ def _softmax(node, x, xs, xz, ys, yz):
     axis = normalize_axis(node.attrs["axis"], x.ndim)
     moved = np.moveaxis(x, axis, -1)
     signed = x.dtype == np.int8
-    length = moved.shape[-1]
-    if length:
-        _check_products(first(xs), first(ys), length)
-    table = _table(float(np.float32(first(xs))), length, signed)
+    table = _table(float(np.float32(first(xs))), moved.shape[-1], signed)
     top = 127 if signed else 255
     shifted = (moved.astype(np.int64) + (top - moved.max(axis=-1, keepdims=True))) & 0xFF
     entries = table[shifted]
     sums = np.cumsum(entries, axis=-1, dtype=np.float32)[..., -1:]  # in order, in float32
-    y_scale = np.float32(math.floor(np.float32(1.0) / np.float32(first(ys))))
-    zp = int(first(yz))
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        q = np.rint((entries * y_scale) / sums).astype(np.int64) + zp
-    out = np.minimum(q, 127 if signed else 255)  # the quotient is never negative
-    out = np.where(sums == 0, moved, out).astype(x.dtype)
+    low, high = RANGES[str(x.dtype)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quotient = entries.astype(np.float64) * output_multiplier(first(ys)) / sums
+        q = np.clip(np.rint(quotient) + int(first(yz)), low, high)
+    out = np.where(sums == 0, moved, q).astype(x.dtype)
     return np.moveaxis(out, -1, axis)
 
 

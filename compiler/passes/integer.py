@@ -452,6 +452,37 @@ def _dequantize_later(rw: Rewriter) -> bool:
         rw.replace(node.output, after.output)
         moved = True
     return moved
+
+
+def _merge_requantized_clamps(rw: Rewriter) -> bool:
+    """Merge the pair `quantize` writes before a clamp back into the unit before it.
+
+    QuantizeLinear -> DequantizeLinear -> Relu or Clip -> QuantizeLinear, all with one set of
+    parameters, loses its first pair. `quantize` writes that pair where onnxruntime would
+    otherwise run the unit in float (its QDQ fusion wants the QuantizeLinear right after the
+    operator). With equal parameters the pair changes nothing: rounding is monotone, so the
+    clamp commutes with it.
+    """
+    merged = False
+    for node in rw.nodes("Relu", "Clip"):
+        if not rw.live(node):
+            continue
+        x = dequantized(rw, node.inputs[0])
+        if x is None or x.node is None or not x.per_tensor or \
+                rw.sole_user(x.node.output) is not node:
+            continue
+        first = rw.producer(x.integers, "QuantizeLinear")
+        if first is None or rw.sole_user(first.output) is not x.node or \
+                not isinstance(first.inputs[1], Constant) or first.inputs[1].data.size != 1:
+            continue
+        quant, _ = quantizer(rw, node.output)
+        if quant is None or not _same_params(x, quant) or not _same_params(x, first):
+            continue
+        rw.set_input(node, 0, first.inputs[0])
+        merged = True
+    return merged
+
+
 _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul": _binary,
           "AveragePool": _average_pool, "GlobalAveragePool": _average_pool, "ReduceMean": _mean,
           "Softmax": _softmax,
@@ -464,12 +495,13 @@ _UNITS = {"Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary, "Mul"
 def to_integer(graph: Graph, context: PassContext) -> PassResult:
     """Turn quantized Conv, MatMul (+ bias Add), Gemm, Add, Mul, pooling, Softmax into integers.
 
-    A unit is DequantizeLinear -> operator (-> Relu or Clip: the output's integer range) ->
-    QuantizeLinear, with int8 weights and an int32 bias, requantized by the graph's rule (onnx
-    or tflite); MaxPool and data movement between equal parameters run on the integers, and a
-    one-input function (Sigmoid, Tanh, HardSwish, LeakyRelu, a lone Relu or Clip) becomes a
-    256-entry table. Any other unit stays float, as does one whose int32 accumulator could
-    wrap (a bias near 2**31) where the float graph does not.
+    A unit is DequantizeLinear -> operator (-> Relu or Clip: the output's integer range, after
+    merging away a pair with the clamp's own parameters) -> QuantizeLinear, with int8 weights
+    and an int32 bias, requantized by the graph's rule (onnx or tflite); MaxPool and data
+    movement between equal parameters run on the integers, and a one-input function (Sigmoid,
+    Tanh, HardSwish, LeakyRelu, a lone Relu or Clip) becomes a 256-entry table. Any other unit
+    stays float, as does one whose int32 accumulator could wrap (a bias near 2**31) where the
+    float graph does not.
     """
     mode = context.requant
     rw = Rewriter(graph)
@@ -477,6 +509,7 @@ def to_integer(graph: Graph, context: PassContext) -> PassResult:
     if not any(node.op == "DequantizeLinear" for node in graph.nodes):
         return PassResult(changed, rw.notes)  # nothing in float between Dequantize, Quantize
     changed |= _dequantize_later(rw)
+    changed |= _merge_requantized_clamps(rw)
     for node in rw.nodes(*_UNITS):
         if node.output.type.dtype != "float32" or not rw.live(node):
             continue

@@ -1,14 +1,19 @@
-"""onnxruntime's float32 Sigmoid, Tanh and HardSwish, bit for bit: what its int8 tables hold.
+"""onnxruntime's float32 Sigmoid, Tanh, HardSwish and logf, bit for bit: what its int8 tables hold.
 
 An 8-bit Sigmoid is a 256-entry table built from the float function, so a table entry moves
 whenever the float result crosses a rounding boundary: only the exact float32 arithmetic gives
 onnxruntime's tables. Its Sigmoid and Tanh are MLAS's rational approximations (the polynomials of
 Eigen), evaluated with fused multiply-adds in the order of MLAS's FMA3 kernels (the x86-64 path
 on every CPU since 2013); HardSwish is x * clamp(x * (1/6) + 1/2, 0, 1) in float32 without
-fusion. The tests compare all three with onnxruntime on millions of inputs.
+fusion. The tests compare all three with onnxruntime on millions of inputs. Its QLinearSoftmax
+table starts from the C library's logf, which is not correctly rounded everywhere.
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
+import math
 
 import numpy as np
 
@@ -80,3 +85,26 @@ def hard_swish(x) -> np.ndarray:
 
 
 FUNCTIONS = {"Sigmoid": sigmoid, "Tanh": tanh, "HardSwish": hard_swish}
+
+
+@functools.cache
+def _c_logf():
+    """The C library's logf, or None where there is no libm.so.6 to load."""
+    try:
+        fn = ctypes.CDLL("libm.so.6").logf
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+    return fn
+
+
+def logf(x) -> np.float32:
+    """The C library's float32 logarithm of x, which onnxruntime calls.
+
+    glibc's logf misses the correct rounding on a few arguments that lie almost halfway between
+    two float32 values (FLT_MAX / 60594, say); calling it is the only way to agree on those.
+    Without it, the float64 logarithm rounded to float32 (glibc's answer everywhere else).
+    """
+    fn = _c_logf()
+    x = float(_F32(x))
+    return _F32(fn(x)) if fn is not None else _F32(math.log(x))

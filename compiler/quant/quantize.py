@@ -5,7 +5,8 @@ pair on every profiled activation (parameters from the chosen method and schema)
 convolution, Gemm and MatMul weights stored as symmetric per-channel int8 (scale max|w| / 127)
 behind a DequantizeLinear, and their biases as int32 at scale x_scale * w_scale. An activation
 read only by a Relu or Clip gets no pair of its own: the clamp folds into the range of its
-output (as Glow folds it). Tensors in `keep_float` stay float. The result is the QDQ form
+output (as Glow folds it), unless onnxruntime would then run the operator before it in float
+(`_before_clamp`). Tensors in `keep_float` stay float. The result is the QDQ form
 onnxruntime's quantizer writes, so `to_integer` turns it into integer operators and
 `save_onnx` writes a model onnxruntime runs.
 """
@@ -93,16 +94,20 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options(),
     scales: dict[str, float] = {}
     for value in [*out.inputs, *(v for n in list(out.nodes) for v in n.outputs)]:
         readers = users.get(id(value), [])
-        if (value.name not in params or value.name in keep or value.type.dtype != "float32"
-                or (readers and all(n.op in _CLAMPS for n, _ in readers))):
+        if value.name not in params or value.name in keep or value.type.dtype != "float32":
             continue
-        scales[value.name] = params[value.name].scale
+        chosen = params[value.name]
+        if readers and all(n.op in _CLAMPS for n, _ in readers):
+            chosen = _before_clamp(readers, params, keep)
+            if chosen is None:
+                continue
+        scales[value.name] = chosen.scale
         name = value.name
         if value in out.outputs:  # the model's output keeps its name, now after the pair
             value.name = out.unique_name(f"{name}_float")
             scales[value.name] = scales[name]
             out.metadata.setdefault(RENAMED_KEY, {})[value.name] = name
-        real = _qdq(out, value, params[name], name if value.name != name else None)
+        real = _qdq(out, value, chosen, name if value.name != name else None)
         for node, i in readers:
             node.inputs[i] = real
         out.outputs = [real if v is value else v for v in out.outputs]
@@ -114,6 +119,28 @@ def quantize(graph: Graph, profile: Profile, options: Options = Options(),
             _quantize_operands(out, node, options.schema)
     out.sort()
     return out
+
+
+def _before_clamp(readers: list, params: dict[str, QuantParams], keep: set[str]
+                  ) -> QuantParams | None:
+    """The pair a Relu's or Clip's input gets: none, or the clamp output's own parameters.
+
+    onnxruntime runs a unit on its integer kernels only when a QuantizeLinear follows the
+    operator itself. It drops a Relu whose QuantizeLinear's zero point is the type's lowest
+    value, and keeps every other clamp, with the operator before it in float. Such an input
+    gets the pair its clamp's output has: it changes no value (rounding is monotone, so a
+    clamp commutes with it) and to_integer merges it away again.
+    """
+    if len(readers) != 1:
+        return None
+    clamp = readers[0][0]
+    out = clamp.outputs[0]
+    if out.name not in params or out.name in keep or out.type.dtype != "float32":
+        return None
+    chosen = params[out.name]
+    if clamp.op == "Relu" and chosen.zero_point == np.iinfo(chosen.dtype).min:
+        return None
+    return chosen
 
 
 def _add(graph: Graph, op: str, inputs: list, output: TensorType, name: str,

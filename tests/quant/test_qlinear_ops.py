@@ -199,6 +199,65 @@ def test_qlinear_softmax_equals_onnxruntime(dtype, shape, axis, tmp_path):
         _run_both(model, {"x": x}, tmp_path, f"seed {seed}: ")
 
 
+def _softmax_near_ties(rng, dtype, length: int, rows: int):
+    """Parameters and rows whose quotients lie within 1e-5 of a half step, first those where
+    float32 division would round the other way: there the arithmetic decides the result."""
+    from compiler.ops.qtables import _table, output_multiplier
+
+    info = np.iinfo(dtype)
+    for _ in range(2000):
+        x_scale = np.float32(10 ** rng.uniform(-3, 0))
+        y_scale = np.float32(10 ** rng.uniform(-3, -1.5))
+        table = _table(float(x_scale), length, dtype == np.int8)
+        x = rng.integers(info.min, info.max + 1, (20000, length))
+        entries = table[(x + (info.max - x.max(axis=1, keepdims=True))) & 0xFF]
+        sums = np.cumsum(entries, axis=1, dtype=np.float32)[:, -1:]
+        multiplier = output_multiplier(y_scale)
+        quotient = entries.astype(np.float64) * multiplier / sums
+        with np.errstate(over="ignore"):
+            in_float32 = entries * np.float32(multiplier) / sums
+        distance = np.abs(quotient - np.floor(quotient) - 0.5)
+        near = ((distance > 0) & (distance < 1e-5)).any(axis=1)
+        other_way = (np.rint(quotient) != np.rint(in_float32)).any(axis=1)
+        if other_way.any() and near.sum() >= rows:
+            chosen = np.concatenate([x[other_way], x[near & ~other_way]])
+            return x_scale, y_scale, chosen[:rows].astype(dtype)
+    raise AssertionError("no near ties drawn")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+@pytest.mark.parametrize("length,seed", [(10, 1), (37, 0), (37, 2)])  # seeds that draw quickly
+def test_qlinear_softmax_near_ties_equal_onnxruntime(dtype, length, seed, tmp_path):
+    """Rounding ties decided by float64 division of the float32 sum, as onnxruntime divides."""
+    rng = np.random.default_rng(seed)
+    x_scale, y_scale, x = _softmax_near_ties(rng, dtype, length, 16)
+    y_zp = int(rng.integers(-128, -100)) if dtype == np.int8 else int(rng.integers(0, 20))
+    params = [np.array(x_scale), np.array(0, dtype), np.array(y_scale), np.array(y_zp, dtype)]
+    model = _contrib_case("QLinearSoftmax", dtype, [list(x.shape)], params, UNARY, axis=-1,
+                          opset=13)
+    _run_both(model, {"x": x}, tmp_path, f"seed {seed}: ")
+
+
+def test_softmax_table_logf_is_the_c_librarys():
+    """The table's shift starts from logf(FLT_MAX / length); glibc's misses the correct
+    rounding at 60594 (Kiln calls it), so the float64 logarithm would not do."""
+    import ctypes
+
+    from compiler.qmath.ort_float import logf
+
+    try:
+        libm = ctypes.CDLL("libm.so.6")
+    except OSError:
+        pytest.skip("no libm.so.6: Kiln then rounds the float64 logarithm")
+    libm.logf.restype, libm.logf.argtypes = ctypes.c_float, [ctypes.c_float]
+    top = np.float32(np.finfo(np.float32).max)
+    for length in [*range(1, 2000), 60594, 96962]:
+        quotient = top / np.float32(length)
+        assert logf(quotient) == np.float32(libm.logf(float(quotient))), length
+    assert np.float32(np.log(np.float64(top / np.float32(60594)))) != logf(
+        top / np.float32(60594))
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 @pytest.mark.parametrize("alpha", [0.1, 0.0])
 def test_qlinear_leaky_relu_equals_onnxruntime(dtype, alpha, tmp_path):
