@@ -145,16 +145,43 @@ def _read_inputs(graph, specs: Sequence[str], seed: int) -> dict[str, np.ndarray
             raise UsageError(f"--input {name}: {str(path)!r} holds several arrays; give a .npy")
         want = by_name[name].type
         if array.dtype.name != want.dtype:
-            if np.can_cast(array.dtype, want.dtype, casting="same_kind"):
-                array = array.astype(want.dtype)
-            else:
+            if not np.can_cast(array.dtype, want.dtype, casting="same_kind"):
                 raise UsageError(f"--input {name}: {str(path)!r} holds {array.dtype.name}, the "
                                  f"model wants {want.dtype}")
+            array = _converted_input(name, path, array, want.dtype)
         if tuple(array.shape) != want.shape:
             raise UsageError(f"--input {name}: {str(path)!r} has shape {list(array.shape)}, the "
                              f"model wants {list(want.shape)}")
         feeds[name] = array
     return feeds
+
+
+def _converted_input(name: str, path, array: np.ndarray, dtype: str) -> np.ndarray:
+    """`array` as the model's element type, refused when a value does not survive the change.
+
+    numpy wraps an int64 200 to int8 -56 and turns a float64 1e39 into float32 infinity, both
+    silently; the model would then compute on values the file does not hold.
+    """
+    target = np.dtype(dtype)
+    if target.kind in "iu" and array.size:
+        info = np.iinfo(target)
+        outside = (array < info.min) | (array > info.max)
+        if outside.any():
+            at = np.unravel_index(int(np.argmax(outside)), array.shape)
+            raise UsageError(f"--input {name}: {str(path)!r} holds {array[at]} at "
+                             f"{[int(i) for i in at]}, outside {dtype}'s range "
+                             f"[{info.min}, {info.max}]")
+        return array.astype(target)
+    with np.errstate(over="ignore"):
+        converted = array.astype(target)
+    if target.kind == "f" and array.dtype.kind in "fiu" and array.size:
+        lost = np.isfinite(array) & ~np.isfinite(converted)
+        if lost.any():
+            at = np.unravel_index(int(np.argmax(lost)), array.shape)
+            raise UsageError(f"--input {name}: {str(path)!r} holds {array[at]} at "
+                             f"{[int(i) for i in at]}, beyond {dtype}'s largest value "
+                             f"{np.finfo(target).max:g}")
+    return converted
 
 
 def cmd_run(args) -> int:

@@ -241,3 +241,28 @@ def test_kiln_only_operators_and_attributes_are_not_read_from_files(tmp_path, ca
     node = helper.make_node("Softmax", ["x"], ["y"], name="sm", coerce_2d=1)
     code, _, err = _kiln(capsys, "inspect", _save(tmp_path / "sm.onnx", [node]))
     _assert_one_line_error(code, err, "sm.onnx", "node sm (Softmax)", "Kiln's own")
+
+
+def test_input_values_that_do_not_fit_the_models_type_are_refused(tmp_path, capsys):
+    """numpy wraps an int64 200 to int8 -56 and a float64 1e39 to float32 infinity, silently."""
+    from onnx import helper
+
+    from tests.helpers import make_model
+
+    model = make_model([helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"])],
+                       [("x", np.int8, [4])], [("y", np.float32, None)],
+                       {"s": np.float32(0.5), "z": np.int8(0)})
+    path = tmp_path / "int8_in.onnx"
+    path.write_bytes(model.SerializeToString())
+    np.save(tmp_path / "wide.npy", np.array([1, 2, 200, 4], np.int64))
+    code, _, err = _kiln(capsys, "run", path, "--input", f"x={tmp_path / 'wide.npy'}")
+    _assert_one_line_error(code, err, "holds 200 at [2]", "int8's range [-128, 127]")
+    np.save(tmp_path / "fits.npy", np.array([1, 2, -128, 127], np.int64))
+    code, out, _ = _kiln(capsys, "run", path, "--input", f"x={tmp_path / 'fits.npy'}")
+    assert code == 0 and "-64" in out
+    np.save(tmp_path / "huge.npy", np.full((1, 1, 8, 8), 1e39))
+    code, _, err = _kiln(capsys, "run", SAMPLE_MODEL, "--input", f"image={tmp_path / 'huge.npy'}")
+    _assert_one_line_error(code, err, "holds 1e+39 at [0, 0, 0, 0]", "float32's largest value")
+    np.save(tmp_path / "inf.npy", np.full((1, 1, 8, 8), np.inf))  # the file's own infinity
+    code, _, _ = _kiln(capsys, "run", SAMPLE_MODEL, "--input", f"image={tmp_path / 'inf.npy'}")
+    assert code == 0
