@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (sub-commands)."""
     parser = Parser(prog="kiln", description="Kiln: a workbench and ahead-of-time compiler "
                      "for neural networks on microcontrollers.")
+    parser.add_argument("-V", "--version", action="store_true",
+                        help="print Kiln's version and exit")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     inspect = sub.add_parser("inspect", help="operators, parameters, MACs, inputs and outputs")
@@ -430,6 +432,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the cyclic collector rescans them thousands of times (a quarter of a 20,000-node compile).
     gc.set_threshold(100_000, 50, 50)
     try:
+        if argv[:1] in (["--version"], ["-V"]):
+            from compiler.version import kiln_version
+
+            print(f"kiln {kiln_version()}")
+            return 0
         if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
             return _open_gui(argv)
         args = build_parser().parse_args(argv)

@@ -28,6 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from compiler.version import kiln_version
+
 GUIDE = Path(__file__).resolve().parent / "resources" / "guide.md"
 # Keys the canvas handles itself (no menu action carries them).
 CANVAS_KEYS = (("Up / Down", "Walk to a producer / consumer"),
@@ -50,7 +52,7 @@ def versions() -> dict[str, str]:
     import llvmlite
     import llvmlite.binding as llvm
 
-    return {"Kiln": _version("kiln"), "Python": platform.python_version(), "Qt": qVersion(),
+    return {"Kiln": kiln_version(), "Python": platform.python_version(), "Qt": qVersion(),
             "PySide6": _version("PySide6-Essentials") if _version("PySide6-Essentials")
             != "not installed" else _version("PySide6"),
             "LLVM": ".".join(map(str, llvm.llvm_version_info)),

@@ -109,3 +109,13 @@ def test_run_compiled_refuses_a_stage(capsys):
     assert main(["run", str(SAMPLE_MODEL), "--engine", "compiled", "--stage", "final"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--stage applies to the reference engine only" in err
+
+
+def test_version_prints_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from importlib import metadata
+
+    monkeypatch.chdir(tmp_path)
+    for flag in ("--version", "-V"):
+        assert main([flag]) == 0
+        assert capsys.readouterr().out == f"kiln {metadata.version('kiln')}\n"
+    assert list(tmp_path.iterdir()) == []  # no window, no screenshots, no out/
