@@ -5,9 +5,10 @@ Drawn with matplotlib's Agg canvas (no display), written atomically beside EXPLO
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from pathlib import Path
+
+from compiler.fileio import atomic_write_bytes
 
 
 def save_plot(doc: dict, path: Path) -> None:
@@ -49,11 +50,6 @@ def save_plot(doc: dict, path: Path) -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path = Path(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(temp)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    image = io.BytesIO()
+    fig.savefig(image, format=path.suffix.lstrip(".") or "png")
+    atomic_write_bytes(path, image.getvalue())

@@ -8,12 +8,11 @@ search replays: each configuration already measured is read back by its key, nev
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from compiler.errors import KilnError
+from compiler.fileio import atomic_write_bytes
 
 FORMAT = "kiln-explore/1"
 
@@ -76,15 +75,7 @@ def settings_of(doc: dict) -> dict:
 
 def write_record(record: Record, path: Path) -> None:
     """Write atomically: a temporary file beside `path`, renamed over it."""
-    path = Path(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(record.to_json(), out, indent=1)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(Path(path), json.dumps(record.to_json(), indent=1).encode())
 
 
 def read_record(path: Path) -> dict:

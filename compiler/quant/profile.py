@@ -15,14 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from compiler.errors import KilnError
+from compiler.fileio import atomic_write_bytes
 from compiler.ir.graph import Graph
 
 SCHEMA = "kiln-profile-1"
@@ -114,16 +113,8 @@ class Profile:
 
     def save(self, path: str | Path) -> None:
         """Write the JSON profile atomically (a crash never leaves half a file)."""
-        path = Path(path)
         text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
-        handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-        try:
-            with os.fdopen(handle, "w") as out:
-                out.write(text)
-            os.replace(partial, path)
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(Path(path), text.encode())
 
 
 def parse_profile(doc, where: str = "the profile") -> Profile:
