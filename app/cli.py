@@ -28,6 +28,7 @@ from app.cli_args import (
     load_graph,
     parse_input,
     target_options,
+    writable_file,
 )
 from app.cli_bench import add_bench_parser, cmd_bench
 from app.cli_diff import add_diff_parser, cmd_diff
@@ -192,6 +193,8 @@ def cmd_run(args) -> int:
     from compiler.interpreter import run
     from compiler.qmath.explain import real_value_formula
 
+    if args.output:
+        writable_file(args.output)
     graph = load_graph(args)
     feeds = _read_inputs(graph, args.input or [], args.seed)
     if args.engine == "compiled":

@@ -47,6 +47,24 @@ def parse_input(text: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
+def writable_file(text: str, flag: str = "-o") -> Path:
+    """The file an option names, refused before any work when it cannot be written there.
+
+    A profile takes minutes of calibration; finding the folder read-only afterwards loses them.
+    """
+    import os
+
+    path = Path(text)
+    folder = path.parent
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: that is a folder; name a file in it")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
+    return path
+
+
 def load_graph(args):
     """The model named on the command line, loaded with its `--shape` overrides.
 

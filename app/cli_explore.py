@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from app.cli_args import UsageError
+from app.cli_args import UsageError, writable_file
 from compiler.errors import KilnError
 
 
@@ -102,9 +102,7 @@ def cmd_explore(args) -> int:
     from compiler.explore.plot import save_plot
     from compiler.explore.problem import ProblemSpec
 
-    output = Path(args.output)
-    if not output.parent.is_dir():
-        raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
+    output = writable_file(args.output)
     if not 0 <= args.max_drop < 100:
         raise UsageError("--max-drop is in accuracy points, between 0 and 100")
     require("optuna")

@@ -10,7 +10,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from app.cli_args import UsageError, add_model_args, load_graph
+from app.cli_args import UsageError, add_model_args, load_graph, writable_file
 
 
 def add_profile_parser(sub) -> None:
@@ -55,9 +55,7 @@ def cmd_profile(args) -> int:
 
     if not 1 <= args.bins <= 1_000_000:
         raise UsageError("--bins must be between 1 and 1,000,000")
-    output = Path(args.output)
-    if not output.parent.is_dir():
-        raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
+    output = writable_file(args.output)
     graph = load_graph(args)
     normalization = Normalization(args.scale, _floats(args.mean, "--mean"),
                                   _floats(args.std, "--std"), args.channels)
@@ -75,7 +73,10 @@ def cmd_profile(args) -> int:
     with bar:
         profile = profile_model(graph, data, Path(args.model).name, args.bins, progress,
                                 equalized=args.equalize)
-    write_profile(profile, output)
+    try:
+        write_profile(profile, output)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
     print(f"profiled {len(profile.tensors)} tensors of {Path(args.model).name} on "
           f"{len(data):,} samples of {data.source}; wrote {output}")
     return 0
@@ -126,11 +127,9 @@ def cmd_quantize(args) -> int:
     from compiler.quant.glow_yaml import read_profile
     from compiler.quant.quantize import Options, quantize
 
-    output = Path(args.output)
+    output = writable_file(args.output)
     if output.suffix.lower() != ".onnx":
         raise UsageError(f"-o {output}: kiln quantize writes an .onnx model")
-    if not output.parent.is_dir():
-        raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
     graph = load_graph(args)
     profile = read_profile(args.profile)
     options = Options(args.method, args.percentile, args.schema, args.requant,
@@ -148,7 +147,10 @@ def cmd_quantize(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     final = compilation(qdq).final
     integer = sum(1 for n in final.nodes if n.op.startswith(("QLinear", "QGemm")))
-    save_onnx(qdq, output)
+    try:
+        save_onnx(qdq, output)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
     if not (args.report and args.json):
         extras = "".join([", equalized" if profile.equalized else "",
                           f", {len(corrections)} biases corrected" if corrections else ""])

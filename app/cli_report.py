@@ -10,7 +10,14 @@ import json
 import math
 from pathlib import Path
 
-from app.cli_args import UsageError, add_model_args, add_profile_arg, load_graph, target_and_board
+from app.cli_args import (
+    UsageError,
+    add_model_args,
+    add_profile_arg,
+    load_graph,
+    target_and_board,
+    writable_file,
+)
 from compiler.errors import KilnError
 
 
@@ -53,9 +60,7 @@ def cmd_report(args) -> int:
         raise UsageError("kiln report needs -o REPORT.html, --json, or both")
     if not math.isfinite(args.clock) or args.clock <= 0:
         raise UsageError(f"--clock {args.clock:g}: give the clock in MHz, a positive number")
-    output = Path(args.output) if args.output else None
-    if output is not None and not output.parent.is_dir():
-        raise UsageError(f"-o {output}: the folder {output.parent} does not exist")
+    output = writable_file(args.output) if args.output else None
     target, board = target_and_board(args.target, args.board)
     graph = load_graph(args)
     quant = sqnr_of = None

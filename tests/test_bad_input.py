@@ -266,3 +266,27 @@ def test_input_values_that_do_not_fit_the_models_type_are_refused(tmp_path, caps
     np.save(tmp_path / "inf.npy", np.full((1, 1, 8, 8), np.inf))  # the file's own infinity
     code, _, _ = _kiln(capsys, "run", SAMPLE_MODEL, "--input", f"image={tmp_path / 'inf.npy'}")
     assert code == 0
+
+
+def test_an_output_folder_that_is_not_writable_is_refused_before_any_work(tmp_path, capsys,
+                                                                          monkeypatch):
+    """As root a chmod does not stop writes, so the test makes os.access say what a read-only
+    mount says; the command must refuse before it loads or calibrates anything."""
+    import os
+    from pathlib import Path
+
+    import app.cli_profile as cli_profile
+
+    real_access = os.access
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != locked
+                        and real_access(p, mode, **kw))
+    monkeypatch.setattr(cli_profile, "load_graph", lambda args: pytest.fail("loaded the model"))
+    for command in (["profile", SAMPLE_MODEL, "--data", tmp_path, "-o", locked / "p.json"],
+                    ["quantize", SAMPLE_MODEL, "--profile", tmp_path / "p.json", "-o",
+                     locked / "q.onnx"]):
+        code, _, err = _kiln(capsys, *command)
+        _assert_one_line_error(code, err, "the folder", "is not writable")
+    code, _, err = _kiln(capsys, "profile", SAMPLE_MODEL, "--data", tmp_path, "-o", tmp_path)
+    _assert_one_line_error(code, err, "that is a folder")
