@@ -8,8 +8,9 @@ same target) is a rebuild and needs no confirmation; replacing another bundle, o
 folder of files that are not a bundle (perhaps the wrong folder), needs `force`. Files that are
 not part of a bundle are never deleted, forced or not: the user's inputs or notes stay.
 
-The new bundle is written completely into a temporary sibling folder first. A new folder is
-then renamed into place in one step. An existing folder is kept (a terminal or file manager
+The new bundle is written completely into a temporary sibling folder first (inside the folder
+when it is a mount point, so no rename crosses file systems). A new folder is then renamed into
+place in one step. An existing folder is kept (a terminal or file manager
 inside it keeps working): the old bundle's files are moved aside, the new ones renamed in, and
 any error moves everything back, so a failure leaves the previous bundle as it was.
 """
@@ -30,6 +31,7 @@ from compiler.errors import KilnError
 EXAMPLE_FILES = ("main.c", "Makefile")  # a hosted bundle's example program
 _REPORT = ".report.json"
 _REPORT_LIMIT = 256 * 1024 * 1024  # a report larger than this is no report Kiln wrote
+_STAGING = ".kiln-bundle-"  # the folders a write stages in (a crash may leave one behind)
 
 
 def bundle_entries(name: str) -> tuple[str, ...]:
@@ -119,6 +121,7 @@ def survey(folder: str | Path) -> Survey:
         entries = sorted(os.listdir(folder))
     except OSError as exc:
         raise KilnError(f"cannot read the output folder {folder}: {exc.strerror}") from None
+    entries = [e for e in entries if not e.startswith(_STAGING)]
     bundles = []
     for entry in entries:
         if entry.endswith(_REPORT):
@@ -174,6 +177,14 @@ def _restore(folder: Path, backup: Path, moved_in: list[str], moved_aside: list[
     return ok
 
 
+def is_mount_point(folder: Path) -> bool:
+    """Whether `folder` exists on another file system than its parent (a volume, a card)."""
+    try:
+        return folder.is_dir() and os.stat(folder).st_dev != os.stat(folder.parent).st_dev
+    except OSError:
+        return False
+
+
 def swap_in(folder: str | Path, names: Iterable[str], write: Callable[[Path], None],
             replaced: Iterable[str] = (), check: Callable[[], None] | None = None) -> None:
     """Write a bundle with `write(temporary folder)` and swap it into `folder` whole.
@@ -187,7 +198,10 @@ def swap_in(folder: str | Path, names: Iterable[str], write: Callable[[Path], No
     real = Path(os.path.realpath(folder))  # "." or a symlink: the folder it stands for
     names = list(names)
     real.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=real.parent, prefix=f".{real.name}.new-"))
+    # Staged beside the folder, on the file system the bundle ends on; inside it when it is
+    # a mount point of its own (a rename from its parent would cross devices).
+    staging = real if is_mount_point(real) else real.parent
+    tmp = Path(tempfile.mkdtemp(dir=staging, prefix=f"{_STAGING}new-"))
     try:
         write(tmp)
         if check is not None:
@@ -197,7 +211,7 @@ def swap_in(folder: str | Path, names: Iterable[str], write: Callable[[Path], No
             os.rename(tmp, real)
             return
         aside = sorted(set(replaced) | {n for n in names if os.path.lexists(real / n)})
-        backup = Path(tempfile.mkdtemp(dir=real.parent, prefix=f".{real.name}.old-"))
+        backup = Path(tempfile.mkdtemp(dir=staging, prefix=f"{_STAGING}old-"))
         moved_aside: list[str] = []
         moved_in: list[str] = []
         try:

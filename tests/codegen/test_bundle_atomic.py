@@ -181,6 +181,41 @@ def test_swap_in_never_leaves_a_half_new_folder(tmp_path, m7, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_mount_point_folder_takes_the_bundle(tmp_path, host, m7, monkeypatch):
+    """An output folder that is a mount point (a Docker volume, an SD card): a rename between
+    it and its parent crosses devices (EXDEV), so nothing may be staged beside it."""
+    import errno
+    import os
+
+    assert not bundle_folder.is_mount_point(tmp_path)
+
+    mount = tmp_path / "volume"
+    mount.mkdir()
+    real_rename = os.rename
+
+    def across_devices(src, dst):
+        inside = [Path(os.path.realpath(p)).is_relative_to(mount) for p in (src, dst)]
+        if inside[0] != inside[1]:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", across_devices)
+    monkeypatch.setattr(bundle_folder, "is_mount_point", lambda folder: folder == mount)
+    write_bundle(host, mount)  # an empty mount point
+    write_bundle(m7, mount, force=True)  # and one holding another bundle
+    assert sorted(_files(mount)) == M7_FILES
+    monkeypatch.setattr(bundle_folder, "is_mount_point", lambda folder: False)
+    with pytest.raises(OSError, match="cross-device"):  # what staging beside it meets there
+        write_bundle(host, mount, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["volume"]
+
+
+def test_a_staging_folder_left_by_a_crash_is_no_foreign_file(tmp_path, host):
+    write_bundle(host, tmp_path / "out")
+    (tmp_path / "out" / ".kiln-bundle-new-x1y2").mkdir()  # the process was killed mid-write
+    assert survey(tmp_path / "out").conflict(tmp_path / "out", "net", "host") is None
+
+
 # -- kiln compile ---------------------------------------------------------------------------------
 
 def _compile(*args: str) -> subprocess.CompletedProcess:
