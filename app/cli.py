@@ -440,6 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(f"kiln {kiln_version()}")
             return 0
+        if argv and _looks_like_a_command(argv[0]):
+            raise UsageError(_unknown_command(argv[0]))
         if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
             return _open_gui(argv)
         args = build_parser().parse_args(argv)
@@ -467,6 +469,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kiln: internal error: {type(exc).__name__}: {one_line(str(exc))} (set "
               "KILN_DEBUG=1 for the traceback and please report it)", file=sys.stderr)
         return 3
+
+
+def _looks_like_a_command(word: str) -> bool:
+    """A first word that is no command and no file: a mistyped command, not a model to open."""
+    return (word not in COMMANDS and word.replace("-", "").isalpha()
+            and not word.startswith("-") and not Path(word).exists())
+
+
+def _unknown_command(word: str) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(word, COMMANDS, n=1)
+    hint = f"did you mean {near[0]}? " if near else ""
+    return f"{word!r} is not a kiln command ({hint}commands: {', '.join(COMMANDS)})"
 
 
 def _open_gui(argv: Sequence[str]) -> int:

@@ -119,3 +119,12 @@ def test_version_prints_and_writes_nothing(tmp_path, monkeypatch, capsys):
         assert main([flag]) == 0
         assert capsys.readouterr().out == f"kiln {metadata.version('kiln')}\n"
     assert list(tmp_path.iterdir()) == []  # no window, no screenshots, no out/
+
+
+def test_a_mistyped_command_is_refused_and_opens_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["compil", str(SAMPLE_MODEL)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kiln: error: 'compil' is not a kiln command (did you mean compile? ")
+    assert len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # no window, no out/screenshots
