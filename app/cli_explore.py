@@ -80,18 +80,22 @@ def _executor(args):
 
 
 def _printer(args):
-    """A progress callback: JSON lines, a line per trial on a terminal, or nothing."""
+    """A progress callback: JSON lines, or a line per trial on stderr.
+
+    On a pipe or in a CI log too: an exploration takes minutes, and silence looks like a hang.
+    """
     def report(p) -> None:
         if args.progress_json:
             print(json.dumps({"phase": p.phase, "done": p.done, "total": p.total,
                               "best": p.best, "eta_seconds": p.eta_seconds,
                               "trial": p.trial}), flush=True)
-        elif p.trial is not None and sys.stderr.isatty():
+        elif p.trial is not None:
             t = p.trial
             what = (f"{100 * t['measurement']['score']:.2f} %, "
                     f"{t['measurement']['instructions']:,} instructions"
                     if "measurement" in t else f"failed: {t.get('error')}")
-            print(f"  trial {t['number']} ({p.done}/{p.total}): {what}", file=sys.stderr)
+            print(f"  trial {t['number']} ({p.done}/{p.total}): {what}", file=sys.stderr,
+                  flush=True)
     return report
 
 
