@@ -166,24 +166,21 @@ def _converted_input(name: str, path, array: np.ndarray, dtype: str) -> np.ndarr
     silently; the model would then compute on values the file does not hold.
     """
     target = np.dtype(dtype)
-    if target.kind in "iu" and array.size:
-        info = np.iinfo(target)
-        outside = (array < info.min) | (array > info.max)
-        if outside.any():
-            at = np.unravel_index(int(np.argmax(outside)), array.shape)
-            raise UsageError(f"--input {name}: {str(path)!r} holds {array[at]} at "
-                             f"{[int(i) for i in at]}, outside {dtype}'s range "
-                             f"[{info.min}, {info.max}]")
-        return array.astype(target)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         converted = array.astype(target)
-    if target.kind == "f" and array.dtype.kind in "fiu" and array.size:
-        lost = np.isfinite(array) & ~np.isfinite(converted)
-        if lost.any():
-            at = np.unravel_index(int(np.argmax(lost)), array.shape)
-            raise UsageError(f"--input {name}: {str(path)!r} holds {array[at]} at "
-                             f"{[int(i) for i in at]}, beyond {dtype}'s largest value "
-                             f"{np.finfo(target).max:g}")
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        bad, limit = (array < info.min) | (array > info.max), \
+            f"outside {dtype}'s range [{info.min}, {info.max}]"
+    elif target.kind == "f" and array.dtype.kind in "fiu":
+        bad, limit = np.isfinite(array) & ~np.isfinite(converted), \
+            f"beyond {dtype}'s largest value {np.finfo(target).max:g}"
+    else:
+        return converted
+    if bad.any():
+        at = np.unravel_index(int(np.argmax(bad)), array.shape)
+        raise UsageError(f"--input {name}: {str(path)!r} holds {array[at]} at "
+                         f"{[int(i) for i in at]}, {limit}")
     return converted
 
 

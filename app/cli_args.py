@@ -6,6 +6,7 @@ Kept apart from the commands so that command modules can share it without import
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from compiler.codegen.targets import BOARDS, WEIGHT_LAYOUTS
@@ -52,8 +53,6 @@ def writable_file(text: str, flag: str = "-o") -> Path:
 
     A profile takes minutes of calibration; finding the folder read-only afterwards loses them.
     """
-    import os
-
     path = Path(text)
     folder = path.parent
     if path.is_dir():

@@ -184,7 +184,8 @@ def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> N
         else:
             quotient = b.fdiv(b.fmul(b.fpext(value, F64), ir.Constant(F64, multiplier)),
                               wide_total)
-            q = _rint_nonnegative(k, quotient)
+            cap = ir.Constant(F64, 2.0 ** 31)  # beyond it (infinity too) everything saturates
+            q = requant.rint_inline(k, b.select(b.fcmp_ordered("<", quotient, cap), quotient, cap))
         q = b.fadd(q, ir.Constant(ty, float(_first(k, 4))))
         q = b.select(b.fcmp_ordered(">", q, ir.Constant(ty, float(high))),
                      ir.Constant(ty, float(high)), q)
@@ -192,18 +193,6 @@ def _row_onnx(k: Kernel, r, length: int, top, widen, fsum_slot, dtype: str) -> N
                      ir.Constant(ty, float(low)), q)
         q = b.select(b.fcmp_ordered("==", total, ir.Constant(F32, 0.0)), x, b.fptosi(q, I32))
         k.store(b.trunc(q, I8), k.outs[0], _at(k, r, c))
-
-
-def _rint_nonnegative(k: Kernel, value: ir.Value) -> ir.Value:
-    """Ties-to-even rounding of a float64 >= 0 by adding and taking away 2**52, no libm call.
-
-    Values from 2**31 on (and infinity) become 2**31 first: they saturate anyway.
-    """
-    b = k.b
-    cap = ir.Constant(F64, 2.0 ** 31)
-    two52 = ir.Constant(F64, 2.0 ** 52)
-    value = b.select(b.fcmp_ordered("<", value, cap), value, cap)
-    return b.fsub(b.fadd(value, two52), two52)
 
 
 _F32_MULTIPLIER_LIMIT = 2.0 ** 17  # floor(1 / y_scale) of the float32 path stays below

@@ -161,7 +161,7 @@ def rint(k: Kernel, value: ir.Value) -> ir.Value:
     across the call standard llvmlite cannot state; there the rounding is done inline.
     """
     if no_vrint(k):
-        return _rint_inline(k, value)
+        return rint_inline(k, value)
     ty = value.type
     name = f"llvm.rint.v{ty.count}f32" if isinstance(ty, ir.VectorType) else "llvm.rint.f32"
     module = k.fn.module
@@ -202,29 +202,29 @@ def round_away(k: Kernel, value: ir.Value) -> ir.Value:
     zero = const(value, 0.0, value.type)
     negative = b.fcmp_ordered("<", value, zero)
     size = b.select(negative, b.fsub(zero, value), value)
-    nearest = _rint_inline(k, size)
+    nearest = rint_inline(k, size)
     # A tie that went to the even integer below goes one further, away from zero.
     tie_down = b.fcmp_ordered("==", b.fsub(size, nearest), const(value, 0.5, value.type))
     away = b.select(tie_down, b.fadd(nearest, const(value, 1.0, value.type)), nearest)
     return b.select(negative, b.fsub(zero, away), away)
 
 
-def _rint_inline(k: Kernel, value: ir.Value) -> ir.Value:
-    """Ties-to-even rounding by adding and taking away 2**23 (exact below 2**23).
+def rint_inline(k: Kernel, value: ir.Value) -> ir.Value:
+    """Ties-to-even rounding by adding and taking away 2**23 (2**52 for float64), no libm call.
 
     Below 2**23 the sum's last place is 1, so the addition rounds to an integer, ties to
-    even; from 2**23 on every float32 is an integer already. Negatives are rounded by their
-    magnitude (rounding to nearest is symmetric).
+    even; from 2**23 on every float32 is an integer already (float64: the same at 2**52).
+    Negatives are rounded by their magnitude (rounding to nearest is symmetric).
     """
     b = k.b
     ty = value.type
     scalar = ty.element if isinstance(ty, ir.VectorType) else ty
-    two23 = const(value, 8388608.0, scalar)
+    exact_from = const(value, 2.0 ** 52 if isinstance(scalar, ir.DoubleType) else 2.0 ** 23, scalar)
     zero = const(value, 0.0, scalar)
     negative = b.fcmp_ordered("<", value, zero)
     size = b.select(negative, b.fsub(zero, value), value)
-    rounded = b.fsub(b.fadd(size, two23), two23)
-    rounded = b.select(b.fcmp_ordered("<", size, two23), rounded, size)
+    rounded = b.fsub(b.fadd(size, exact_from), exact_from)
+    rounded = b.select(b.fcmp_ordered("<", size, exact_from), rounded, size)
     return b.select(negative, b.fsub(zero, rounded), rounded)
 
 
