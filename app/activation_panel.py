@@ -9,7 +9,6 @@ same sample runs again (when the dock is hidden, once it is shown); another mode
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -28,24 +27,25 @@ from compiler.activations.sample import (
 from compiler.driver import compilation
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
-from compiler.quant.quantize import Options, quantize
+from compiler.quant.recipe import QuantRecipe, quantize_with
 from views.activation_view import ActivationPanel
 
 DIGITS = (("digits:test", "digits:test"), ("digits:train", "digits:train"))
 
 
-def sample_job(graph: Graph, spec: SampleSpec, quantized_from=None):
+def sample_job(graph: Graph, spec: SampleSpec,
+               quantized_from: tuple[Graph, QuantRecipe] | None = None):
     """The job: `spec` through `graph`, and through its int8 version when `quantized_from`.
 
-    `quantized_from` is (graph, profile copy, method, schema) of the calibration, quantized
-    and compiled here, off the GUI thread.
+    `quantized_from` is (calibrated float graph, recipe): the document's recipe, the one an
+    export builds, quantized and compiled here, off the GUI thread.
     """
     def work(progress: Progress) -> SampleRun:
         progress.report(0.0, "Preparing")
         integer = qdq = None
         if quantized_from is not None:
-            source, profile, method, schema = quantized_from
-            qdq = quantize(source, profile, Options(method=method, schema=schema))
+            source, recipe = quantized_from
+            qdq = quantize_with(source, recipe)
             progress.report(0.1, "Compiling the int8 model")
             integer = compilation(qdq).final
         total = len(graph.nodes) + (len(integer.nodes) if integer is not None else 0)
@@ -147,10 +147,9 @@ class ActivationController(QObject):
         self.spec = spec
         self._stale = False
         quantized_from = None
-        session = doc.quant.current()
-        if session is not None:  # copied here: the GUI thread may tune a range meanwhile
-            quantized_from = (session.graph, copy.deepcopy(session.profile),
-                              session.options.method, session.options.schema)
+        recipe = doc.quant.recipe()  # a copy: the GUI thread may tune a range meanwhile
+        if recipe is not None:
+            quantized_from = (doc.quant.current().graph, recipe)
         job = Job(sample_job(doc.graph, spec, quantized_from), "Running a sample", self)
         job.progress.connect(lambda f, _t: self.panel.progress.setValue(int(f * 1000)))
         job.succeeded.connect(self.take_result)
@@ -323,10 +322,8 @@ def screenshots(window, save) -> None:
     if graph is None or not graph.nodes:
         return
     spec = SampleSpec(controller.panel.chosen_source() or RANDOM, 0)
-    session = window.document.quant.current()
-    quantized_from = None if session is None else (
-        session.graph, copy.deepcopy(session.profile), session.options.method,
-        session.options.schema)
+    recipe = window.document.quant.recipe()
+    quantized_from = None if recipe is None else (window.document.quant.current().graph, recipe)
     try:  # on the GUI thread: scripted runs have no event loop to wait on
         result = sample_job(graph, spec, quantized_from)(Progress(lambda *_: None))
     except KilnError:

@@ -19,6 +19,7 @@ import numpy as np
 
 from app.cli_args import (
     Parser,
+    StrictFailure,
     UsageError,
     add_model_args,
     add_pipeline_arg,
@@ -31,6 +32,7 @@ from app.cli_args import (
     writable_file,
 )
 from app.cli_bench import add_bench_parser, cmd_bench
+from app.cli_compile import add_compile_parser, cmd_compile
 from app.cli_diff import add_diff_parser, cmd_diff
 from app.cli_explore import add_explore_parser, cmd_explore, cmd_explore_export
 from app.cli_passes import add_passes_parser, cmd_passes
@@ -78,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_arg(run)
     add_passes_parser(sub)
     _add_memory_parser(sub)
-    _add_compile_parser(sub)
+    add_compile_parser(sub)
     add_bench_parser(sub)
     add_profile_parser(sub)
     add_quantize_parser(sub)
@@ -316,108 +318,6 @@ def cmd_memory(args) -> int:
     return 0
 
 
-def _add_compile_parser(sub) -> None:
-    compile_ = sub.add_parser("compile", help="compile a model into a bundle (object, header, "
-                                              "weights, report, example program)")
-    add_model_args(compile_)
-    add_target_args(compile_)
-    add_pipeline_arg(compile_)
-    compile_.add_argument("-o", "--output", required=True, metavar="DIR",
-                          help="folder for the bundle")
-    compile_.add_argument("--name", default="net", metavar="NET",
-                          help="entry point and file name prefix, a C identifier (default net)")
-    compile_.add_argument("--weights", choices=["embedded", "external"], default="embedded",
-                          help="weights as read-only data inside NET.o (default), or in "
-                               "NET.weights.bin (and NET.weights.h) for the caller to place")
-    compile_.add_argument("--io-in-arena", action="store_true",
-                          help="place inputs and outputs inside the activation arena so their "
-                               "space is reused once dead")
-    compile_.add_argument("--weight-layout", choices=["int8", "int16"],
-                          help="int8 weights on DSP cores (Cortex-M4/M7/M33): int8 keeps them "
-                               "as bytes widened in the kernel (half the flash), int16 stores "
-                               "ready int16 pairs (fewer instructions); default: bytes where "
-                               "pairs would take over a quarter of the core's usual flash or "
-                               "not fit --board, else pairs")
-    compile_.add_argument("--force", action="store_true",
-                          help="write into a folder that holds another bundle (replaced) or "
-                               "files that are not a bundle (kept beside it)")
-    compile_.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_profile_arg(compile_)
-
-
-def _print_budget(usage: dict) -> None:
-    """The board's flash and RAM use as a table, and one warning line per budget exceeded."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(f"{usage['name']}", "used", "budget", "use")
-    for label, key in (("flash", "flash"), ("RAM", "ram")):
-        used, budget = usage[f"{key}_used"], usage[key]
-        table.add_row(label, f"{used:,} B", f"{budget:,} B", f"{100 * used / budget:.1f}%")
-    Console().print(table)
-    _budget_warnings(usage)
-
-
-def _budget_warnings(usage: dict) -> None:
-    for label, key in (("flash", "flash"), ("RAM", "ram")):
-        used, budget = usage[f"{key}_used"], usage[key]
-        if used > budget:
-            print(f"kiln: warning: {label} over the {usage['name']} budget by {used - budget:,} B "
-                  f"({used:,} B used of {budget:,} B)", file=sys.stderr)
-    for hint in usage.get("hints", ()):
-        print(f"kiln: hint: {hint}", file=sys.stderr)
-
-
-def cmd_compile(args) -> int:
-    """`kiln compile`.
-
-    A bundle over its board's budget is still written and the exit code stays 0 (it may be
-    meant for a bigger part); the warning goes to stderr and `--json` carries `board.fits`.
-    A folder holding another bundle, or files that are no bundle, is refused before any work
-    unless --force; the same bundle (name and target) is simply rebuilt.
-    """
-    from compiler.codegen.bundle_folder import FolderInUse, check_folder
-
-    options, board = target_options(args)  # errors before any work
-    try:
-        check_folder(args.output, options.name, options.target, args.force,
-                     example=not options.resolved_target().mcu)
-        compiled = compilation_of(args)
-        options, note = compiled.layout_that_fits(options, board)
-        if note:
-            print(f"kiln: note: {note}", file=sys.stderr)
-        paths, doc = compiled.bundle(args.output, options, board, force=args.force)
-    except FolderInUse as exc:
-        how = "replace it" if exc.kind == "bundle" else "write the bundle beside them"
-        raise UsageError(f"{exc}; pass --force to {how}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write the bundle to {args.output}: {exc.strerror}") from None
-    net = compiled.net(options)
-    target = net.target
-    if args.json:
-        print(json.dumps(doc))
-        if board is not None and not doc["board"]["fits"]:
-            _budget_warnings(doc["board"])
-        return 0
-    s = doc["sections"]
-    print(f"{Path(args.model).name} -> {target.name} ({target.triple}), weights {doc['weights']}"
-          f" ({doc['weight_layout']})"
-          f": text {s['text']:,} B, rodata {s['rodata']:,} B, data {s['data']:,} B, bss "
-          f"{s['bss']:,} B; constant {doc['regions']['constant']:,} B, mutable "
-          f"{net.plan.mutable:,} B{_state_note(doc)}, activations {net.plan.arena.size:,} B")
-    for path in paths:
-        print(f"  wrote {path}")
-    if board is not None:
-        _print_budget(doc["board"])
-    return 0
-
-
-def _state_note(doc: dict) -> str:
-    """The summary line's note on the state a network keeps between inferences, if any."""
-    state = doc["regions"].get("state", 0)
-    return f" (state {state:,} B kept between inferences)" if state else ""
-
-
 COMMANDS = {"inspect": cmd_inspect, "run": cmd_run, "passes": cmd_passes, "memory": cmd_memory,
             "compile": cmd_compile, "bench": cmd_bench, "profile": cmd_profile,
             "quantize": cmd_quantize, "diff": cmd_diff, "report": cmd_report,
@@ -444,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         try:
             return COMMANDS[args.command](args)
-        except UsageError:
+        except (UsageError, StrictFailure):
             raise
         except KilnError as exc:  # a model's error names its file, whichever stage found it
             name = Path(getattr(args, "model", "") or "").name
@@ -453,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
     except KilnError as exc:
         print(f"kiln: error: {one_line(str(exc))}", file=sys.stderr)
-        return EXIT_USAGE
+        return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:
         print("kiln: interrupted", file=sys.stderr)
         return 130

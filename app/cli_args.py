@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from compiler.codegen.targets import BOARDS, WEIGHT_LAYOUTS
@@ -16,6 +17,58 @@ from compiler.lowir.passes import LOWERING_NAMES
 
 class UsageError(KilnError):
     """A command-line argument that cannot be used as given."""
+
+
+class StrictFailure(KilnError):
+    """`--strict` and a warning: the command fails (exit 1) before it writes anything."""
+
+    exit_code = 1
+
+
+class Warnings:
+    """What a command says besides its result: warnings, notes, hints and its summary lines.
+
+    Warnings and notes go to stderr, each once; `--quiet` keeps only warnings; `--strict`
+    turns the first warning into a failure at the command's next `check()`.
+    """
+
+    def __init__(self, args):
+        self.strict = bool(getattr(args, "strict", False))
+        self.quiet = bool(getattr(args, "quiet", False))
+        self.lines: list[str] = []
+
+    def warn(self, text: str) -> None:
+        """A warning: on stderr always; with --strict the command will fail."""
+        self.lines.append(text)
+        print(f"kiln: warning: {text}", file=sys.stderr)
+
+    def note(self, text: str) -> None:
+        """A note (a choice made for the user): on stderr unless --quiet."""
+        if not self.quiet:
+            print(f"kiln: note: {text}", file=sys.stderr)
+
+    def hint(self, text: str) -> None:
+        """A hint (how to do better): on stderr unless --quiet."""
+        if not self.quiet:
+            print(f"kiln: hint: {text}", file=sys.stderr)
+
+    def say(self, text: str) -> None:
+        """A summary line on stdout, unless --quiet."""
+        if not self.quiet:
+            print(text)
+
+    def check(self) -> None:
+        """Fail now (StrictFailure) if --strict and anything was warned of."""
+        if self.strict and self.lines:
+            more = f" (and {len(self.lines) - 1} more)" if len(self.lines) > 1 else ""
+            raise StrictFailure(f"--strict: {self.lines[0]}{more}; nothing was written")
+
+
+def add_strict_arg(parser: argparse.ArgumentParser) -> None:
+    """`--strict`: any warning (over budget, a layer left float) fails the command."""
+    parser.add_argument("--strict", action="store_true",
+                        help="fail (exit 1, nothing written) on any warning: a budget exceeded, "
+                             "a layer of an int8 model left in float")
 
 
 class Parser(argparse.ArgumentParser):
@@ -75,11 +128,12 @@ def load_graph(args):
     graph = load_model(args.model, shapes)
     if getattr(args, "quantize_on_load", False) and getattr(args, "profile", None):
         from compiler.quant.glow_yaml import read_profile
-        from compiler.quant.quantize import Options, quantize
+        from compiler.quant.recipe import QuantRecipe, quantize_with
 
-        options = Options(method=args.method, schema=getattr(args, "schema", "tflite"),
-                          requant=getattr(args, "requant", None) or "tflite")
-        graph = quantize(graph, read_profile(args.profile), options)
+        recipe = QuantRecipe.of_profile(read_profile(args.profile), graph, method=args.method,
+                                        schema=getattr(args, "schema", "tflite"),
+                                        requant=getattr(args, "requant", None) or "tflite")
+        graph = quantize_with(graph, recipe)
     return graph
 
 
@@ -108,12 +162,18 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 def compilation_of(args, graph=None):
     """The driver's Compilation of the model with `--pipeline` (or the default pipeline)."""
     from compiler.driver import compilation
+
+    return compilation(graph if graph is not None else load_graph(args), pipeline_of(args))
+
+
+def pipeline_of(args):
+    """The pipeline `--pipeline` and `--requant` ask for, or None for the default one."""
     from compiler.passes import load_pipeline
 
     pipeline = load_pipeline(args.pipeline) if getattr(args, "pipeline", None) else None
     if getattr(args, "requant", None):
         pipeline = with_requant(pipeline, args.requant)
-    return compilation(graph if graph is not None else load_graph(args), pipeline)
+    return pipeline
 
 
 def with_requant(pipeline, mode: str):
@@ -142,7 +202,11 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
                              "with --board, else host)")
     parser.add_argument("--board", metavar="BOARD",
                         help="check flash and RAM use against this board's budget ("
-                             + ", ".join(BOARDS) + "); over budget is a warning, not an error")
+                             + ", ".join(BOARDS) + "); over budget is a warning (an error "
+                             "with --strict)")
+    parser.add_argument("--board-file", metavar="BOARD.json",
+                        help="your own board: a JSON file with name, target and flash and ram "
+                             "sizes or memory regions (see docs/cli.md); instead of --board")
     parser.add_argument("--alignment", type=int, metavar="BYTES",
                         help="alignment of regions and buffers (default: the target's, 64 on "
                              "hosted CPUs and 16 on microcontrollers)")
@@ -152,17 +216,24 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
                              "what each one does")
 
 
-def target_and_board(target_name: str | None, board_name: str | None):
-    """The target to compile for and the board to check, from --target and --board.
+def target_and_board(target_name: str | None, board_name: str | None,
+                     board_file: str | None = None):
+    """The target to compile for and the board to check, from --target, --board, --board-file.
 
     A board name given as --target also selects that board's budget.
     """
     from compiler.codegen.targets import BOARDS, get_target
 
+    if board_file is not None and board_name is not None:
+        raise UsageError("give --board or --board-file, not both")
     if board_name is None and target_name in BOARDS:
         board_name = target_name
     board = None
-    if board_name is not None:
+    if board_file is not None:
+        from compiler.codegen.board_file import read_board_file
+
+        board = read_board_file(board_file)
+    elif board_name is not None:
         if board_name not in BOARDS:
             raise UsageError(f"--board {board_name!r} is not a known board (known: "
                              f"{', '.join(BOARDS)})")
@@ -171,7 +242,8 @@ def target_and_board(target_name: str | None, board_name: str | None):
         return get_target(board.target if board else "host"), board
     target = get_target(target_name)
     if board is not None and target.name != board.target:
-        raise UsageError(f"--target {target_name} does not match --board {board.name}, whose "
+        flag = "--board-file" if board_file is not None else "--board"
+        raise UsageError(f"--target {target_name} does not match {flag} {board.name}, whose "
                          f"CPU is {board.target}")
     return target, board
 
@@ -180,7 +252,8 @@ def target_options(args):
     """(driver Options, board or None) from the target, board, name and layout arguments."""
     from compiler.driver import Options
 
-    target, board = target_and_board(args.target, args.board)
+    target, board = target_and_board(args.target, args.board,
+                                     getattr(args, "board_file", None))
     options = Options(target.name, getattr(args, "name", "net"), args.alignment,
                       getattr(args, "io_in_arena", False), getattr(args, "weights", "embedded"),
                       disabled_lowering=frozenset(getattr(args, "disable_lowering", ())),

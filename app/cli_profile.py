@@ -125,23 +125,30 @@ def cmd_quantize(args) -> int:
     from compiler.frontends.onnx.export import save_onnx
     from compiler.quant.calibrate import method_note
     from compiler.quant.glow_yaml import read_profile
-    from compiler.quant.quantize import Options, quantize
+    from compiler.quant.recipe import QuantRecipe, quantize_with
 
     output = writable_file(args.output)
     if output.suffix.lower() != ".onnx":
         raise UsageError(f"-o {output}: kiln quantize writes an .onnx model")
     graph = load_graph(args)
     profile = read_profile(args.profile)
-    options = Options(args.method, args.percentile, args.schema, args.requant,
-                      tuple(args.keep_float))
+    recipe = QuantRecipe.of_profile(profile, graph, method=args.method,
+                                    percentile=args.percentile, schema=args.schema,
+                                    requant=args.requant, keep_float=args.keep_float)
+    unknown = [n for n in recipe.keep_float if n not in profile.tensors]
+    if unknown:
+        raise UsageError(f"--keep-float names tensors the model does not have: {unknown}")
     corrections = None
     if args.bias_correction:
         from compiler.quant.bias_correction import bias_corrections
         from compiler.quant.calibration_data import load_calibration
 
         corrections = bias_corrections(graph, profile,
-                                       load_calibration(args.bias_correction, graph), options)
-    qdq = quantize(graph, profile, options, corrections)
+                                       load_calibration(args.bias_correction, graph),
+                                       recipe.options)
+        recipe = recipe.but(corrections=corrections)
+    qdq = quantize_with(graph, recipe)
+    options = recipe.options
     note = method_note(args.method, profile.bins)
     if note:
         print(f"note: {note}", file=sys.stderr)

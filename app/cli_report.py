@@ -84,13 +84,13 @@ def _quantized(args, graph):
     """The graph quantized with --profile, its summary, and the SQNR measure (or None)."""
     from compiler.quant.calibration_data import load_calibration
     from compiler.quant.glow_yaml import read_profile
-    from compiler.quant.quantize import Options, quantize
+    from compiler.quant.recipe import QuantRecipe, quantize_with
     from compiler.report.figures import measure_sqnr, quantization_of
 
     profile = read_profile(args.profile)
-    qdq = quantize(graph, profile, Options(method=args.method, schema=args.schema,
-                                           requant="tflite"))
-    quant = quantization_of(qdq, profile, args.method, args.schema)
+    recipe = QuantRecipe.of_profile(profile, graph, method=args.method, schema=args.schema)
+    qdq = quantize_with(graph, recipe)
+    quant = quantization_of(qdq, recipe)
     source = args.data or profile.data.get("source")
     if not source:
         return qdq, quant, None

@@ -9,7 +9,6 @@ coloured by what changed, with the list of differences and the metric deltas of 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from html import escape
@@ -21,6 +20,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QVBoxLayout, QWidget
 
 from app.actions import menu_before_help
 from app.compare_groups import CanvasGroups
+from app.quant_state import session_recipe
 from app.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
 from compiler.driver import Options, compilation
@@ -31,8 +31,7 @@ from compiler.layer_metrics import values_by_name
 from compiler.memory.buffers import align_up
 from compiler.quant.calibrate import METHODS, SCHEMAS
 from compiler.quant.evaluate import evaluate
-from compiler.quant.quantize import Options as QuantOptions
-from compiler.quant.quantize import quantize
+from compiler.quant.recipe import QuantRecipe, quantize_with
 from compiler.stage_notes import stage_keys
 from views.compare_view import STATUS_COLORS, CompareView
 from views.group_layout import lay_out_view
@@ -308,17 +307,20 @@ class CompareController(QObject):
         graph = self._graph()
         if graph is None:
             return None
-        made = self.main.quant.quantized() if getattr(self.main, "quant", None) else None
-        if made is None:
+        state = self.main.document.quant
+        recipe = state.recipe()
+        if recipe is None:
             self.main.statusBar().showMessage("Calibrate first (Quantize > Calibrate…) to "
                                               "compare with the int8 model.", 8000)
             return None
-        qdq, _, method, schema = made
-        pipeline = self.main.document.pipeline
+        source, pipeline = state.current().graph, self.main.document.pipeline
+
+        def int8() -> Operand:  # the recipe the export builds, quantized in the worker
+            return Operand(quantize_with(source, recipe),
+                           label=f"int8, {recipe.method}, {recipe.schema} (final)",
+                           pipeline=pipeline)
         return self.start(Operand(graph, label=f"{self._label()} (float, final)",
-                                  pipeline=pipeline),
-                          Operand(qdq, label=f"int8, {method}, {schema} (final)",
-                                  pipeline=pipeline), True)
+                                  pipeline=pipeline), int8, True)
 
     def choose_quantization(self) -> None:
         """Compare > With Another Quantization…: ask for the other method and schema."""
@@ -349,15 +351,14 @@ class CompareController(QObject):
             self.main.statusBar().showMessage("Calibrate first (Quantize > Calibrate…) to "
                                               "compare two quantizations.", 8000)
             return None
-        profile = copy.deepcopy(s.profile)
         pipeline = self.main.document.pipeline
-        mine = QuantOptions(method=s.options.method, schema=s.options.schema)
-        other = QuantOptions(method=method, schema=schema)
+        mine = self.main.document.quant.recipe() or session_recipe(s)
+        other = mine.but(method=method, schema=schema)
 
-        def side(options: QuantOptions) -> Callable[[], Operand]:
+        def side(recipe: QuantRecipe) -> Callable[[], Operand]:
             def make() -> Operand:
-                qdq = quantize(s.graph, copy.deepcopy(profile), options)
-                return Operand(qdq, "loaded", label=f"int8, {options.method}, {options.schema}",
+                qdq = quantize_with(s.graph, recipe)
+                return Operand(qdq, "loaded", label=f"int8, {recipe.method}, {recipe.schema}",
                                pipeline=pipeline,
                                extra={"sqnr": sqnr_by_node(s.graph, qdq, s.live, s.samples)})
             return make

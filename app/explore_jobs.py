@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.calibrate_dialog import CalibrationRequest
@@ -18,7 +18,6 @@ from app.quant_session import Bases, Session, evaluate_session, make_session, mi
 from app.workers import Progress
 from compiler.errors import KilnError
 from compiler.explore.apply import AppliedPoint, apply_point
-from compiler.explore.measure import quant_options
 from compiler.explore.problem import PROFILE_BINS, Problem, ProblemSpec, cached_problem
 from compiler.ir.graph import Graph
 from compiler.quant.calibration_data import Normalization
@@ -43,19 +42,13 @@ def session_of_point(doc: dict, number: int, graph: Graph, bases: Bases) -> Sess
     problem = problem_of(doc)
     point = apply_point(doc, number, problem)
     config = point.config
-    profile = copy.deepcopy(problem.profile(config.equalize))
+    recipe = point.recipe  # the one its bundle records: profile, choices, corrections
+    profile = copy.deepcopy(recipe.profile)
     base = bases(graph, profile.equalized)
     profile.check_graph(base, f"the exploration of {Path(problem.spec.model).name}")
-    profile.overrides.update(point.overrides)
-    profile.keep_float = list(config.keep_float)
-    options = quant_options(config)
-    corrections = None
-    if config.bias_correction:
-        from compiler.quant.bias_correction import bias_corrections
-
-        corrections = bias_corrections(problem.graph, copy.deepcopy(profile),
-                                       problem.calibration, options)
-    options = replace(options, keep_float=())  # the profile's list says what stays float
+    profile.keep_float = sorted(set(profile.keep_float) | set(recipe.keep_float))
+    options = recipe.but(keep_float=()).options  # the profile's list says what stays float
+    corrections = recipe.corrections or None
     labelled = problem.evaluation if problem.labelled else None
     live = labelled if labelled is not None else problem.calibration
     session = make_session(graph, profile, options, live, labelled, DEFAULT_SAMPLES, base)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,10 +23,20 @@ from app.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
 from compiler.codegen.bundle_folder import FolderInUse, check_folder
 from compiler.codegen.targets import BOARDS, WEIGHT_LAYOUTS, Target, get_target
-from compiler.driver import Compilation, Options, compilation
+from compiler.driver import (
+    BuildRequest,
+    Compilation,
+    Options,
+    build_file_name,
+    compilation,
+    float_fallbacks,
+    pipeline_key,
+)
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
-from compiler.quant.profile import Profile
+from compiler.ir.hashing import graph_hash
+from compiler.passes.pipeline import Pipeline, default_pipeline
+from compiler.quant.recipe import QuantRecipe, quantize_with
 
 SHORTCUT = "Ctrl+Shift+E"
 CANCELLED_BY_OPEN = " because another model was opened"
@@ -61,6 +70,8 @@ class Exported:
     float_report: dict | None = None  # an int8 export: the float bundle's report, to compare
     counts: dict[str, int] | None = None  # "int8" / "float" -> instructions under QEMU
     precision: str = "float32"  # what was compiled: "float32" or "int8"
+    rebuild: str = ""  # the `kiln compile --build` command that writes the same bundle
+    fallbacks: list[tuple[str, int]] | None = None  # int8: (layer, float bytes) left float
 
 
 def _board(options: ExportOptions):
@@ -87,14 +98,6 @@ def _check_counting(options: ExportOptions) -> None:
                         f"packages: {firmware.PACKAGES})")
 
 
-def _profile_bytes(profile: Profile) -> bytes:
-    """The profile file's bytes, as `Profile.save` writes them (the format's one writer)."""
-    with tempfile.TemporaryDirectory(prefix="kiln-profile-") as tmp:
-        path = Path(tmp) / "profile.json"
-        profile.save(path)
-        return path.read_bytes()
-
-
 def driver_options(options: ExportOptions) -> Options:
     """The compile driver's options for the dialog's choices (what `kiln compile` builds)."""
     return Options(options.target, options.name, None, options.io_in_arena, options.weights,
@@ -102,30 +105,43 @@ def driver_options(options: ExportOptions) -> Options:
                    lean_weights=WEIGHT_LAYOUTS.get(options.weight_layout))
 
 
-def export_job(compiled: Compilation, options: ExportOptions,
-               floating: Compilation | None = None, profile: Profile | None = None
-               ) -> Callable[[Progress], Exported]:
+def rebuild_command(model: Path | None, folder: str | Path, name: str) -> str:
+    """The command that rebuilds the bundle in `folder` byte for byte (for a CI job)."""
+    source = shlex.quote(str(model)) if model is not None else "MODEL.onnx"
+    build = shlex.quote(str(Path(folder) / build_file_name(name)))
+    return f"kiln compile {source} --build {build} -o DIR"
+
+
+def export_job(compiled: Compilation | Callable[[], Compilation], options: ExportOptions,
+               request: BuildRequest, floating: Compilation | None = None,
+               model: Path | None = None) -> Callable[[Progress], Exported]:
     """The function of a job that compiles through the driver and writes the bundle.
 
-    The stages are the ones `kiln compile` asks the driver for, so the files are byte for byte
-    the same. Everything that can fail comes before the write: the options are checked first
+    `Compilation.export` writes it, the one path `kiln compile` takes, so the files are byte
+    for byte the same, NET.build.json included. `compiled` may be a function making the
+    Compilation (an int8 export quantizes with the document's recipe here, off the GUI
+    thread). Everything that can fail comes before the write: the options are checked first
     (board, QEMU board for counting, the folder: another bundle there needs `options.force`),
     then compiling, comparing and counting; writing is the last step and swaps the bundle in
     whole. Cancel takes effect between stages and up to the swap, so a cancelled or failed
-    export leaves the folder as it was. An int8 export (`compiled` is the quantized graph's)
-    also writes `profile` where `options.profile` says (in the bundle when that is the
-    folder), for `kiln compile --profile`, and reports the float bundle (`floating`) to compare.
+    export leaves the folder as it was. An int8 export reports the float bundle (`floating`)
+    beside it to compare.
     """
     folder = Path(options.folder)
     precision = "int8" if floating is not None else "float32"
 
     def work(progress: Progress) -> Exported:
-        opts = driver_options(options).check()
+        nonlocal compiled
+        opts = request.options.check()
         board = _board(options)
         _check_counting(options)
         target = opts.resolved_target()
         check_folder(folder, opts.name, target.name, options.force, example=not target.mcu)
-        progress.report(0.0, "running passes")
+        if callable(compiled):
+            progress.report(0.0, "quantizing with the document's recipe")
+            compiled = compiled()
+            progress.check()
+        progress.report(0.05, "running passes")
         _ = compiled.prepared  # the passes: their own stage, with its own cancel point
         progress.report(0.15, "planning memory")
         plan = compiled.plan(opts)
@@ -148,17 +164,10 @@ def export_job(compiled: Compilation, options: ExportOptions,
                     counts[label] = bench_compilation(which, options.target, peer=False,
                                                       options=opts).kiln.total
         progress.report(0.9, "writing bundle")
-        extra, elsewhere = {}, None
-        if profile is not None and options.profile is not None:
-            saved = Path(options.profile)
-            if saved.parent == folder:
-                extra[saved.name] = _profile_bytes(profile)
-            else:
-                elsewhere = saved
         existed = folder.exists()
         try:
-            files, doc = compiled.bundle(folder, opts, board, force=options.force, extra=extra,
-                                         check=progress.check)
+            files, doc, _ = compiled.export(folder, request, force=options.force,
+                                            check=progress.check)
         except OSError as exc:
             raise KilnError(f"cannot write the bundle to {folder}: {exc.strerror}") from None
         try:
@@ -167,13 +176,26 @@ def export_job(compiled: Compilation, options: ExportOptions,
             if not existed:  # cancelled while writing: take back the folder this job made
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        if elsewhere is not None:
-            profile.save(elsewhere)
-            files = [*files, elsewhere]
         return Exported(folder, files, doc, build_command(net.target, options.name, folder),
-                        float_doc, counts, precision)
+                        float_doc, counts, precision,
+                        rebuild_command(model, folder, options.name), float_fallbacks(compiled))
 
     return work
+
+
+def build_request(options: ExportOptions, pipeline: Pipeline, model: Graph,
+                  recipe: QuantRecipe | None = None) -> BuildRequest:
+    """What the export builds, as `kiln compile --build` reads it back.
+
+    `model` is the float graph (its hash is checked on a rebuild); the pipeline is recorded
+    only when it is not the default one, as `kiln compile` records no `--pipeline`.
+    """
+    known = pipeline_key(pipeline) != pipeline_key(default_pipeline())
+    return BuildRequest(driver_options(options), _board(options),
+                        pipeline.to_json() if known else None,
+                        None if recipe is None else recipe.to_json(), {},
+                        recipe.model_hash if recipe is not None and recipe.model_hash
+                        else graph_hash(model))
 
 
 def default_bundles_folder() -> Path:
@@ -338,20 +360,24 @@ class ExportController(QObject):
         options = self._confirm_folder(options)
         if options is None:
             return None
-        floating = profile = None
+        floating, request = None, build_request(options, self.document.pipeline,
+                                                self.document.graph)
         if options.precision == "int8":
-            quantized = self.document.quant.quantized()
-            if quantized is None:
+            state = self.document.quant
+            recipe = state.recipe()
+            if recipe is None:
                 if dialog is not None:
                     dialog.show_error("Calibrate the model first (Quantize > Calibrate…) to "
                                       "export it as int8.")
                 return None
-            qdq, profile, method, schema = quantized
-            saved = Path(options.folder) / f"{options.name}.profile.json"
-            options = replace(options, profile=saved, method=method, schema=schema)
-            compiled, floating = compilation(qdq), compiled
-        job = Job(export_job(compiled, options, floating, profile), f"Exporting {options.name}",
-                  self)
+            source, pipeline = state.current().graph, self.document.pipeline
+            request = build_request(options, pipeline, source, recipe)
+            floating = compiled
+
+            def compiled() -> Compilation:
+                return compilation(quantize_with(source, recipe), pipeline)
+        job = Job(export_job(compiled, options, request, floating, self.document.path),
+                  f"Exporting {options.name}", self)
         if dialog is not None:
             dialog.set_running(True)
             job.progress.connect(dialog.set_progress)
@@ -408,7 +434,7 @@ class ExportController(QObject):
         if self.dialog is not None:
             self.dialog.show_result(exported.report, exported.folder, exported.files,
                                     exported.command, exported.float_report, exported.counts,
-                                    exported.precision)
+                                    exported.precision, exported.rebuild, exported.fallbacks)
 
 
 def add_to_file_menu(window, action: QAction) -> None:
@@ -455,7 +481,9 @@ def run_export(graph: Graph, options: ExportOptions, compiled: Compilation | Non
 
     Without `compiled`, the graph is compiled with the default pipeline.
     """
-    return export_job(compiled or compilation(graph), options)(Progress(lambda _f, _t: None))
+    compiled = compiled or compilation(graph)
+    request = build_request(options, compiled.pipeline, graph)
+    return export_job(compiled, options, request)(Progress(lambda _f, _t: None))
 
 
 def screenshots(window, save) -> None:

@@ -58,17 +58,18 @@ class ExportOptions:
     weights: str
     io_in_arena: bool
     folder: Path
-    precision: str = "float"  # or "int8": quantized with the document's profile
-    profile: Path | None = None  # int8: where the export writes that profile
-    method: str = "minmax"
-    schema: str = "tflite"
+    precision: str = "float"  # or "int8": quantized with the document's recipe
     count: bool = False  # Cortex-M: count one inference's instructions under QEMU
     force: bool = False  # the user agreed to replace another bundle in the folder
     disabled_lowering: frozenset[str] = frozenset()  # switched off in the Passes panel
     weight_layout: str = "auto"  # int8 weights on DSP cores: "auto", "int8" or "int16"
 
     def cli_args(self) -> list[str]:
-        """The same export as `kiln compile` arguments (after the model)."""
+        """The same float export as `kiln compile` arguments (after the model).
+
+        An int8 export's quantization is its recipe, which only its NET.build.json carries
+        whole: `kiln compile MODEL --build NET.build.json` rebuilds any export.
+        """
         args = ["--target", self.target, "-o", str(self.folder), "--name", self.name,
                 "--weights", self.weights]
         if self.board:
@@ -79,12 +80,20 @@ class ExportOptions:
             args += ["--weight-layout", self.weight_layout]
         for name in sorted(self.disabled_lowering):
             args += ["--disable-lowering", name]
-        if self.precision == "int8" and self.profile is not None:
-            args += ["--profile", str(self.profile), "--method", self.method,
-                     "--schema", self.schema]
         if self.force:
             args.append("--force")
         return args
+
+
+def fallback_text(fallbacks: list[tuple[str, int]]) -> str:
+    """The warning for layers an int8 model computes in float (empty when there are none)."""
+    if not fallbacks:
+        return ""
+    total = sum(b for _, b in fallbacks)
+    names = ", ".join(f"{layer} ({b:,} B)" for layer, b in fallbacks)
+    return (f"Warning: {len(fallbacks)} layer{'s' if len(fallbacks) > 1 else ''} of this int8 "
+            f"model stay{'' if len(fallbacks) > 1 else 's'} float: {names}; {total:,} B of "
+            f"float32 weights, {total - total // 4:,} B more than int8.")
 
 
 class ExportDialog(QDialog):
@@ -380,12 +389,27 @@ class ExportDialog(QDialog):
         command_row = QHBoxLayout()
         command_row.addWidget(QLabel("Build:"))
         command_row.addWidget(self.command_line, 1)
+        self.rebuild_line = QLineEdit()
+        self.rebuild_line.setReadOnly(True)
+        self.rebuild_line.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.copy_rebuild = QPushButton("Copy")
+        self.copy_rebuild.setToolTip("Copy the command a CI job rebuilds this bundle with")
+        self.copy_rebuild.clicked.connect(
+            lambda: QGuiApplication.clipboard().setText(self.rebuild_line.text()))
+        rebuild_row = QHBoxLayout()
+        rebuild_row.addWidget(QLabel("Rebuild in CI:"))
+        rebuild_row.addWidget(self.rebuild_line, 1)
+        rebuild_row.addWidget(self.copy_rebuild)
+        self.fallback_label = QLabel()
+        self.fallback_label.setWordWrap(True)
+        self.fallback_label.setObjectName("warning")
         # The report scrolls; the build command and the buttons stay in view. An int8 report
         # (comparison, layers, sections) is taller than many screens.
         content = QWidget()
         inner = QVBoxLayout(content)
         inner.setContentsMargins(0, 0, 0, 0)
         inner.addWidget(self.written)
+        inner.addWidget(self.fallback_label)
         inner.addWidget(self.precision_label)
         inner.addWidget(self.comparison)
         inner.addWidget(self.report_view, 1)
@@ -397,17 +421,22 @@ class ExportDialog(QDialog):
         column = QVBoxLayout(page)
         column.addWidget(self.result_scroll, 1)
         column.addLayout(command_row)
+        column.addLayout(rebuild_row)
         column.addLayout(buttons)
         return page
 
     def show_result(self, report: dict, folder: Path, files: list[Path], command: str,
                     float_report: dict | None = None,
-                    counts: dict[str, int] | None = None, precision: str = "float32") -> None:
+                    counts: dict[str, int] | None = None, precision: str = "float32",
+                    rebuild: str = "", fallbacks: list[tuple[str, int]] | None = None
+                    ) -> None:
         """Switch to the result page for a bundle written to `folder`.
 
         With `float_report` (an int8 export), float and int8 sizes side by side first; with
         `counts` (precision -> instructions of one inference under QEMU), those too.
-        `precision` is what was compiled ("float32" or "int8").
+        `precision` is what was compiled ("float32" or "int8"); `rebuild` the `kiln compile
+        --build` command that writes the same bundle; `fallbacks` the (layer, float weight
+        bytes) an int8 model left in float, shown as a warning.
         """
         self.set_running(False)
         self.comparison.set_reports(float_report, report, counts)
@@ -427,6 +456,11 @@ class ExportDialog(QDialog):
         self.command_line.setText(command)
         self.command_line.setCursorPosition(0)
         self.command_line.setToolTip(command)
+        self.rebuild_line.setText(rebuild)
+        self.rebuild_line.setCursorPosition(0)
+        self.rebuild_line.setToolTip(rebuild)
+        self.fallback_label.setText(fallback_text(fallbacks or []))
+        self.fallback_label.setVisible(bool(fallbacks))
         self.copy_button.setText("Copy Build Command")
         self.show_page(1)
         self._fit_result()

@@ -15,6 +15,7 @@ from app.calibrate_dialog import CalibrationRequest
 from app.quant_session import calibrate_job
 from app.quantization import QuantController
 from app.workers import Progress
+from compiler.quant.recipe import quantize_with
 
 
 def install(window) -> QuantController:
@@ -63,20 +64,23 @@ def _export_screenshot(controller: QuantController, save) -> None:
     """The result page of an int8 export for the host: float and int8 side by side."""
     import tempfile
 
-    from app.export import export_job
+    from app.export import build_request, export_job
     from app.export_dialog import ExportDialog, ExportOptions
     from compiler.driver import compilation
 
-    qdq, profile, method, schema = controller.quantized()
+    document = controller.document
+    recipe, source = document.quant.recipe(), document.quant.current().graph
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "int8"
-        options = ExportOptions("host", None, "net", "embedded", False, folder, "int8",
-                                folder / "net.profile.json", method, schema)
-        exported = export_job(compilation(qdq), options, controller.document.compilation(),
-                              profile)(Progress(lambda _f, _t: None))
+        options = ExportOptions("host", None, "net", "embedded", False, folder, "int8")
+        request = build_request(options, document.pipeline, source, recipe)
+        exported = export_job(compilation(quantize_with(source, recipe), document.pipeline),
+                              options, request, document.compilation(),
+                              document.path)(Progress(lambda _f, _t: None))
         dialog = ExportDialog(controller.window)
         dialog.show_result(exported.report, exported.folder, exported.files, exported.command,
-                           exported.float_report)
+                           exported.float_report, rebuild=exported.rebuild,
+                           fallbacks=exported.fallbacks)
         dialog.resize(860, 820)
         dialog.show()
         save(dialog, "export_int8_report.png")

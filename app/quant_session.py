@@ -29,6 +29,7 @@ from compiler.quant.incremental import DEFAULT_SAMPLES, Evaluation, IncrementalE
 from compiler.quant.profile import Profile, load_profile
 from compiler.quant.profiler import calibration_graph, profile_model
 from compiler.quant.quantize import Options
+from compiler.quant.recipe import QuantRecipe
 from compiler.quant.remap import unprofiled
 
 _CLAMPS = ("Relu", "Clip")
@@ -104,8 +105,9 @@ def session_from_profile(graph: Graph, profile: Profile, request: CalibrationReq
     live, labelled = samples if samples is not None else read_samples(graph, request)
     if labelled is None and live.labels is not None:
         labelled = live  # no held-out set: the calibration samples' own labels give accuracy
-    options = Options(method=request.method, schema=request.schema,
-                      per_channel=weights.per_channel, float_weights=weights.float_weights)
+    options = QuantRecipe(profile, method=request.method, schema=request.schema,
+                          per_channel=weights.per_channel,
+                          float_weights=weights.float_weights).options
     session = make_session(graph, profile, options, labelled if labelled is not None else live,
                            labelled, request.samples, base)
     session.request = request

@@ -23,11 +23,33 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoCommand
 
 from compiler.ir.graph import Graph
+from compiler.quant.profile import graph_hash
 from compiler.quant.profiler import calibration_graph
-from compiler.quant.quantize import Options, quantize
+from compiler.quant.recipe import QuantRecipe, quantize_with
 
 if TYPE_CHECKING:  # the session's module reads samples and builds evaluators: not needed here
     from app.quant_session import Edits, Session
+
+
+# A float graph's content hash, computed once per graph (an edit makes a new graph).
+_MODEL_HASHES: weakref.WeakKeyDictionary[Graph, str] = weakref.WeakKeyDictionary()
+_HASH_LOCK = threading.Lock()
+
+
+def session_recipe(session: Session) -> QuantRecipe:
+    """The recipe of `session` as it is now: its profile copied, its choices and corrections."""
+    o = session.options
+    with _HASH_LOCK:
+        known = _MODEL_HASHES.get(session.graph)
+    if known is None:
+        known = graph_hash(session.graph)
+        with _HASH_LOCK:
+            _MODEL_HASHES[session.graph] = known
+    return QuantRecipe.of_profile(session.profile, known, method=o.method,
+                                  percentile=o.percentile, schema=o.schema,
+                                  requant=o.requant, per_channel=o.per_channel,
+                                  keep_float=o.keep_float, float_weights=o.float_weights,
+                                  corrections=session.corrections)
 
 
 class RangeCommand(QUndoCommand):
@@ -124,22 +146,20 @@ class QuantState(QObject):
         profile = self.session.profile
         return copy.deepcopy(profile.overrides), tuple(profile.keep_float)
 
-    def quantized(self):
-        """(QDQ graph, profile copy, method, schema) of the document as calibrated, or None.
+    def recipe(self) -> QuantRecipe | None:
+        """The recipe of the document as calibrated and tuned, or None (a snapshot: cheap).
 
-        What `kiln compile --profile` builds from the same profile, method and schema.
+        Everything the integer graph depends on: the profile with its hand-set ranges and
+        float tensors, the method and schema, and what an applied exploration point chose
+        for the weights (per channel or not, layers in float, bias corrections).
         """
         s = self.current()
-        if s is None:
-            return None
-        profile = copy.deepcopy(s.profile)
-        # Per-channel weights, float layers and bias corrections come from an applied
-        # exploration point; a calibration leaves them at the quantizer's defaults.
-        options = Options(method=s.options.method, schema=s.options.schema,
-                          per_channel=s.options.per_channel,
-                          float_weights=s.options.float_weights)
-        return (quantize(s.graph, profile, options, s.corrections), profile, options.method,
-                options.schema)
+        return None if s is None else session_recipe(s)
+
+    def quantized(self) -> Graph | None:
+        """The QDQ graph the recipe makes (for a worker or a test: it runs the quantizer)."""
+        recipe = self.recipe()
+        return None if recipe is None else quantize_with(self.current().graph, recipe)
 
     # -- edits: each one undo step ----------------------------------------------------------------
 

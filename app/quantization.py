@@ -248,7 +248,7 @@ class QuantController(QObject):
         self._show_selected()
 
     def quantized(self):
-        """(QDQ graph, profile copy, method, schema) of the document as calibrated, or None."""
+        """The QDQ graph the document's recipe makes, or None (runs the quantizer: tests)."""
         return self.state.quantized()
 
     def _method_chosen(self, method: str) -> None:

@@ -25,16 +25,19 @@ def report_job(compiled, model: str, options, board: str | None, path: Path,
     """The job's function: gather, render, and write `path` (nothing written when cancelled).
 
     `options` are the document's driver options (target, arena choice, lowering); `quantized`
-    is its (QDQ graph, profile, method, schema) when calibrated.
+    is its (calibrated float graph, recipe, pipeline) when calibrated, quantized here.
     """
     def work(progress: Progress) -> Path:
         quant = None
         if quantized is not None:
             from compiler.driver import compilation
+            from compiler.quant.recipe import quantize_with
 
-            qdq, profile, method, schema = quantized
-            quant = quantization_of(qdq, profile, method, schema)
-            graph_compiled = compilation(qdq)
+            source, recipe, pipeline = quantized
+            progress.report(0.0, "Quantizing with the document's recipe")
+            qdq = quantize_with(source, recipe)
+            quant = quantization_of(qdq, recipe)
+            graph_compiled = compilation(qdq, pipeline)
         else:
             graph_compiled = compiled
         report = collect_report(graph_compiled, model, options.target,
@@ -104,7 +107,10 @@ class ReportController(QObject):
             QMessageBox.warning(self.window, "Export Report", "The graph has invalid nodes: "
                                 "fix or undo the edit before reporting on it.")
             return None
-        quantized = self.document.quant.quantized()
+        state = self.document.quant
+        recipe = state.recipe()
+        quantized = None if recipe is None else (state.current().graph, recipe,
+                                                 self.document.pipeline)
         model = self.document.path.name if self.document.path else "model"
         job = Job(report_job(compiled, model, self.document.options(), self.document.board,
                              path, quantized), f"Reporting on {model}", self)

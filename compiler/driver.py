@@ -15,15 +15,18 @@ import json
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
 
 from compiler.codegen.build import CompiledNet, build_net, check_net_name
 from compiler.codegen.bundle import report, write_bundle
 from compiler.codegen.explain import KernelMap
 from compiler.codegen.targets import Board, DotProduct, Target, get_target
 from compiler.errors import KilnError
-from compiler.ir.graph import Graph
+from compiler.ir.graph import Constant, Graph
+from compiler.ir.hashing import graph_hash
 from compiler.lowir.passes import ALL_LOWERING, check_lowering_names, effective_lowering
 from compiler.memory.report import MemoryPlan, plan_memory
 from compiler.memory.stages import LoweringRecord, lowering_records
@@ -107,6 +110,136 @@ def pipeline_key(pipeline: Pipeline) -> str:
 def prepare_stage() -> Pipeline:
     """The stage the driver runs after every pipeline, as a one-entry pipeline."""
     return Pipeline([PassConfig(PREPARE_PASS, note="float kernels read float weights")])
+
+
+BUILD_FORMAT = "kiln-build"
+BUILD_VERSION = 1
+FLOAT_LAYER_OPS = ("Conv", "Gemm", "MatMul", "ConvTranspose", "FullyConnected")
+
+
+def build_file_name(name: str) -> str:
+    """The file in every bundle that says how to build it again (NET.build.json)."""
+    return f"{name}.build.json"
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """Everything a bundle is built from besides the model file: `kiln compile --build` input.
+
+    `options` are the compile driver's (target, name, layout, lowering switches, alignment);
+    `board` the budget checked (a known board or a user's own); `pipeline` a pipeline's JSON
+    (None: the default one); `recipe` the quantization recipe's JSON (None: the model is
+    compiled as it is); `shapes` the `--shape` overrides the model was loaded with;
+    `model_hash` the content hash of the float graph the bundle comes from.
+    """
+
+    options: Options = Options()
+    board: Board | None = None
+    pipeline: dict | None = None
+    recipe: dict | None = None
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    model_hash: str = ""
+
+    def to_json(self) -> dict:
+        """The request as plain JSON types (what NET.build.json holds besides the version)."""
+        o = self.options
+        return {"target": o.target, "name": o.name, "alignment": o.alignment,
+                "io_in_arena": o.io_in_arena, "weights": o.weights,
+                "disabled_lowering": sorted(o.disabled_lowering),
+                "weight_layout": {None: "auto", True: "int8", False: "int16"}[o.lean_weights],
+                "board": None if self.board is None else board_json(self.board),
+                "pipeline": self.pipeline, "recipe": self.recipe,
+                "shapes": {k: list(v) for k, v in sorted(self.shapes.items())},
+                "model_hash": self.model_hash}
+
+    def file_bytes(self) -> bytes:
+        """NET.build.json: the request, the Kiln that built it; the same bytes on a rebuild."""
+        from compiler.version import kiln_version
+
+        doc = {"format": BUILD_FORMAT, "version": BUILD_VERSION, "kiln": kiln_version(),
+               "request": self.to_json()}
+        return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def board_json(board: Board) -> dict:
+    """A board as JSON (a user's board file has the same keys)."""
+    return {"name": board.name, "target": board.target, "flash": board.flash, "ram": board.ram,
+            "qemu_machine": board.qemu_machine, "flash_origin": board.flash_origin,
+            "ram_origin": board.ram_origin, "cflags": list(board.cflags)}
+
+
+def read_build_file(path: str | Path) -> tuple[BuildRequest, str]:
+    """(request, Kiln version that wrote it) of a NET.build.json; one sentence when unusable."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise KilnError(f"{path}: cannot read the build file ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise KilnError(f"{path}: not a JSON build file ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != BUILD_FORMAT:
+        raise KilnError(f"{path}: not a Kiln build file (NET.build.json of a bundle)")
+    version = doc.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > BUILD_VERSION:
+        raise KilnError(f"{path}: build file version {version} was written by a newer Kiln; "
+                        f"this one reads version {BUILD_VERSION}")
+    if version != BUILD_VERSION:
+        raise KilnError(f"{path}: build file version {version!r} is not {BUILD_VERSION}")
+    try:
+        return _request_of(doc["request"], str(path)), str(doc.get("kiln", "unknown"))
+    except (KeyError, TypeError, ValueError) as exc:
+        reason = f"no {exc} entry" if isinstance(exc, KeyError) else str(exc)
+        raise KilnError(f"{path}: malformed build file: {reason}") from None
+
+
+def _request_of(doc: dict, where: str) -> BuildRequest:
+    from compiler.codegen.board_file import board_from_json
+
+    layouts = {"auto": None, "int8": True, "int16": False}
+    if doc["weight_layout"] not in layouts:
+        raise ValueError(f"weight_layout {doc['weight_layout']!r} is not auto, int8 or int16")
+    if doc["weights"] not in ("embedded", "external"):
+        raise ValueError(f"weights {doc['weights']!r} is not embedded or external")
+    alignment = doc.get("alignment")
+    if alignment is not None and (isinstance(alignment, bool) or not isinstance(alignment, int)):
+        raise ValueError("alignment must be a whole number or null")
+    options = Options(str(doc["target"]), str(doc["name"]), alignment,
+                      bool(doc["io_in_arena"]), doc["weights"],
+                      disabled_lowering=frozenset(map(str, doc.get("disabled_lowering", []))),
+                      lean_weights=layouts[doc["weight_layout"]]).check()
+    options.resolved_target()
+    board = doc.get("board")
+    board = None if board is None else board_from_json(board, f"{where}'s board")
+    pipeline = doc.get("pipeline")
+    if pipeline is not None:
+        Pipeline.from_json(pipeline, f"{where}'s pipeline")
+    recipe = doc.get("recipe")
+    if recipe is not None and not isinstance(recipe, dict):
+        raise ValueError("recipe must be an object or null")
+    shapes = doc.get("shapes", {})
+    if not isinstance(shapes, dict) or not all(
+            isinstance(v, list) and all(isinstance(d, int) and d >= 0 for d in v)
+            for v in shapes.values()):
+        raise ValueError("shapes must map inputs to lists of dimensions")
+    return BuildRequest(options, board, pipeline, recipe,
+                        {str(k): tuple(v) for k, v in shapes.items()}, str(doc["model_hash"]))
+
+
+def float_fallbacks(compiled: Compilation) -> list[tuple[str, int]]:
+    """(layer, bytes of its float weights) of each weighted layer left float in an int8 model.
+
+    Empty for a float model, whose layers are all meant to be float.
+    """
+    if not is_quantized(compiled.graph):
+        return []
+    found = []
+    for node in compiled.final.nodes:
+        if node.op not in FLOAT_LAYER_OPS or node.outputs[0].type.dtype != "float32":
+            continue
+        weights = sum(int(np.asarray(v.data).nbytes) for v in node.inputs
+                      if isinstance(v, Constant) and v.type.dtype == "float32")
+        found.append((node.name, weights))
+    return found
 
 
 class Compilation:
@@ -310,6 +443,23 @@ class Compilation:
         net = self.net(options)
         return (write_bundle(net, folder, board, force=force, extra=extra, check=check),
                 report(net, board))
+
+    def export(self, folder: str | Path, request: BuildRequest, *, force: bool = False,
+               extra: dict[str, bytes] | None = None,
+               check: Callable[[], None] | None = None) -> tuple[list[Path], dict, str]:
+        """Write the bundle `request` asks for, with its NET.build.json; (files, report, note).
+
+        The one path of `kiln compile` and the GUI's export, so both write the same bytes.
+        The weight layout may change to fit the board (`layout_that_fits`); `note` says why.
+        """
+        options, note = self.layout_that_fits(request.options.check(), request.board)
+        if not request.model_hash:
+            request = replace(request, model_hash=graph_hash(self.graph))
+        files = {**(extra or {}), build_file_name(options.name): request.file_bytes()}
+        net = self.net(options)
+        written = write_bundle(net, folder, request.board, force=force, extra=files,
+                               check=check)
+        return written, report(net, request.board), note
 
 
 _LOCK = threading.Lock()

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from compiler.driver import Options as CompileOptions
 from compiler.errors import KilnError
 from compiler.explore.config import Config
-from compiler.explore.measure import compile_options, quantized
+from compiler.explore.measure import compile_options, recipe_of
 from compiler.explore.problem import Problem, ProblemSpec, load_problem
 from compiler.ir.graph import Graph
+from compiler.quant.recipe import QuantRecipe, quantize_with
 
 
 @dataclass
@@ -28,6 +29,7 @@ class AppliedPoint:
     options: CompileOptions
     reported: dict  # the measurement the file reports
     overrides: dict  # the profile overrides the file gives it
+    recipe: QuantRecipe  # what made `qdq` (a bundle of the point records it)
 
 
 def trial_of(doc: dict, number: int) -> dict:
@@ -47,6 +49,7 @@ def apply_point(doc: dict, number: int, problem: Problem | None = None) -> Appli
     trial = trial_of(doc, number)
     problem = problem or load_problem(ProblemSpec.from_json(doc["problem"]))
     config = Config.from_json(trial["config"])
-    qdq = quantized(problem, config, trial.get("profile_overrides"))  # the file's ranges
+    recipe = recipe_of(problem, config, trial.get("profile_overrides"))  # the file's ranges
+    qdq = quantize_with(problem.graph, recipe)
     return AppliedPoint(number, problem, config, qdq, compile_options(config, problem.spec.target),
-                        trial["measurement"], trial.get("profile_overrides") or {})
+                        trial["measurement"], trial.get("profile_overrides") or {}, recipe)

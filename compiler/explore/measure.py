@@ -21,8 +21,7 @@ from compiler.explore.config import Config
 from compiler.explore.problem import Problem
 from compiler.ir.graph import Graph
 from compiler.quant.calibrate import choose_range
-from compiler.quant.quantize import Options as QuantOptions
-from compiler.quant.quantize import quantize
+from compiler.quant.recipe import QuantRecipe, quantize_with
 
 WEIGHTED = ("Conv", "Gemm", "MatMul", "ConvTranspose", "FullyConnected")  # as compiled
 INPUT_SEED = 0  # the inputs of the counted inference, as `kiln bench --target` takes them
@@ -65,13 +64,6 @@ def overrides(problem: Problem, config: Config) -> dict[str, dict[str, float]]:
     return chosen
 
 
-def quant_options(config: Config) -> QuantOptions:
-    """The quantizer's options for `config` (the rest of it is profile and corrections)."""
-    return QuantOptions(method=config.method, schema=config.schema,
-                        keep_float=config.keep_float, float_weights=config.float_weights,
-                        per_channel=config.per_channel)
-
-
 def compile_options(config: Config, target: str) -> CompileOptions:
     """The compile driver's options for `config` on `target`."""
     return CompileOptions(target, io_in_arena=config.io_in_arena,
@@ -80,22 +72,31 @@ def compile_options(config: Config, target: str) -> CompileOptions:
                           lean_weights=config.lean_weights)
 
 
-def quantized(problem: Problem, config: Config,
-              chosen: dict[str, dict[str, float]] | None = None) -> Graph:
-    """The QDQ graph of `config`: its profile with overrides, options and bias corrections.
+def recipe_of(problem: Problem, config: Config,
+              chosen: dict[str, dict[str, float]] | None = None) -> QuantRecipe:
+    """The recipe of `config`: its profile with overrides, choices and bias corrections.
 
-    `chosen` are its overrides when the caller has them (`overrides` otherwise).
+    `chosen` are its overrides when the caller has them (`overrides` otherwise). A bundle
+    of the point records this recipe, so `kiln compile --build` rebuilds it.
     """
     profile = copy.deepcopy(problem.profile(config.equalize))
     profile.overrides.update(overrides(problem, config) if chosen is None else chosen)
-    options = quant_options(config)
-    corrections = None
+    recipe = QuantRecipe.of_profile(profile, problem.graph, method=config.method,
+                                    schema=config.schema, keep_float=config.keep_float,
+                                    float_weights=config.float_weights,
+                                    per_channel=config.per_channel)
     if config.bias_correction:
         from compiler.quant.bias_correction import bias_corrections
 
-        corrections = bias_corrections(problem.graph, copy.deepcopy(profile),
-                                       problem.calibration, options)
-    return quantize(problem.graph, profile, options, corrections)
+        recipe = recipe.but(corrections=bias_corrections(
+            problem.graph, copy.deepcopy(profile), problem.calibration, recipe.options))
+    return recipe
+
+
+def quantized(problem: Problem, config: Config,
+              chosen: dict[str, dict[str, float]] | None = None) -> Graph:
+    """The QDQ graph of `config` (its `recipe_of`)."""
+    return quantize_with(problem.graph, recipe_of(problem, config, chosen))
 
 
 def float_layer_count(final: Graph) -> int:

@@ -12,41 +12,17 @@ line. Applying a profile to another graph is refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
 from compiler.ir.graph import Graph
+from compiler.ir.hashing import graph_hash  # noqa: F401 (profiles are checked by it)
 
 SCHEMA = "kiln-profile-1"
-
-
-def graph_hash(graph: Graph) -> str:
-    """A digest of the graph's structure and constants.
-
-    The same model and pipeline give the same hash; a different graph, even one with other
-    weights, another.
-    """
-    digest = hashlib.sha256()
-    for value in graph.inputs:
-        digest.update(f"in {value.name} {value.type.shape} {value.type.dtype}\n".encode())
-    for name in sorted(graph.constants):
-        data = np.ascontiguousarray(graph.constants[name].data)
-        digest.update(f"const {name} {data.shape} {data.dtype}\n".encode())
-        digest.update(hashlib.sha256(data.tobytes()).digest())
-    for node in graph.nodes:
-        attrs = sorted((k, repr(v)) for k, v in node.attrs.items())
-        digest.update(f"node {node.op} {[v and v.name for v in node.inputs]} "
-                      f"{[v.name for v in node.outputs]} {attrs}\n".encode())
-    for value in graph.outputs:
-        digest.update(f"out {value.name}\n".encode())
-    return digest.hexdigest()[:32]
 
 
 @dataclass

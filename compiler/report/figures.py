@@ -102,6 +102,7 @@ class Quantization:
         output_sqnr: Output tensor -> SQNR in dB.
         top1_agreement: Fraction of samples whose top class matches float.
         tensors: Activation -> SQNR in dB.
+        float_layers: (layer, bytes of float weights) of each layer left float (a warning).
     """
 
     origin: str
@@ -116,6 +117,7 @@ class Quantization:
     output_sqnr: dict[str, float] = field(default_factory=dict)
     top1_agreement: float | None = None
     tensors: dict[str, float] = field(default_factory=dict)
+    float_layers: list[tuple[str, int]] = field(default_factory=list)  # (layer, float bytes)
 
 
 @dataclass
@@ -387,17 +389,27 @@ def _quantization_absent(quant: Quantization | None, measured: bool) -> list[str
     return []
 
 
-def quantization_of(graph: Graph, profile, method: str, schema: str) -> Quantization:
-    """The summary of `graph`, quantized here from `profile` with `method` and `schema`."""
+def quantization_of(graph: Graph, recipe) -> Quantization:
+    """The summary of `graph`, the QDQ graph `recipe` (a QuantRecipe) made.
+
+    Layers the int8 model still computes in float are listed with their float weight bytes:
+    a warning, as `kiln compile` gives.
+    """
+    from compiler.driver import compilation, float_fallbacks
     from compiler.qmath.summary import summary
 
     doc = summary(graph)
+    profile = recipe.profile
     return Quantization("profile", doc["dtypes"], doc["quantized"]["per_tensor"],
-                        doc["quantized"]["per_channel"], method, schema,
+                        doc["quantized"]["per_channel"], recipe.method, recipe.schema,
                         {"model": profile.model, "data": dict(profile.data),
                          "bins": profile.bins, "equalized": profile.equalized,
                          "overrides": len(profile.overrides),
-                         "keep_float": list(profile.keep_float)})
+                         "keep_float": sorted(set(profile.keep_float) | set(recipe.keep_float)),
+                         "per_channel": recipe.per_channel,
+                         "float_weights": list(recipe.float_weights),
+                         "corrections": len(recipe.corrections)},
+                        float_layers=float_fallbacks(compilation(graph)))
 
 
 def measure_sqnr(float_graph: Graph, qdq: Graph, data, quant: Quantization

@@ -202,7 +202,12 @@ def _quantization(report: Report) -> str:
                  ("histogram bins", _n(p.get("bins"))),
                  ("equalized", "yes" if p.get("equalized") else "no"),
                  ("ranges set by hand", _n(p.get("overrides"))),
-                 ("kept float", ", ".join(p.get("keep_float") or []) or "none")]
+                 ("kept float", ", ".join(p.get("keep_float") or []) or "none"),
+                 ("weights", "per channel" if p.get("per_channel", True) else "per tensor"),
+                 ("biases corrected", _n(p.get("corrections", 0)))]
+    if q.float_layers:
+        rows.append(("warning: layers left float", "; ".join(
+            f"{layer} ({size:,} B of float32 weights)" for layer, size in q.float_layers)))
     else:
         rows.append(("origin", "the model came quantized"))
     if q.samples:

@@ -135,7 +135,7 @@ def test_float_and_int8_side_by_side_once_calibrated(qtbot):
     panel = controller.panel
     assert panel.compare.isVisible() and panel.activation.int8 is not None
     # The oracle: the calibrated model's integer graph, run here, its NHWC int8 tensor.
-    qdq = window.document.quant.quantized()[0]
+    qdq = window.document.quant.quantized()
     integer = compilation(qdq).final
     feeds = {"image": load_calibration("digits:test", window.document.graph).samples[9:10]}
     ints = run(integer, feeds, keep_all=True)

@@ -116,7 +116,7 @@ def test_explore_cancel_resume_apply_undo_and_compare(qtbot, tmp_path):
     assert sorted(session.profile.keep_float) == sorted(config.keep_float)
     assert session.profile.equalized == config.equalize
     point = apply_point(doc, number)
-    assert dump(window.document.quant.quantized()[0]) == dump(point.qdq)
+    assert dump(window.document.quant.quantized()) == dump(point.qdq)
     score = 100 * doc["trials"][number]["measurement"]["score"]
     assert quant.panel.accuracy.text().startswith(f"{score:.2f} %")
     for tensor in config.keep_float:

@@ -1,4 +1,4 @@
-"""Export int8 from the GUI: the bytes `kiln compile --profile` writes, a program that runs, and
+"""Export int8 from the GUI: the bytes `kiln compile --build` writes, a program that runs, and
 float and int8 sizes side by side."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ TIMEOUT = 120000
 DIGIT = SAMPLE_MODEL.parent / "digit_2.npy"
 
 
-def test_int8_export_is_kiln_compile_with_the_profile_and_runs(qtbot, tmp_path):
+def test_int8_export_is_kiln_compile_with_its_build_file_and_runs(qtbot, tmp_path):
     window = make_window(qtbot)
     quant = window.quant
     dialog = window.export.open_dialog()
@@ -38,14 +38,14 @@ def test_int8_export_is_kiln_compile_with_the_profile_and_runs(qtbot, tmp_path):
     qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
     with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
         pass
-    profile = folder / "net.profile.json"
-    assert profile.is_file()
+    build = folder / "net.build.json"
+    assert build.is_file() and f"--build {build}" in dialog.rebuild_line.text()
     reference = tmp_path / "cli"
-    assert cli.main(["compile", str(SAMPLE_MODEL), "--profile", str(profile), "--method",
-                     "minmax", "--schema", "tflite", "-o", str(reference)]) == 0
-    gui = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "net.profile.json"}
+    assert cli.main(["compile", str(SAMPLE_MODEL), "--build", str(build),
+                     "-o", str(reference)]) == 0
+    gui = {p.name: p.read_bytes() for p in folder.iterdir()}
     ref = {p.name: p.read_bytes() for p in reference.iterdir()}
-    assert sorted(gui) == sorted(ref) and gui == ref  # the object, header, report, example
+    assert sorted(gui) == sorted(ref) and gui == ref  # object, header, report, build, example
 
     # Float and int8 side by side: int8 weights (with their int32 biases and per-channel
     # multipliers) take well under half the bytes.
@@ -54,7 +54,7 @@ def test_int8_export_is_kiln_compile_with_the_profile_and_runs(qtbot, tmp_path):
     weights = rows["Weights (B)"]
     assert weights[2] < weights[1] / 2 and weights[3] == f"{weights[2] / weights[1]:.2f}"
 
-    qdq, *_ = quant.quantized()
+    qdq = quant.quantized()
     image = np.load(DIGIT).astype(np.float32)
     (logits,) = run(compilation(qdq).final, {"image": image}).values()
     image.tofile(tmp_path / "digit.bin")

@@ -64,9 +64,11 @@ def test_ranges_and_keep_float_are_undo_steps_on_the_document(qtbot, measured):
     stack.redo()
     assert profile.overrides == {"relu1_out": {"min": 0.0, "max": 2.5}}
     # What export and sessions read: the document's quantized graph, with the hand edit.
-    qdq, copy, method, schema = state.quantized()
-    assert copy.overrides == profile.overrides and copy is not profile
-    assert (method, schema) == ("minmax", "tflite") and qdq.nodes
+    recipe = state.recipe()
+    assert recipe.profile.overrides == profile.overrides and recipe.profile is not profile
+    assert (recipe.method, recipe.schema) == ("minmax", "tflite") and state.quantized().nodes
+    stack.undo()  # a later edit leaves the recipe taken before it as it was
+    assert profile.overrides == {} and recipe.profile.overrides["relu1_out"]["max"] == 2.5
 
 
 def test_another_model_drops_the_session(qtbot, measured):

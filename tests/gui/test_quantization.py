@@ -250,7 +250,7 @@ def test_the_layer_bars_and_one_samples_outputs(qtbot):
         panel.sample.setValue(3)
     data = quant.session.live
     feeds = data.feeds(3, 4)[0]
-    qdq, *_ = quant.quantized()
+    qdq = quant.quantized()
     from compiler.driver import compilation
     from compiler.interpreter import run
 

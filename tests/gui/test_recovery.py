@@ -137,4 +137,4 @@ def test_after_a_kill_an_applied_exploration_point_comes_back_whole(qtbot, tmp_p
     assert not session.options.per_channel and session.options.float_weights == ("conv2",)
     assert session.profile.keep_float == ["relu1_out"] and session.corrections
     point = apply_point(read_record(model.with_name("EXPLORE.json")), 0)
-    assert dump(window.document.quant.quantized()[0]) == dump(point.qdq)
+    assert dump(window.document.quant.quantized()) == dump(point.qdq)

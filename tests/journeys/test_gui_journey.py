@@ -126,7 +126,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
         qtbot.mouseClick(panel.keep_float, Qt.MouseButton.LeftButton)
     assert kept in quant.session.profile.keep_float
     assert panel.model.row_of(kept) is not None and panel.keep_float.isChecked()
-    qdq, *_ = quant.quantized()
+    qdq = quant.quantized()
     final = compilation(qdq).final
     assert any(n.op in ("Conv", "FullyConnected", "Gemm", "MatMul") for n in final.nodes)
     assert any(n.op == "QLinearConv" for n in final.nodes)
