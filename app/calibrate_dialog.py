@@ -38,11 +38,11 @@ from compiler.ir.graph import Graph
 from compiler.quant.calibrate import METHODS, SCHEMAS
 from compiler.quant.calibration_data import InputSpec, Normalization, input_spec
 from compiler.quant.calibration_preview import Preview, preview_calibration
+from compiler.quant.histogram import DEFAULT_BINS
 from views import style
 
 Previewer = Callable[[str, Normalization], Preview]  # KilnError when the source does not fit
 THUMBNAIL = 64  # pixels: the preview image's longest side
-DEFAULT_BINS = 2048  # fine enough for the percentile, KL and MSE searches and for dragging
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,9 +22,11 @@ from app.cli_args import (
     Parser,
     StrictFailure,
     UsageError,
+    Warnings,
     add_model_args,
     add_pipeline_arg,
     add_profile_arg,
+    add_strict_arg,
     add_target_args,
     compilation_of,
     load_graph,
@@ -32,7 +35,13 @@ from app.cli_args import (
     writable_file,
 )
 from app.cli_bench import add_bench_parser, cmd_bench
-from app.cli_compile import add_compile_parser, cmd_compile
+from app.cli_compile import (
+    add_compile_parser,
+    budget_warnings,
+    cmd_compile,
+    fallback_warnings,
+    print_budget,
+)
 from app.cli_diff import add_diff_parser, cmd_diff
 from app.cli_explore import add_explore_parser, cmd_explore, cmd_explore_export
 from app.cli_passes import add_passes_parser, cmd_passes
@@ -73,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "model's own answer, the graph as loaded for a float model and the "
                           "integer graph for a quantized one (its Quantize/Dequantize pairs run "
                           "in float only approximate its rule)")
+    run.add_argument("--json", action="store_true",
+                     help="print one JSON document: each output's type, shape and values")
     run.add_argument("--dequantize", action="store_true",
                      help="also print quantized (int8/uint8) outputs as real values, "
                           "scale x (q - zero_point)")
@@ -88,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_walkthrough_parser(sub)
     add_report_parser(sub)
     add_explore_parser(sub)
+    for command in sub.choices.values():  # what every command takes
+        talk = command.add_mutually_exclusive_group()
+        talk.add_argument("-q", "--quiet", action="store_true",
+                          help="print only the result and warnings: no notes, hints, progress "
+                               "or summary lines")
+        talk.add_argument("-v", "--verbose", action="store_true",
+                          help="also say, on stderr, how long the command took and its peak memory")
     return parser
 
 
@@ -188,7 +206,6 @@ def _converted_input(name: str, path, array: np.ndarray, dtype: str) -> np.ndarr
 
 def cmd_run(args) -> int:
     """`kiln run`."""
-    from compiler.fileio import atomic_write_bytes
     from compiler.interpreter import run
     from compiler.qmath.explain import real_value_formula
 
@@ -203,12 +220,21 @@ def cmd_run(args) -> int:
         outputs = _run_compiled(compilation_of(args, graph), feeds)
     else:
         compiled = compilation_of(args, graph)
-        if args.stage is None and compiled.reference is not graph:
+        if args.stage is None and compiled.reference is not graph and not args.json:
             print(f"the integer graph (after to_integer, {_rule_of(compiled)} rule), as the "
                   "compiled code computes it")
         graph = compiled.reference if args.stage is None else compiled.stage(args.stage)
         outputs = run(graph, feeds)
     quant = {v.name: v.type.quant for v in graph.outputs}
+    if args.output:
+        _write_outputs(args.output, outputs)
+    if args.json:
+        print(json.dumps({"engine": args.engine, "outputs": {
+            name: {"dtype": array.dtype.name, "shape": list(array.shape),
+                   "values": array.reshape(-1).tolist(),
+                   "argmax": int(np.argmax(array)) if array.size else None}
+            for name, array in outputs.items()}, "written": args.output}))
+        return 0
     for name, array in outputs.items():
         flat = array.reshape(-1)
         preview = np.array2string(flat[:8], precision=5, separator=", ")
@@ -223,14 +249,20 @@ def cmd_run(args) -> int:
             print(f"  {real_value_formula(q)}: "
                   f"{np.array2string(real, precision=5, separator=', ')}{more}")
     if args.output:
-        buffer = io.BytesIO()
-        np.savez(buffer, **outputs)
-        try:
-            atomic_write_bytes(args.output, buffer.getvalue())
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror}") from None
         print(f"wrote {args.output}")
     return 0
+
+
+def _write_outputs(path: str, outputs: dict[str, np.ndarray]) -> None:
+    """The outputs as an npz file, written atomically."""
+    from compiler.fileio import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **outputs)
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _rule_of(compiled) -> str:
@@ -270,16 +302,32 @@ def _add_memory_parser(sub) -> None:
                              "space is reused once dead")
     add_target_args(memory)
     add_pipeline_arg(memory)
+    add_strict_arg(memory)
     memory.add_argument("--dump", action="store_true", help="also print the low-level IR")
 
 
 def cmd_memory(args) -> int:
-    """`kiln memory`."""
+    """`kiln memory`: the plan; with --board or --board-file, the budget checked as well.
+
+    The board's figures are the compiled bundle's (`codegen.bundle.report`), so they are
+    what `kiln compile --board` reports for the same options.
+    """
     if args.dump and args.json:
         raise UsageError("--dump prints text, so it cannot be combined with --json")
-    options, _ = target_options(args)
-    plan = compilation_of(args).plan(options)
+    options, board = target_options(args)
+    warnings = Warnings(args)
+    compiled = compilation_of(args)
+    fallback_warnings(compiled, warnings)
+    plan = compiled.plan(options)
     doc = plan.to_json()
+    if board is not None:
+        from compiler.codegen.bundle import report
+
+        chosen, _ = compiled.layout_that_fits(options, board)
+        doc["board"] = report(compiled.net(chosen), board)["board"]
+        budget_warnings(doc["board"], warnings)
+    warnings.check()
+    doc["warnings"] = warnings.lines
     if args.json:
         print(json.dumps(doc))
         return 0
@@ -313,6 +361,8 @@ def cmd_memory(args) -> int:
         buffers.add_row(b["name"], b["node"], f"{b['size']:,}", f"{b['offset']:,}",
                         f"{b['first']}-{b['last']}", *([how] if streaming else []))
     console.print(buffers)
+    if board is not None:
+        print_budget(doc["board"])
     if args.dump:
         print(plan.lowir.dump(), end="")  # plain print: rich would wrap long operand lists
     return 0
@@ -342,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
             return _open_gui(argv)
         args = build_parser().parse_args(argv)
+        started = time.perf_counter()
         try:
             return COMMANDS[args.command](args)
         except (UsageError, StrictFailure):
@@ -351,6 +402,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if name and not str(exc).startswith(f"{name}: "):
                 raise KilnError(f"{name}: {exc}") from None
             raise
+        finally:
+            if getattr(args, "verbose", False):
+                import resource
+
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                print(f"kiln: {args.command} took {time.perf_counter() - started:.2f} s, "
+                      f"peak memory {peak:,.0f} MiB", file=sys.stderr)
     except KilnError as exc:
         print(f"kiln: error: {one_line(str(exc))}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USAGE)

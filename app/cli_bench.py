@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.cli_args import UsageError, add_model_args, parse_shape
+from app.cli_args import UsageError, Warnings, add_model_args, add_strict_arg, parse_shape
 
 
 def add_bench_parser(sub) -> None:
@@ -40,6 +40,7 @@ def add_bench_parser(sub) -> None:
     bench.add_argument("--top", type=int, default=10, metavar="N",
                        help="with --target: the N layers with the most instructions (default "
                             "10; 0 lists every layer)")
+    add_strict_arg(bench)
     bench.add_argument("--tflite", metavar="FILE",
                        help="the model's .tflite twin, timed with LiteRT (default: X.tflite "
                             "beside X.onnx or in a sibling tflite folder, when there is one)")
@@ -53,6 +54,7 @@ def cmd_bench(args) -> int:
     if args.repeats < 1 or (args.runs is not None and args.runs < 1):
         raise UsageError("--runs and --repeats must be at least 1")
     shapes = dict(parse_shape(s) for s in args.shape or [])
+    _check_fallbacks(args, shapes)
     if args.target and get_target(args.target).mcu:
         return _bench_target(args, shapes)
     result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite,
@@ -75,6 +77,20 @@ def cmd_bench(args) -> int:
           f"{100 * result.peak_fraction:.0f}% of this core's measured peak "
           f"({result.peak_gflops:.0f} GFLOP/s)")
     return 0
+
+
+def _check_fallbacks(args, shapes) -> None:
+    """Warn of layers an int8 model leaves float (what it measures is then partly float).
+
+    With --strict that fails before any measuring.
+    """
+    from app.cli_compile import fallback_warnings
+    from compiler.driver import compilation
+    from compiler.frontends.load import load_model
+
+    warnings = Warnings(args)
+    fallback_warnings(compilation(load_model(args.model, shapes)), warnings)
+    warnings.check()
 
 
 def _bench_target(args, shapes) -> int:

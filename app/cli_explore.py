@@ -56,6 +56,9 @@ def add_explore_parser(sub) -> None:
                    help="start over when -o holds another exploration")
     p.add_argument("-o", "--output", required=True, metavar="EXPLORE.json",
                    help="where to keep every trial and the front (a run resumes from it)")
+    p.add_argument("--json", action="store_true",
+                   help="print the whole exploration record as one JSON document at the end "
+                        "(trial lines still go to stderr)")
 
     e = sub.add_parser("explore-export", help="write one point of an exploration as a bundle "
                                               "or a QDQ ONNX model")
@@ -64,6 +67,7 @@ def add_explore_parser(sub) -> None:
     e.add_argument("-o", "--output", required=True, metavar="DIR|OUT.onnx",
                    help="a bundle folder, or an .onnx file for the QDQ model")
     e.add_argument("--force", action="store_true", help="replace a bundle already there")
+    e.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def _executor(args):
@@ -89,7 +93,7 @@ def _printer(args):
             print(json.dumps({"phase": p.phase, "done": p.done, "total": p.total,
                               "best": p.best, "eta_seconds": p.eta_seconds,
                               "trial": p.trial}), flush=True)
-        elif p.trial is not None:
+        elif p.trial is not None and not args.quiet:
             t = p.trial
             what = (f"{100 * t['measurement']['score']:.2f} %, "
                     f"{t['measurement']['instructions']:,} instructions"
@@ -135,7 +139,9 @@ def cmd_explore(args) -> int:
     doc = record.to_json()
     plot = Path(args.plot) if args.plot else output.with_suffix(".png")
     save_plot(doc, plot)
-    if not args.progress_json:
+    if args.json and not args.progress_json:
+        print(json.dumps({**doc, "written": [str(output), str(plot)]}))
+    elif not args.progress_json:
         _print_summary(doc, output, plot)
     if not record.complete:
         print(f"kiln: stopped; {len(record.trials)} trials kept in {output} (run the same "
@@ -172,7 +178,7 @@ def _print_summary(doc: dict, output: Path, plot: Path) -> None:
 def cmd_explore_export(args) -> int:
     """`kiln explore-export`: one point as a bundle folder or a QDQ ONNX model."""
     from compiler.codegen.bundle_folder import FolderInUse, check_folder
-    from compiler.driver import compilation
+    from compiler.driver import BuildRequest, compilation
     from compiler.explore.apply import apply_point
     from compiler.explore.record import read_record
 
@@ -183,18 +189,27 @@ def cmd_explore_export(args) -> int:
         from compiler.frontends.onnx.export import save_onnx
 
         save_onnx(point.qdq, output)
-        print(f"wrote trial {args.point}'s QDQ model to {output}")
+        if args.json:
+            print(json.dumps({"trial": args.point, "written": [str(output)]}))
+        else:
+            print(f"wrote trial {args.point}'s QDQ model to {output}")
         return 0
     compiled = compilation(point.qdq)
     options = point.options
+    request = BuildRequest(options, point.problem.board, None, point.recipe.to_json(),
+                           {}, point.recipe.model_hash)
     try:
         check_folder(output, options.name, options.target, args.force,
                      example=not options.resolved_target().mcu)
-        paths, _ = compiled.bundle(output, options, point.problem.board, force=args.force)
+        paths, doc, _ = compiled.export(output, request, force=args.force)
     except FolderInUse as exc:
         raise UsageError(f"{exc}; pass --force to replace it") from None
     except OSError as exc:
         raise KilnError(f"cannot write the bundle to {output}: {exc.strerror}") from None
+    if args.json:
+        print(json.dumps({"trial": args.point, "written": [str(p) for p in paths],
+                          "report": doc}))
+        return 0
     for path in paths:
         print(f"  wrote {path}")
     return 0

@@ -7,10 +7,12 @@ progress on a terminal and writes the profile.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 
-from app.cli_args import UsageError, add_model_args, load_graph, writable_file
+from app.cli_args import UsageError, Warnings, add_model_args, load_graph, writable_file
+from compiler.quant.histogram import DEFAULT_BINS
 
 
 def add_profile_parser(sub) -> None:
@@ -24,11 +26,13 @@ def add_profile_parser(sub) -> None:
     profile.add_argument("-o", "--output", required=True, metavar="PROFILE.json",
                          help="where to write the profile (a .yaml or .yml name writes Glow's "
                               "profile format)")
+    profile.add_argument("--json", action="store_true", help="print one JSON document")
     profile.add_argument("--equalize", action="store_true",
                          help="equalize the weight ranges of consecutive convolutions first "
                               "(cross-layer equalization); the profile records it")
-    profile.add_argument("--bins", type=int, default=10, metavar="N",
-                         help="histogram bins per tensor (default 10, as Glow)")
+    profile.add_argument("--bins", type=int, default=DEFAULT_BINS, metavar="N",
+                         help=f"histogram bins per tensor (default {DEFAULT_BINS}, as the "
+                              "window profiles: fine enough for every --method)")
     profile.add_argument("--scale", type=float, default=1 / 255, metavar="S",
                          help="images: pixel (0..255) times S, before mean and std "
                               "(default 1/255)")
@@ -61,7 +65,7 @@ def cmd_profile(args) -> int:
                                   _floats(args.std, "--std"), args.channels)
     data = load_calibration(args.data, graph, normalization)
     bar, progress = contextlib.nullcontext(), None
-    if sys.stderr.isatty():  # a progress bar; Ctrl+C stops between samples
+    if sys.stderr.isatty() and not args.quiet:  # a progress bar; Ctrl+C stops between samples
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
         bar = Progress("profiling", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -77,8 +81,14 @@ def cmd_profile(args) -> int:
         write_profile(profile, output)
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from None
-    print(f"profiled {len(profile.tensors)} tensors of {Path(args.model).name} on "
-          f"{len(data):,} samples of {data.source}; wrote {output}")
+    if args.json:
+        print(json.dumps({"model": Path(args.model).name, "tensors": len(profile.tensors),
+                          "samples": len(data), "data": data.source, "bins": profile.bins,
+                          "equalized": profile.equalized, "graph_hash": profile.graph_hash,
+                          "written": str(output)}))
+        return 0
+    Warnings(args).say(f"profiled {len(profile.tensors)} tensors of {Path(args.model).name} "
+                       f"on {len(data):,} samples of {data.source}; wrote {output}")
     return 0
 
 
@@ -113,7 +123,8 @@ def add_quantize_parser(sub) -> None:
                           help="compare with float on these held-out samples (same forms as "
                                "kiln profile --data): per tensor range, clipping, SQNR and "
                                "rmse/scale; output SQNR, top-1 agreement, accuracy")
-    quantize.add_argument("--json", action="store_true", help="with --report: print JSON")
+    quantize.add_argument("--json", action="store_true",
+                          help="print one JSON document (with --report, the report's)")
     quantize.add_argument("--plots", metavar="DIR",
                           help="with --report: save the per-tensor SQNR chart and each "
                                "tensor's histogram with its range as PNG files in DIR")
@@ -151,14 +162,18 @@ def cmd_quantize(args) -> int:
     options = recipe.options
     note = method_note(args.method, profile.bins)
     if note:
-        print(f"note: {note}", file=sys.stderr)
+        Warnings(args).note(note)
     final = compilation(qdq).final
     integer = sum(1 for n in final.nodes if n.op.startswith(("QLinear", "QGemm")))
     try:
         save_onnx(qdq, output)
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from None
-    if not (args.report and args.json):
+    if args.json and not args.report:
+        print(json.dumps({"model": Path(args.model).name, "written": str(output),
+                          "integer_operators": integer, "recipe": {
+                              k: v for k, v in recipe.to_json().items() if k != "profile"}}))
+    elif not args.json:
         extras = "".join([", equalized" if profile.equalized else "",
                           f", {len(corrections)} biases corrected" if corrections else ""])
         print(f"quantized {Path(args.model).name} ({args.method}, {args.schema} schema, "

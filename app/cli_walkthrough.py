@@ -31,6 +31,7 @@ def add_walkthrough_parser(sub) -> None:
     walk.add_argument("-o", "--output", required=True, metavar="DIR",
                       help="the folder to write (new, empty, or a walkthrough with --force)")
     walk.add_argument("--force", action="store_true", help="replace a walkthrough in DIR")
+    walk.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def session_notes(path: str | Path) -> dict[str, str]:
@@ -61,6 +62,11 @@ def cmd_walkthrough(args) -> int:
     files = walkthrough_files(compilation_of(args), options, Path(args.model).name, notes)
     write_walkthrough(args.output, files, force=args.force)
     pages = sum(1 for name in files if name[:1].isdigit())
+    if args.json:
+        print(json.dumps({"pages": pages, "folder": str(args.output),
+                          "index": str(Path(args.output) / "index.html"),
+                          "files": sorted(files)}))
+        return 0
     print(f"wrote {pages} pages and an index to {args.output} (open "
           f"{Path(args.output) / 'index.html'})")
     return 0

@@ -113,7 +113,7 @@ def rebuild_command(model: Path | None, folder: str | Path, name: str) -> str:
 
 
 def export_job(compiled: Compilation | Callable[[], Compilation], options: ExportOptions,
-               request: BuildRequest, floating: Compilation | None = None,
+               request: BuildRequest | None = None, floating: Compilation | None = None,
                model: Path | None = None) -> Callable[[Progress], Exported]:
     """The function of a job that compiles through the driver and writes the bundle.
 
@@ -125,8 +125,10 @@ def export_job(compiled: Compilation | Callable[[], Compilation], options: Expor
     then compiling, comparing and counting; writing is the last step and swaps the bundle in
     whole. Cancel takes effect between stages and up to the swap, so a cancelled or failed
     export leaves the folder as it was. An int8 export reports the float bundle (`floating`)
-    beside it to compare.
+    beside it to compare. Without `request`, the float export of `compiled` is built.
     """
+    if request is None:
+        request = build_request(options, compiled.pipeline, compiled.graph)
     folder = Path(options.folder)
     precision = "int8" if floating is not None else "float32"
 
@@ -481,9 +483,7 @@ def run_export(graph: Graph, options: ExportOptions, compiled: Compilation | Non
 
     Without `compiled`, the graph is compiled with the default pipeline.
     """
-    compiled = compiled or compilation(graph)
-    request = build_request(options, compiled.pipeline, graph)
-    return export_job(compiled, options, request)(Progress(lambda _f, _t: None))
+    return export_job(compiled or compilation(graph), options)(Progress(lambda _f, _t: None))
 
 
 def screenshots(window, save) -> None:

@@ -147,6 +147,7 @@ class BuildRequest:
                 "io_in_arena": o.io_in_arena, "weights": o.weights,
                 "disabled_lowering": sorted(o.disabled_lowering),
                 "weight_layout": {None: "auto", True: "int8", False: "int16"}[o.lean_weights],
+                "separate_kernels": o.separate_kernels,
                 "board": None if self.board is None else board_json(self.board),
                 "pipeline": self.pipeline, "recipe": self.recipe,
                 "shapes": {k: list(v) for k, v in sorted(self.shapes.items())},
@@ -205,6 +206,7 @@ def _request_of(doc: dict, where: str) -> BuildRequest:
         raise ValueError("alignment must be a whole number or null")
     options = Options(str(doc["target"]), str(doc["name"]), alignment,
                       bool(doc["io_in_arena"]), doc["weights"],
+                      separate_kernels=bool(doc.get("separate_kernels", False)),
                       disabled_lowering=frozenset(map(str, doc.get("disabled_lowering", []))),
                       lean_weights=layouts[doc["weight_layout"]]).check()
     options.resolved_target()
@@ -232,13 +234,16 @@ def float_fallbacks(compiled: Compilation) -> list[tuple[str, int]]:
     """
     if not is_quantized(compiled.graph):
         return []
+    sources = {n.id: n for n in compiled.graph.nodes}
     found = []
-    for node in compiled.final.nodes:
+    for node in compiled.prepared.nodes:  # float kernels read float weights there
         if node.op not in FLOAT_LAYER_OPS or node.outputs[0].type.dtype != "float32":
             continue
+        named = [sources[i] for i in node.provenance if i in sources]
+        layer = next((n.name for n in named if n.op == node.op), node.name)
         weights = sum(int(np.asarray(v.data).nbytes) for v in node.inputs
                       if isinstance(v, Constant) and v.type.dtype == "float32")
-        found.append((node.name, weights))
+        found.append((layer, weights))
     return found
 
 

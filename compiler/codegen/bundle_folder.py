@@ -37,10 +37,12 @@ _STAGING = ".kiln-bundle-"  # the folders a write stages in (a crash may leave o
 def bundle_entries(name: str) -> tuple[str, ...]:
     """Every file a Kiln bundle named `name` may have, build products of its Makefile included.
 
-    NET.profile.json is the profile of an int8 export from the GUI.
+    NET.build.json says how it was built (`kiln compile --build`); NET.profile.json is the
+    profile an int8 export from the GUI wrote before build files carried it.
     """
     return (f"{name}.o", f"{name}.h", f"{name}{_REPORT}", f"{name}.weights.bin",
-            f"{name}.weights.h", f"{name}.profile.json", f"{name}_example")
+            f"{name}.weights.h", f"{name}.build.json", f"{name}.profile.json",
+            f"{name}_example")
 
 
 class FolderInUse(KilnError):

@@ -15,7 +15,10 @@ import numpy as np
 
 from compiler.errors import KilnError
 
-DEFAULT_BINS = 10  # Glow's default
+# One resolution for every profile, from `kiln profile` and the window alike: fine enough for
+# the entropy search (ENTROPY_BINS) and the MSE and percentile searches, and for dragging a
+# range by hand. (Glow keeps 10; a profile that coarse makes every method return min-max.)
+DEFAULT_BINS = 2048
 
 
 @dataclass

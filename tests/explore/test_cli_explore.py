@@ -36,6 +36,11 @@ def test_in_process_run_prints_the_front_and_exports_a_point(tmp_path, capsys):
     m = doc["trials"][number]["measurement"]
     assert report["sections"]["text"] + report["sections"]["rodata"] + \
         report["regions"]["constant"] == m["flash"]
+    # The point's bundle records its recipe: kiln compile --build writes the same files.
+    assert main(["compile", str(SAMPLE_MODEL), "--build",
+                 str(tmp_path / "bundle" / "net.build.json"), "-o", str(tmp_path / "again")]) == 0
+    first = {p.name: p.read_bytes() for p in (tmp_path / "bundle").iterdir()}
+    assert first == {p.name: p.read_bytes() for p in (tmp_path / "again").iterdir()}
     assert main(["explore-export", str(output), "--point", str(number), "-o",
                  str(tmp_path / "point.onnx")]) == 0
     assert any(n.op_type == "QuantizeLinear"

@@ -29,7 +29,7 @@ from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
 from tests.gui.helpers import check_pictures, make_window, open_and_wait
 
 TIMEOUT = 120000
-M7_FILES = ["net.h", "net.o", "net.report.json"]
+M7_FILES = ["net.build.json", "net.h", "net.o", "net.report.json"]
 YES, NO = QMessageBox.StandardButton.Yes, QMessageBox.StandardButton.No
 
 

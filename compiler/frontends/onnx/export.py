@@ -21,7 +21,7 @@ from compiler.frontends.onnx.attributes import encode_attribute
 from compiler.frontends.onnx.expand import REQUANT_PROP, Expander, shared_rule
 from compiler.ir.graph import Constant, Graph, Node
 from compiler.ir.types import ONNX_ELEM_TYPES, TensorType
-from compiler.qmath.requant import REQUANT_KEY
+from compiler.qmath.requant import MODES, REQUANT_KEY
 
 _PAIRS = ("QuantizeLinear", "DequantizeLinear")
 
@@ -48,12 +48,12 @@ class _Exporter:
         self.extra_initializers: list[onnx.TensorProto] = []
         self.names = {v.name for v in graph.values()} | {n.name for n in graph.nodes}
         self.node: Node | None = None
-        # Written once, as a model property. A QDQ graph has no integer operator to carry its
-        # rule yet: its metadata does (kiln quantize's --requant), so the file compiles back
-        # with the rounding it was quantized for.
-        self.rule = shared_rule(graph) or (
-            graph.metadata.get(REQUANT_KEY) if any(n.op in _PAIRS for n in graph.nodes)
-            else None)
+        # Written once, as a model property. A QDQ graph's integer operators do not exist yet:
+        # its metadata holds the rule it was quantized for (kiln quantize's --requant), so the
+        # file compiles back with that rounding.
+        declared = graph.metadata.get(REQUANT_KEY)
+        pairs = any(n.op in _PAIRS for n in graph.nodes)
+        self.rule = declared if pairs and declared in MODES else shared_rule(graph)
 
     def run(self) -> onnx.ModelProto:
         g = self.graph
