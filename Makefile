@@ -63,7 +63,7 @@ setup: system-packages $(STAMP)
 # Start the workbench on the bundled sample model. With no display it runs the main flow
 # offscreen and says where it wrote the screenshots.
 run: setup
-	$(VENV)/bin/kiln
+	$(VENV)/bin/kiln --output $(OUT)
 
 # The wheel (`pip install dist/kiln-*.whl` gives a working `kiln`, sample model inside).
 dist: setup

@@ -73,9 +73,12 @@ def cmd_bench(args) -> int:
         short = {"onnxruntime": "ort"}.get(peer, peer)
         print(f"  kiln/{short:<7} {result.ratio(peer):.3g}   (outputs differ by at most "
               f"{result.max_abs_diff[peer]:.2g})")
-    print(f"  throughput   {result.kiln_gflops:.1f} GFLOP/s over {result.macs:,} MACs, "
-          f"{100 * result.peak_fraction:.0f}% of this core's measured peak "
-          f"({result.peak_gflops:.0f} GFLOP/s)")
+    unit = "GFLOP/s" if result.arithmetic == "float32" else "GOP/s"
+    peak = (f"{100 * result.peak_fraction:.0f}% of this core's measured {result.arithmetic} "
+            f"peak ({result.peak_gflops:.0f} {unit})" if result.peak_gflops
+            else f"no measured {result.arithmetic} peak for this core")
+    print(f"  throughput   {result.kiln_gflops:.1f} {unit} over {result.macs:,} "
+          f"{result.arithmetic} MACs, {peak}")
     return 0
 
 

@@ -24,6 +24,7 @@ from compiler.errors import KilnError
 from compiler.ir.graph import Graph
 from compiler.memory.report import MemoryPlan
 from views.code_view import ASSEMBLY, LLVM_IR, LOWIR, CodeView
+from views.signals import signals_blocked
 
 
 @dataclass
@@ -120,9 +121,8 @@ class CodeController(QObject):
 
     def _options_changed(self) -> None:
         if self.view.target() != self.document.target:
-            self.view.target_combo.blockSignals(True)
-            self.view.target_combo.setCurrentText(self.document.target)
-            self.view.target_combo.blockSignals(False)
+            with signals_blocked(self.view.target_combo):
+                self.view.target_combo.setCurrentText(self.document.target)
 
     def target(self) -> str:
         """The target the code is shown for (the document's)."""

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from app import settings
 from app.export_dialog import ExportDialog, ExportOptions
+from app.quant_state import model_hash
 from app.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
 from compiler.codegen.bundle_folder import FolderInUse, check_folder
@@ -34,7 +35,6 @@ from compiler.driver import (
 )
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
-from compiler.ir.hashing import graph_hash
 from compiler.passes.pipeline import Pipeline, default_pipeline
 from compiler.quant.recipe import QuantRecipe, quantize_with
 
@@ -197,7 +197,7 @@ def build_request(options: ExportOptions, pipeline: Pipeline, model: Graph,
                         pipeline.to_json() if known else None,
                         None if recipe is None else recipe.to_json(), {},
                         recipe.model_hash if recipe is not None and recipe.model_hash
-                        else graph_hash(model))
+                        else model_hash(model))
 
 
 def default_bundles_folder() -> Path:
@@ -362,9 +362,10 @@ class ExportController(QObject):
         options = self._confirm_folder(options)
         if options is None:
             return None
-        floating, request = None, build_request(options, self.document.pipeline,
-                                                self.document.graph)
-        if options.precision == "int8":
+        floating = None
+        if options.precision != "int8":
+            request = build_request(options, self.document.pipeline, self.document.graph)
+        else:
             state = self.document.quant
             recipe = state.recipe()
             if recipe is None:

@@ -17,9 +17,9 @@ from compiler.errors import KilnError, one_line
 
 SAMPLE_MODEL = Path(__file__).resolve().parent / "resources" / "models" / "digits_cnn.onnx"
 
-# Where the headless fallback writes its screenshots (relative to the working directory).
-HEADLESS_SCREENSHOTS = Path("out") / "screenshots"
-HEADLESS_BUNDLE = Path("out") / "bundle"
+# Inside the headless fallback's folder (`--output`, else `offscreen_folder()`).
+HEADLESS_SCREENSHOTS = "screenshots"
+HEADLESS_BUNDLE = "bundle"
 
 LOAD_TIMEOUT_MS = 300_000
 
@@ -40,6 +40,16 @@ def sample_model() -> Path:
     return SAMPLE_MODEL
 
 
+def offscreen_folder() -> Path:
+    """Where a run without a display writes, unless `--output` says: the user's data folder.
+
+    Never the current folder: `kiln` typed in a source tree or a firmware repository must
+    not leave files there.
+    """
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kiln" / "offscreen run"
+
+
 def has_display() -> bool:
     """True when a window can be shown: a windowing system, or a Qt platform that draws one."""
     platform = os.environ.get("QT_QPA_PLATFORM", "")
@@ -58,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--screenshot", metavar="DIR",
                         help="render the main window and each panel to PNG files in DIR, then "
                              "exit")
+    parser.add_argument("-o", "--output", metavar="DIR",
+                        help="without a display: where the run's screenshots/ and bundle/ go "
+                             "(default: kiln/offscreen run in the user's data folder)")
     return parser
 
 
@@ -89,12 +102,13 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
             _open(window, model)
         return app.exec()
 
-    folder = Path(args.screenshot) if args.screenshot else HEADLESS_SCREENSHOTS
+    base = Path(args.output) if args.output else offscreen_folder()
+    folder = Path(args.screenshot) if args.screenshot else base / HEADLESS_SCREENSHOTS
     bundle = None
     try:
         written = _screenshot_flow(window, model, folder)
         if headless and args.screenshot is None:  # the main flow ends with an export
-            bundle = _export_host_bundle(window)
+            bundle = _export_host_bundle(window, base / HEADLESS_BUNDLE)
     except KilnError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
@@ -128,12 +142,12 @@ def _quiet_window_system_notes() -> None:
     qInstallMessageHandler(handler)
 
 
-def _export_host_bundle(window) -> Path:
+def _export_host_bundle(window, folder: Path) -> Path:
     """Export the open model for the host as File > Export Bundle does; returns the folder."""
     from app.export import run_export
     from app.export_dialog import ExportOptions
 
-    options = ExportOptions("host", None, "net", "embedded", False, HEADLESS_BUNDLE)
+    options = ExportOptions("host", None, "net", "embedded", False, folder)
     return run_export(window.document.graph, options).folder
 
 

@@ -30,6 +30,7 @@ from compiler.ir.graph import Graph
 from compiler.memory.buffers import align_up
 from views import style
 from views.flow_layout import FlowLayout
+from views.signals import signals_blocked
 from views.timeline import Bar, MemoryTimeline, kib, window_fields
 
 
@@ -168,15 +169,14 @@ class MemoryPanel(QWidget):
 
     def set_strategies(self, sizes: dict[str, int], kept: str, current: str) -> None:
         """Fill the selector: each strategy with its arena size, the kept one marked."""
-        self.strategy.blockSignals(True)
-        self.strategy.clear()
-        for name, size in sizes.items():
-            mark = " (kept)" if name == kept else ""
-            self.strategy.addItem(f"{name}: {kib(size)}{mark}", name)
-            self.strategy.setItemData(self.strategy.count() - 1, f"{size:,} bytes",
-                                      Qt.ItemDataRole.ToolTipRole)
-        self.strategy.setCurrentIndex(max(self.strategy.findData(current), 0))
-        self.strategy.blockSignals(False)
+        with signals_blocked(self.strategy):
+            self.strategy.clear()
+            for name, size in sizes.items():
+                mark = " (kept)" if name == kept else ""
+                self.strategy.addItem(f"{name}: {kib(size)}{mark}", name)
+                self.strategy.setItemData(self.strategy.count() - 1, f"{size:,} bytes",
+                                          Qt.ItemDataRole.ToolTipRole)
+            self.strategy.setCurrentIndex(max(self.strategy.findData(current), 0))
 
     def set_delta(self, delta: int | None, before: int = 0, after: int = 0) -> None:
         """Say what the last edit did to the arena (None hides it)."""
@@ -243,9 +243,8 @@ class MemoryController(QObject):
         self._clear("planning…")
 
     def _options_changed(self) -> None:
-        self.panel.io_in_arena.blockSignals(True)
-        self.panel.io_in_arena.setChecked(self.document.io_in_arena)
-        self.panel.io_in_arena.blockSignals(False)
+        with signals_blocked(self.panel.io_in_arena):
+            self.panel.io_in_arena.setChecked(self.document.io_in_arena)
 
     # -- state --------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from views import style
 from views.flow_layout import FlowLayout
 from views.metric_colors import GRADIENT, THRESHOLD, coloring
 from views.metric_table import Legend, MetricTable
+from views.signals import signals_blocked
 
 INSTRUCTIONS = "instructions:"  # + target
 CHOICES = (("", "None"), ("macs", "MACs"), ("weight_bytes", "Weight bytes"),
@@ -281,9 +282,8 @@ class OverlayController(QObject):
         p.status.setText(f"{metric.title}: {total}. {metric.note[:1].upper()}{metric.note[1:]}.")
         values = list(metric.values().values())
         fitted = coloring(values, metric.higher_is_worse)
-        p.threshold.blockSignals(True)
-        p.threshold.setValue(fitted.threshold)
-        p.threshold.blockSignals(False)
+        with signals_blocked(p.threshold):
+            p.threshold.setValue(fitted.threshold)
         self.paint()
 
     def _mode_changed(self, _index: int) -> None:

@@ -45,6 +45,7 @@ from views import style
 from views.flow_layout import FlowLayout
 from views.histogram import HistogramView
 from views.quant_colors import LABELS, SQNR_BINS
+from views.signals import signals_blocked
 from views.sqnr_bars import SqnrBars
 
 COLUMNS = ("Tensor", "Producer", "Min", "Max", "Scale", "Zero point", "Clipped %", "SQNR dB",
@@ -306,9 +307,8 @@ class QuantPanel(QWidget):
         self.live.clear()
         self.keep_float.setChecked(False)  # no tensor shown: the editor holds nothing either
         for box in (self.low, self.high):
-            box.blockSignals(True)  # not an edit: the controller must not hear it
-            box.setValue(0.0)
-            box.blockSignals(False)
+            with signals_blocked(box):  # not an edit: the controller must not hear it
+                box.setValue(0.0)
 
     def show_outputs(self, index: int, floating, integer) -> None:
         """One sample's outputs, float and int8, element by element (the top classes marked)."""

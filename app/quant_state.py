@@ -36,16 +36,21 @@ _MODEL_HASHES: weakref.WeakKeyDictionary[Graph, str] = weakref.WeakKeyDictionary
 _HASH_LOCK = threading.Lock()
 
 
+def model_hash(graph: Graph) -> str:
+    """`graph_hash` of a document's graph, computed once per graph (any thread)."""
+    with _HASH_LOCK:
+        known = _MODEL_HASHES.get(graph)
+    if known is None:
+        known = graph_hash(graph)
+        with _HASH_LOCK:
+            _MODEL_HASHES[graph] = known
+    return known
+
+
 def session_recipe(session: Session) -> QuantRecipe:
     """The recipe of `session` as it is now: its profile copied, its choices and corrections."""
     o = session.options
-    with _HASH_LOCK:
-        known = _MODEL_HASHES.get(session.graph)
-    if known is None:
-        known = graph_hash(session.graph)
-        with _HASH_LOCK:
-            _MODEL_HASHES[session.graph] = known
-    return QuantRecipe.of_profile(session.profile, known, method=o.method,
+    return QuantRecipe.of_profile(session.profile, model_hash(session.graph), method=o.method,
                                   percentile=o.percentile, schema=o.schema,
                                   requant=o.requant, per_channel=o.per_channel,
                                   keep_float=o.keep_float, float_weights=o.float_weights,

@@ -60,3 +60,12 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     path = tmp_path / "m.py"
     path.write_text("def f():\n    from compiler.ir import graph\n    return graph\n")
     assert "compiler.ir.graph" in _imports("compiler.m", path, _modules())
+
+
+def test_signals_are_blocked_through_one_helper():
+    """`views.signals.signals_blocked` restores signals even when an update raises; a bare
+    pair of blockSignals calls leaves a widget deaf after an exception."""
+    offenders = [str(p.relative_to(ROOT)) for folder in ("app", "views")
+                 for p in (ROOT / folder).rglob("*.py")
+                 if "blockSignals(" in p.read_text() and p.name != "signals.py"]
+    assert offenders == []

@@ -36,6 +36,7 @@ from compiler.stats import TensorStats
 from views import style
 from views.flow_layout import FlowLayout
 from views.heat_maps import HeatMapGrid
+from views.signals import signals_blocked
 
 PAGE = 16  # channels shown at once
 FILE = "__file__"  # the source item that asks for a file
@@ -202,13 +203,12 @@ class ActivationPanel(QWidget):
 
     def set_sources(self, sources: list[tuple[str, str]], current: str) -> None:
         """Fill the source list with (label, source) pairs, then "File…"; select `current`."""
-        self.source.blockSignals(True)
-        self.source.clear()
-        for label, data in sources:
-            self.source.addItem(label, data)
-        self.source.addItem("File…", FILE)
-        self.source.setCurrentIndex(max(self.source.findData(current), 0))
-        self.source.blockSignals(False)
+        with signals_blocked(self.source):
+            self.source.clear()
+            for label, data in sources:
+                self.source.addItem(label, data)
+            self.source.addItem("File…", FILE)
+            self.source.setCurrentIndex(max(self.source.findData(current), 0))
 
     def add_source(self, label: str, source: str) -> None:
         """Add a chosen file before "File…" and select it."""
@@ -258,9 +258,8 @@ class ActivationPanel(QWidget):
         self.title.setText(title)
         channels = activation.channels
         for box in (self.first, self.channel):
-            box.blockSignals(True)
-            box.setRange(0, channels - 1)
-            box.blockSignals(False)
+            with signals_blocked(box):
+                box.setRange(0, channels - 1)
         self.first.setValue(0)
         self.channel.setValue(0)
         self.channel_row.setVisible(channels > 1)

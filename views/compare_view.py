@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from views.canvas import GraphCanvas
+from views.signals import signals_blocked
 from views.size_report import SizeReport
 from views.timeline import MemoryTimeline
 
@@ -120,28 +121,26 @@ class CompareView(QWidget):
 
     def set_rows(self, rows: list[tuple[str, str]]) -> None:
         """The differences as (status, text), coloured by status; none chosen."""
-        self.rows.blockSignals(True)
-        self.rows.clear()
-        for status, text in rows:
-            item = QListWidgetItem(f"{status}: {text}")
-            item.setData(Qt.ItemDataRole.UserRole, status)
-            item.setToolTip(text)
-            if status in STATUS_COLORS:  # a light tint: the list's dark text stays readable
-                tint = QColor(STATUS_COLORS[status])
-                tint.setAlpha(90)
-                item.setBackground(tint)
-            self.rows.addItem(item)
-        self.rows.setCurrentRow(-1)
-        self.rows.blockSignals(False)
+        with signals_blocked(self.rows):
+            self.rows.clear()
+            for status, text in rows:
+                item = QListWidgetItem(f"{status}: {text}")
+                item.setData(Qt.ItemDataRole.UserRole, status)
+                item.setToolTip(text)
+                if status in STATUS_COLORS:  # a light tint: the list's dark text stays readable
+                    tint = QColor(STATUS_COLORS[status])
+                    tint.setAlpha(90)
+                    item.setBackground(tint)
+                self.rows.addItem(item)
+            self.rows.setCurrentRow(-1)
         enabled = bool(rows)
         self.previous_button.setEnabled(enabled)
         self.next_button.setEnabled(enabled)
 
     def choose(self, row: int) -> None:
         """Show row `row` as chosen without emitting (the app already knows)."""
-        self.rows.blockSignals(True)
-        self.rows.setCurrentRow(row)
-        self.rows.blockSignals(False)
+        with signals_blocked(self.rows):
+            self.rows.setCurrentRow(row)
 
     def step(self, by: int) -> None:
         """Choose the next (1) or previous (-1) difference, wrapping around."""

@@ -7,6 +7,7 @@ from PySide6.QtGui import QFont, QKeyEvent, QKeySequence, QTextCursor
 from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from views.canvas import GraphCanvas
+from views.signals import signals_blocked
 
 # Zoom of the presentation canvas: box titles (12 px at 1.0) read from the back of a room at
 # about 30 px; below 1.6 a big change is shown in part rather than in type too small to read.
@@ -67,10 +68,9 @@ class NoteEditor(QWidget):
         """Show `text` (an undo, another stage), without emitting noteEdited."""
         if text == self.editor.toPlainText():
             return  # the user's own typing: the cursor stays where it is
-        self.editor.blockSignals(True)
-        self.editor.setPlainText(text)
-        self.editor.moveCursor(QTextCursor.MoveOperation.End)
-        self.editor.blockSignals(False)
+        with signals_blocked(self.editor):
+            self.editor.setPlainText(text)
+            self.editor.moveCursor(QTextCursor.MoveOperation.End)
 
     def text(self) -> str:
         """The note as typed."""

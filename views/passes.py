@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from views.canvas import GraphCanvas
 from views.graph_items import DIFF_COLORS
+from views.signals import signals_blocked
 
 COLUMNS = ("#", "stage", "+", "−", "~", "ms", "verify")
 OK, BAD = "#2e7d32", "#c62828"
@@ -194,31 +195,30 @@ class PassPanel(QWidget):
 
     def _fill(self) -> None:
         rows = self._rows + self._lowering
-        self.table.blockSignals(True)
-        self.table.clear()
-        colors = {2: DIFF_COLORS["added"], 3: DIFF_COLORS["removed"], 4: "#b07400"}
-        for index, row in enumerate(rows):
-            if row.lowering:
-                self.table.addTopLevelItem(self._lowering_item(index, row))
-                continue
-            check, tip = verify_text(row)
-            cells = [str(index), row.name,
-                     f"+{row.added}" if row.added else "", f"−{row.removed}" if row.removed
-                     else "", f"~{row.modified}" if row.modified else "",
-                     f"{row.ms:.1f}" if row.ms is not None else "", check]
-            item = QTreeWidgetItem(cells)
-            item.setData(0, Qt.ItemDataRole.UserRole, index)
-            for column, color in colors.items():
-                item.setForeground(column, QBrush(QColor(color)))
-                item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight)
-            item.setTextAlignment(5, Qt.AlignmentFlag.AlignRight)
-            item.setForeground(6, QBrush(QColor(OK if row.matches else BAD)))
-            item.setToolTip(6, tip)
-            if index and not row.changed:
-                item.setForeground(1, QBrush(QColor("#8a939c")))
-                item.setToolTip(1, "changed nothing")
-            self.table.addTopLevelItem(item)
-        self.table.blockSignals(False)
+        with signals_blocked(self.table):
+            self.table.clear()
+            colors = {2: DIFF_COLORS["added"], 3: DIFF_COLORS["removed"], 4: "#b07400"}
+            for index, row in enumerate(rows):
+                if row.lowering:
+                    self.table.addTopLevelItem(self._lowering_item(index, row))
+                    continue
+                check, tip = verify_text(row)
+                cells = [str(index), row.name,
+                         f"+{row.added}" if row.added else "", f"−{row.removed}" if row.removed
+                         else "", f"~{row.modified}" if row.modified else "",
+                         f"{row.ms:.1f}" if row.ms is not None else "", check]
+                item = QTreeWidgetItem(cells)
+                item.setData(0, Qt.ItemDataRole.UserRole, index)
+                for column, color in colors.items():
+                    item.setForeground(column, QBrush(QColor(color)))
+                    item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight)
+                item.setTextAlignment(5, Qt.AlignmentFlag.AlignRight)
+                item.setForeground(6, QBrush(QColor(OK if row.matches else BAD)))
+                item.setToolTip(6, tip)
+                if index and not row.changed:
+                    item.setForeground(1, QBrush(QColor("#8a939c")))
+                    item.setToolTip(1, "changed nothing")
+                self.table.addTopLevelItem(item)
         self._apply_filter()
 
     def _lowering_item(self, index: int, row: StageRow) -> QTreeWidgetItem:
@@ -286,12 +286,11 @@ class PassPanel(QWidget):
 
     def set_current(self, index: int | None) -> None:
         """Select a stage without emitting stageSelected (None clears)."""
-        self.table.blockSignals(True)
-        if index is None or not 0 <= index < self.table.topLevelItemCount():
-            self.table.setCurrentItem(None)
-        else:
-            self.table.setCurrentItem(self.table.topLevelItem(index))
-        self.table.blockSignals(False)
+        with signals_blocked(self.table):
+            if index is None or not 0 <= index < self.table.topLevelItemCount():
+                self.table.setCurrentItem(None)
+            else:
+                self.table.setCurrentItem(self.table.topLevelItem(index))
 
     def visible(self) -> list[int]:
         """Indices of the stages listed (all, or the changed ones and the loaded graph)."""

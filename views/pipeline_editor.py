@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from compiler.passes.pipeline import PassConfig, Pipeline
+from views.signals import signals_blocked
 
 ROLE = Qt.ItemDataRole.UserRole
 
@@ -86,11 +87,10 @@ class PipelineEditor(QWidget):
 
     def set_pipeline(self, pipeline: Pipeline) -> None:
         """Show `pipeline` (a copy is edited)."""
-        self.list.blockSignals(True)
-        self.list.clear()
-        for config in pipeline:
-            self.list.addItem(self._item(copy.copy(config)))
-        self.list.blockSignals(False)
+        with signals_blocked(self.list):
+            self.list.clear()
+            for config in pipeline:
+                self.list.addItem(self._item(copy.copy(config)))
 
     def _item(self, config: PassConfig) -> QListWidgetItem:
         text = config.name + ("  (to a fixed point)" if config.mode == "fixpoint" else "")

@@ -33,6 +33,7 @@ from compiler.ir.graph import Constant, Graph, Node, Placeholder, Value
 from compiler.qmath.explain import real_value_formula, requant_channels, summary
 from compiler.stats import TensorStats, tensor_stats
 from views.labels import input_name, type_text
+from views.signals import signals_blocked
 
 # Histograms of bigger tensors are computed on this many evenly spaced elements (the statistics
 # themselves always use every element).
@@ -518,11 +519,10 @@ class PropertiesPanel(QWidget):
 
     def _set_weights(self, weights: list[Constant], labels: list[str]) -> None:
         self._weights = weights
-        self.weight_choice.blockSignals(True)
-        self.weight_choice.clear()
-        for label, weight in zip(labels, weights):
-            self.weight_choice.addItem(f"{label}: {weight.name}  {type_text(weight.type)}")
-        self.weight_choice.blockSignals(False)
+        with signals_blocked(self.weight_choice):
+            self.weight_choice.clear()
+            for label, weight in zip(labels, weights):
+                self.weight_choice.addItem(f"{label}: {weight.name}  {type_text(weight.type)}")
         self.weight_choice.setVisible(len(weights) > 1 or (
             bool(weights) and self._node is not None))
         self.weights_box.setVisible(bool(weights))

@@ -51,6 +51,7 @@ class BenchResult:
     tflite: str = ""
     cpu: str = ""
     level: str = ""
+    arithmetic: str = "float32"  # what the model computes in, and what `peak_gflops` is of
 
     def ms(self, engine: str) -> float:
         """Median of `engine`'s block medians."""
@@ -76,12 +77,15 @@ class BenchResult:
 
     @property
     def kiln_gflops(self) -> float:
-        """Float operations per second Kiln's code achieved (a multiply-add counts as two)."""
+        """Operations per second Kiln's code achieved, in billions (a multiply-add is two)."""
         return 2 * self.macs / (self.kiln_ms * 1e-3) / 1e9
 
     @property
     def peak_fraction(self) -> float:
-        """Kiln's throughput as a fraction of this core's measured peak (0 if not measured)."""
+        """Kiln's throughput over this core's measured peak of the model's own arithmetic.
+
+        `arithmetic` says which: float32 FMAs, or the int8 dot instruction; 0 if unmeasured.
+        """
         return self.kiln_gflops / self.peak_gflops if self.peak_gflops else 0.0
 
     def to_json(self) -> dict:
@@ -94,7 +98,8 @@ class BenchResult:
                "ratios": {peer: self.ratio(peer) for peer in self.peers()},
                "max_abs_diff": self.max_abs_diff, "macs": self.macs,
                "kiln_gflops": self.kiln_gflops, "peak_gflops": self.peak_gflops,
-               "peak_fraction": self.peak_fraction, "cpu": self.cpu, "level": self.level}
+               "peak_fraction": self.peak_fraction, "arithmetic": self.arithmetic,
+               "cpu": self.cpu, "level": self.level}
         # The keys of the first version, kept for scripts that read them.
         doc.update(kiln_ms=self.kiln_ms, kiln_repeats_ms=self.engines[KILN])
         if ORT in self.engines:
@@ -242,9 +247,9 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
     lower level beside the same peers.
     """
     from compiler.codegen.host import HostNet
-    from compiler.codegen.peak import peak_flops
+    from compiler.codegen.peak import peak_flops, peak_int8_ops
     from compiler.codegen.targets import get_target, missing_on_this_cpu
-    from compiler.driver import Options, compilation
+    from compiler.driver import Options, compilation, is_quantized
     from compiler.frontends.load import is_tflite, load_model
     from compiler.frontends.onnx import load_onnx
     from compiler.inputs import random_inputs
@@ -307,6 +312,9 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
                     medians[name].append(_median_ms(engines[name], runs))
         finally:
             hosted.close()
+    int8 = is_quantized(graph)
+    peak = peak_int8_ops(target) if int8 else peak_flops(target)
     return BenchResult(Path(model).name, target.name, target.triple, compile_s, runs, repeats,
-                       medians, diffs, compute_stats(graph).macs, peak_flops(target) / 1e9,
-                       twin.name if twin is not None else "", cpu_model(), target.kernel_level)
+                       medians, diffs, compute_stats(graph).macs, peak / 1e9,
+                       twin.name if twin is not None else "", cpu_model(), target.kernel_level,
+                       "int8" if int8 else "float32")

@@ -121,3 +121,28 @@ def test_bench_refuses_code_this_cpu_cannot_time(capsys):
     assert main(["bench", str(SAMPLE_MODEL), "--runs", "1", "--target", other]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot time {other} code on this machine" in err
+
+
+def test_an_int8_model_is_rated_against_the_int8_peak(capsys, tmp_path):
+    """The throughput line compares int8 work with the int8 dot instruction's measured peak
+    (a float peak would read as "139 % of this core's peak"), a float model with FMAs'."""
+    from compiler.codegen.peak import peak_flops, peak_int8_ops
+    from compiler.codegen.targets import get_target
+
+    host = get_target("host")
+    int8_peak, float_peak = peak_int8_ops(host), peak_flops(host)
+    assert int8_peak > 0 and float_peak > 0
+    assert main(["profile", str(SAMPLE_MODEL), "--data", "digits:train", "-o",
+                 str(tmp_path / "p.json"), "-q"]) == 0
+    assert main(["quantize", str(SAMPLE_MODEL), "--profile", str(tmp_path / "p.json"),
+                 "-o", str(tmp_path / "q.onnx"), "-q"]) == 0
+    capsys.readouterr()
+    for model, arithmetic in ((tmp_path / "q.onnx", "int8"), (SAMPLE_MODEL, "float32")):
+        assert main(["bench", str(model), "--json", "--runs", "3", "--repeats", "1"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["arithmetic"] == arithmetic
+        assert doc["peak_gflops"] > 0
+        assert doc["peak_fraction"] == pytest.approx(doc["kiln_gflops"] / doc["peak_gflops"])
+        assert 0 < doc["peak_fraction"] < 1
+    assert main(["bench", str(tmp_path / "q.onnx"), "--runs", "3", "--repeats", "1"]) == 0
+    assert "of this core's measured int8 peak" in capsys.readouterr().out

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
@@ -249,24 +250,36 @@ def test_opening_another_model_cancels_the_export_and_says_so(qtbot, tmp_path, m
 
 @pytest.mark.slow
 def test_the_offscreen_main_flow_runs_twice_over_its_built_bundle(tmp_path):
-    """`make run` on a machine without a display, twice, with the bundle built in between:
-    first with no platform named, then with the offscreen one named. Each run says that it
-    runs offscreen and where it wrote its pictures, only what it wrote, and ends with a host
-    bundle the user can build and run."""
+    """`kiln` on a machine without a display, twice, with the bundle built in between: first
+    with no platform named, then with the offscreen one named; then as `make run` runs it,
+    with --output. Each run says that it runs offscreen and where it wrote its pictures, only
+    what it wrote, and ends with a host bundle the user can build and run. Without --output
+    it writes into the user's data folder, never the current one."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    code = "import sys; from app.gui import run_gui; sys.exit(run_gui([]))"
-    bundle = tmp_path / "out" / "bundle"
-    for platform in (None, "offscreen"):
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    code = "import sys; from app.gui import run_gui; sys.exit(run_gui(sys.argv[1:]))"
+    here = tmp_path / "here"  # the folder `kiln` is typed in: nothing is written there
+    here.mkdir()
+    default = tmp_path / "data" / "kiln" / "offscreen run"
+    runs = ((None, [], default), ("offscreen", [], default),
+            ("offscreen", ["--output", "out"], here / "out"))
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+    for platform, args, base in runs:
+        bundle = base / "bundle"
         run_env = env if platform is None else {**env, "QT_QPA_PLATFORM": platform}
-        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=run_env,
+        done = subprocess.run([sys.executable, "-c", code, *args], cwd=here, env=run_env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         assert "This plugin does not support" not in done.stderr
-        assert "No display found" in done.stdout and "out/screenshots" in done.stdout
-        check_pictures(tmp_path / "out" / "screenshots", ["main_window"])
-        assert "host bundle written to out/bundle" in done.stdout
+        assert "No display found" in done.stdout
+        assert f"{shown(base / 'screenshots')}/" in done.stdout
+        check_pictures(base / "screenshots", ["main_window"])
+        assert f"host bundle written to {shown(bundle)}/" in done.stdout
+        assert sorted(p.name for p in here.iterdir()) == ([] if not args else ["out"])
         assert {p.name for p in bundle.iterdir()} >= {"net.o", "net.h", "net.report.json",
                                                       "main.c", "Makefile"}
         report = json.loads((bundle / "net.report.json").read_text())

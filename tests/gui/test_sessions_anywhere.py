@@ -183,7 +183,7 @@ def test_the_desktop_entry_opens_a_double_clicked_session(qtbot, tmp_path):
     kiln = Path(sys.executable).parent / "kiln"  # the console script of this environment
     assert kiln.is_file(), f"no kiln script beside {sys.executable} (pip install -e .)"
     argv = [str(kiln)] + [str(session) if part == "%f" else part for part in command[1:]]
-    cwd = tmp_path / "home"  # a file manager starts it in some folder; the output lands there
+    cwd = tmp_path / "home"  # a file manager starts it in some folder; nothing lands there
     cwd.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.update(QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
@@ -191,8 +191,10 @@ def test_the_desktop_entry_opens_a_double_clicked_session(qtbot, tmp_path):
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "ran offscreen on session day.kiln (digits_cnn.onnx)" in done.stdout, done.stdout
-    assert (cwd / "out" / "screenshots" / "main_window.png").is_file()
-    header = (cwd / "out" / "bundle" / "net.h").read_text()
+    written = tmp_path / "data" / "kiln" / "offscreen run"  # the user's data folder
+    assert list(cwd.iterdir()) == [] and f"written to {written / 'bundle'}/" in done.stdout
+    assert (written / "screenshots" / "main_window.png").is_file()
+    header = (written / "bundle" / "net.h").read_text()
     assert "int net(" in header
 
 

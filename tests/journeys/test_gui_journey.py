@@ -10,14 +10,12 @@ stale banner after an edit go to KILN_JOURNEY_SHOTS when it is set (to look at t
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtCore import Qt
 
 from app.export import driver_options
 from app.export_dialog import ExportOptions
@@ -28,73 +26,15 @@ from tests.codegen import firmware as firmware_tests
 from tests.conftest import require_tools
 from tests.gui.helpers import click_box, click_row, make_window
 from tests.journeys.data import data_of, model_path
-
-TIMEOUT = 300000
-
-
-def _shot(widget, name: str) -> None:
-    folder = os.environ.get("KILN_JOURNEY_SHOTS")
-    if folder:
-        from PySide6.QtWidgets import QApplication
-
-        for _ in range(3):  # layouts asked for by the last texts set, and what they ask
-            QApplication.processEvents()
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        widget.grab().save(str(Path(folder) / f"{name}.png"))
-
-
-def _samples(model: str, folder: Path) -> Path:
-    calib, _ = data_of(model)
-    folder.mkdir()
-    for i in range(len(calib)):
-        np.save(folder / f"s{i:03d}.npy", calib.samples[i:i + 1])
-    return folder
-
-
-def _type(qtbot, edit, text: str) -> None:
-    qtbot.mouseClick(edit, Qt.MouseButton.LeftButton)
-    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClick(edit, Qt.Key.Key_Backspace)
-    qtbot.keyClicks(edit, text)
-    qtbot.keyClick(edit, Qt.Key.Key_Tab)
-
-
-def _calibrate(qtbot, window, folder: Path, model: str) -> None:
-    quant = window.quant
-    quant.dock.show()
-    qtbot.mouseClick(quant.panel.calibrate_button, Qt.MouseButton.LeftButton)
-    dialog = quant.dialog
-    dialog.activateWindow()
-    qtbot.waitUntil(dialog.isActiveWindow)
-    _type(qtbot, dialog.data, str(folder))
-    _type(qtbot, dialog.evaluate, "")
-    assert "float32" in dialog.expects.text()
-    _shot(dialog, f"{model}_calibrate_dialog")
-    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
-    with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT) as ended:
-        qtbot.mouseClick(ok, Qt.MouseButton.LeftButton)
-    assert ended.args == [True], quant.panel.status.text()
-
-
-def _drag(qtbot, view, start: float, end: float) -> None:
-    y = int(view.plot_rect().center().y())
-    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=QPoint(int(round(start)), y))
-    for x in np.linspace(start, end, 8)[1:]:
-        qtbot.mouseMove(view, pos=QPoint(int(round(x)), y))
-    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=QPoint(int(round(end)), y))
-
-
-def _export(qtbot, window, options: ExportOptions, count: bool):
-    dialog = window.export.open_dialog()
-    dialog.set_options(options)
-    assert dialog.precision.model().item(1).isEnabled()
-    assert dialog.precision.currentIndex() == 1, "a calibration makes int8 the choice"
-    dialog.count.setChecked(count)
-    assert dialog.count.isEnabled() == (options.target != "host")
-    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
-    with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
-        pass
-    return dialog
+from tests.journeys.window_steps import (
+    TIMEOUT,
+    calibrate,
+    drag,
+    export,
+    samples_folder,
+    shot,
+    type_into,
+)
 
 
 @pytest.mark.slow
@@ -104,7 +44,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     path = model_path(model, tmp_path)
     window = make_window(qtbot, path)
     window.resize(1400, 900)
-    _calibrate(qtbot, window, _samples(model, tmp_path / "samples"), model)
+    calibrate(qtbot, window, samples_folder(model, tmp_path / "samples"), model)
     quant, panel = window.quant, window.quant.panel
     names = [row.tensor for row in panel.model.rows]
     assert len(names) > tensors
@@ -116,7 +56,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     assert view.height() >= 120
     before = quant.session.profile.range_of(tuned)
     with qtbot.waitSignal(quant.evaluated, timeout=TIMEOUT):
-        _drag(qtbot, view, view.x_of(view.high), view.x_of(view.low + (view.high - view.low) / 3))
+        drag(qtbot, view, view.x_of(view.high), view.x_of(view.low + (view.high - view.low) / 3))
     assert quant.session.profile.range_of(tuned)[1] < before[1]
     assert tuned in quant.session.profile.overrides
     # Keep another tensor (and its layer) float.
@@ -137,12 +77,12 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     if firmware.missing_tools():
         require_tools(*firmware.missing_tools())
     m7 = ExportOptions("cortex-m7", "stm32f746g-disco", "net", "embedded", False, tmp_path / "m7")
-    dialog = _export(qtbot, window, m7, True)
+    dialog = export(qtbot, window, m7, True)
     counts = window.export.last.counts
     assert set(counts) == {"int8", "float"} and counts["int8"] > 10_000
     assert dialog.precision_label.text().startswith("Precision: int8")
     assert "int8" in dialog.written.text()
-    _shot(dialog, f"{model}_int8_export_report")
+    shot(dialog, f"{model}_int8_export_report")
     assert dialog.height() <= 1000
     dialog.close()
     # The object it wrote, built into firmware and run under QEMU: the interpreter's bytes.
@@ -163,7 +103,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     # int8 for the host, built and run with make: the interpreter's bytes.
     require_tools("cc", "make")
     folder = tmp_path / "host"
-    dialog = _export(qtbot, window, ExportOptions("host", None, "net", "embedded", False,
+    dialog = export(qtbot, window, ExportOptions("host", None, "net", "embedded", False,
                                                   folder), False)
     dialog.close()
     prepared = compilation(qdq).prepared
@@ -186,7 +126,7 @@ def test_calibrate_tune_keep_float_export_and_run(model, tensors, qtbot, tmp_pat
     qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
     assert panel.stale_banner.isVisible()
     assert tuned in quant.session.profile.overrides  # the hand-tuned range stays
-    _shot(quant.dock, f"{model}_stale_banner_after_an_edit")
+    shot(quant.dock, f"{model}_stale_banner_after_an_edit")
     with qtbot.waitSignal(quant.calibrationEnded, timeout=TIMEOUT):
         qtbot.mouseClick(panel.reprofile_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not quant.is_busy(), timeout=TIMEOUT)
@@ -211,8 +151,8 @@ def _explore(qtbot, window, samples: Path) -> None:
     explore = window.explore
     explore.action.trigger()
     p = explore.panel
-    _type(qtbot, p.calibration, str(samples))
-    _type(qtbot, p.evaluation, str(samples))
+    type_into(qtbot, p.calibration, str(samples))
+    type_into(qtbot, p.evaluation, str(samples))
     p.target.setCurrentText("cortex-m7")
     p.trials.setValue(2)
     p.workers.setValue(0)
