@@ -275,14 +275,16 @@ def test_an_output_folder_that_is_not_writable_is_refused_before_any_work(tmp_pa
     import os
     from pathlib import Path
 
-    import app.cli_profile as cli_profile
+    import app.cli.profile as cli_profile
+    import app.cli.quantize as cli_quantize
 
     real_access = os.access
     locked = tmp_path / "ro"
     locked.mkdir()
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != locked
                         and real_access(p, mode, **kw))
-    monkeypatch.setattr(cli_profile, "load_graph", lambda args: pytest.fail("loaded the model"))
+    for module in (cli_profile, cli_quantize):
+        monkeypatch.setattr(module, "load_graph", lambda args: pytest.fail("loaded the model"))
     for command in (["profile", SAMPLE_MODEL, "--data", tmp_path, "-o", locked / "p.json"],
                     ["quantize", SAMPLE_MODEL, "--profile", tmp_path / "p.json", "-o",
                      locked / "q.onnx"]):

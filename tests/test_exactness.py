@@ -110,7 +110,8 @@ def test_uniformly_calibrated_models_agree_on_host_and_cortex_m(model, tmp_path,
     """`kiln run`'s two engines, and the same quantization on Cortex-M7 and M55 under QEMU."""
     import numpy as np
 
-    from app.cli import _read_inputs, main
+    from app.cli import main
+    from app.cli.run import _read_inputs
     from compiler.driver import Options, compilation
     from compiler.frontends.load import load_model
     from compiler.quant.glow_yaml import read_profile

@@ -32,6 +32,29 @@ def test_views_never_import_app():
     assert _violations("views", {"app"}) == []
 
 
+def test_the_command_line_imports_no_qt_or_views():
+    assert _violations("app/cli", {"PySide6", "PyQt5", "PyQt6", "shiboken6", "views"}) == []
+
+
+def test_every_command_runs_without_qt_loaded():
+    """Each command module imported, as `kiln COMMAND` imports it: no Qt, views or window."""
+    code = ("import sys, app.cli; from app.cli import COMMANDS; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'views') "
+            "or m.startswith('app.window')]; assert not bad, bad; print(len(COMMANDS))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 13
+
+
+def test_no_app_folder_holds_more_than_20_modules():
+    """Features live in packages of their own (app/quant, app/export, ...), not one flat folder."""
+    crowded = {str(folder.relative_to(ROOT)): n for folder in [ROOT / "app",
+                                                              *(ROOT / "app").rglob("*/")]
+               if (n := len(list(folder.glob("*.py")))) > 20}
+    assert crowded == {}
+
+
 def test_detector_sees_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from PySide6 import QtCore\nimport views.canvas\n")

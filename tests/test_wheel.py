@@ -45,8 +45,8 @@ def test_the_installed_wheel_runs_kiln_with_its_sample(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path),
                XDG_CONFIG_HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path))
-    where = _run([str(python), "-c", "import app, app.gui; print(app.__file__); "
-                  "print(app.gui.sample_model())"], cwd=tmp_path, env=env).split()
+    where = _run([str(python), "-c", "import app, app.window.gui; print(app.__file__); "
+                  "print(app.window.gui.sample_model())"], cwd=tmp_path, env=env).split()
     assert all(Path(p).is_relative_to(purelib) for p in where), where
     sample = Path(where[1])
     kiln = [str(python), "-m", "app.cli"]

@@ -44,9 +44,9 @@ def _wait(signal, seconds: float = 120.0) -> None:
 
 def main() -> int:
     """Print frames per second and re-evaluation times; exit 1 when a goal is missed."""
-    from app.calibrate_dialog import CalibrationRequest
-    from app.mainwindow import MainWindow
-    from app.quant_screens import calibrate_now
+    from app.quant.calibrate_dialog import CalibrationRequest
+    from app.quant.screens import calibrate_now
+    from app.window.mainwindow import MainWindow
     from compiler.quant.calibration_data import Normalization
 
     app = QApplication.instance() or QApplication([])

@@ -25,7 +25,7 @@ from compiler.frontends.onnx import load_onnx
 from compiler.passes.runner import run_pipeline
 from tests.conftest import SAMPLE_MODEL, require_tools
 
-M7_FILES = ["net.h", "net.o", "net.report.json"]
+M7_FILES = ["net.build.json", "net.h", "net.o", "net.report.json"]
 
 
 @pytest.fixture(scope="module")

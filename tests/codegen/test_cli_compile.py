@@ -16,7 +16,7 @@ def test_compile_writes_bundle(tmp_path, capsys):
     assert main(["compile", str(SAMPLE_MODEL), "--target", "cortex-m7", "-o", str(tmp_path),
                  "--name", "digits"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "digits.h", "digits.o", "digits.report.json"]
+        "digits.build.json", "digits.h", "digits.o", "digits.report.json"]
     assert "cortex-m7" in capsys.readouterr().out
     assert (tmp_path / "digits.o").read_bytes()[:4] == b"\x7fELF"
 

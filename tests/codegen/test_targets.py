@@ -114,7 +114,7 @@ def test_x86_levels_run_only_where_the_cpu_has_their_features(monkeypatch, tmp_p
 
 def test_every_microcontroller_says_how_a_c_program_is_built_around_its_objects():
     """The export's build line comes from the target's row, not from a table of its own."""
-    from app.export import build_command
+    from app.export.controller import build_command
 
     for name in target_names():
         target = get_target(name)

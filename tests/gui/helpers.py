@@ -11,7 +11,7 @@ from pathlib import Path
 import onnx
 from PySide6.QtGui import QImage
 
-from app.mainwindow import MainWindow
+from app.window.mainwindow import MainWindow
 from compiler.ir.dump import dump
 from tests.conftest import SAMPLE_MODEL
 
@@ -195,9 +195,9 @@ import sys, time
 from PySide6.QtWidgets import QApplication
 from PySide6.QtCore import QEventLoop, QTimer
 app = QApplication([])
-from app.mainwindow import MainWindow
-from app.calibrate_dialog import CalibrationRequest
-from app.quant_screens import calibrate_now
+from app.window.mainwindow import MainWindow
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.screens import calibrate_now
 from compiler import edit
 from compiler.quant.calibration_data import Normalization
 window = MainWindow(remember=False)
@@ -230,6 +230,6 @@ def run_gui_fresh(args, cwd, env_changes, config):
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["XDG_CONFIG_HOME"] = str(config)
     env.update(env_changes)
-    code = f"import sys; from app.gui import run_gui; sys.exit(run_gui({args!r}))"
+    code = f"import sys; from app.window.gui import run_gui; sys.exit(run_gui({args!r}))"
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)

@@ -7,8 +7,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFileDialog
 
-from app.calibrate_dialog import CalibrationRequest
-from app.quant_screens import calibrate_now
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.screens import calibrate_now
 from compiler import edit
 from compiler.driver import compilation
 from compiler.interpreter import run

@@ -6,8 +6,8 @@ import re
 
 from PySide6.QtGui import QImage
 
-from app import code_panel
-from app.code_panel import CodeController
+from app.inspect import code as code_panel
+from app.inspect.code import CodeController
 from compiler.codegen import explain
 from compiler.codegen.targets import get_target
 from compiler.errors import KilnError

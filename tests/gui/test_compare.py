@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.calibrate_dialog import CalibrationRequest
+from app.quant.calibrate_dialog import CalibrationRequest
 from compiler.driver import Options, compilation
 from compiler.quant.calibration_data import Normalization
 from tests.conftest import shared_models

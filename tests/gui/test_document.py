@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 import pytest
 
-from app.document import Document, SaveError
+from app.document.document import Document, SaveError
 from compiler import edit
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx

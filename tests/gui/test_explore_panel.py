@@ -11,15 +11,15 @@ from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
-from app.calibrate_dialog import CalibrationRequest
-from app.quant_panel import KEPT_FLOAT
-from app.quant_screens import calibrate_now
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.screens import calibrate_now
 from compiler.explore.apply import apply_point
 from compiler.explore.config import Config
 from compiler.explore.record import read_record
 from compiler.ir.dump import dump
 from compiler.quant.calibration_data import Normalization
 from tests.gui.helpers import make_window
+from views.quant_panel import KEPT_FLOAT
 
 TRIALS = 10
 

@@ -13,10 +13,9 @@ from PySide6.QtGui import QColor, QDesktopServices, QGuiApplication, QKeySequenc
 from PySide6.QtWidgets import QMessageBox
 
 from app import cli
-from app.export import SHORTCUT, build_command, export_job
-from app.export_dialog import ExportOptions
-from app.mainwindow import MainWindow
-from app.workers import Cancelled, Progress
+from app.export.controller import SHORTCUT, build_command, export_job
+from app.window.mainwindow import MainWindow
+from app.window.workers import Cancelled, Progress
 from compiler import driver
 from compiler.codegen.host import HostNet
 from compiler.codegen.targets import get_target
@@ -24,6 +23,7 @@ from compiler.driver import compilation
 from compiler.frontends.onnx import load_onnx
 from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
 from tests.gui.helpers import make_window, open_and_wait
+from views.export_dialog import ExportOptions
 from views.size_report import OK_COLOR, OVER_COLOR
 
 STAGES = ["running passes", "planning memory", "generating code", "writing bundle"]

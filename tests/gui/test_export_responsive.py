@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.export_dialog import ExportOptions
 from tests.gui.helpers import StallMeter
 from tests.gui.test_quant_responsive import _report, _resnet8, _settle
+from views.export_dialog import ExportOptions
 
 TIMEOUT = 300000
 STALL_MS = 50.0

@@ -18,16 +18,16 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QMessageBox
 
 from app import cli
-from app.calibrate_dialog import CalibrationRequest
-from app.export import export_job
-from app.export_dialog import ExportDialog, ExportOptions
-from app.workers import Progress
+from app.export.controller import export_job
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.window.workers import Progress
 from compiler.driver import compilation
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.quant.calibration_data import Normalization
 from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
 from tests.gui.helpers import check_pictures, make_window, open_and_wait
+from views.export_dialog import ExportDialog, ExportOptions
 
 TIMEOUT = 120000
 M7_FILES = ["net.build.json", "net.h", "net.o", "net.report.json"]
@@ -259,7 +259,7 @@ def test_the_offscreen_main_flow_runs_twice_over_its_built_bundle(tmp_path):
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
-    code = "import sys; from app.gui import run_gui; sys.exit(run_gui(sys.argv[1:]))"
+    code = "import sys; from app.window.gui import run_gui; sys.exit(run_gui(sys.argv[1:]))"
     here = tmp_path / "here"  # the folder `kiln` is typed in: nothing is written there
     here.mkdir()
     default = tmp_path / "data" / "kiln" / "offscreen run"

@@ -170,7 +170,7 @@ def test_a_model_closed_is_freed(qtbot, tmp_path):
     import gc
     import weakref
 
-    from app.workers import running_jobs
+    from app.window.workers import running_jobs
     from tests.conftest import SAMPLE_MODEL
     from tests.gui.helpers import open_and_wait
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 from PySide6.QtCore import qVersion
 
-from app.help_dialogs import about_text, shortcut_rows
+from app.window.help_dialogs import about_text, shortcut_rows
 from tests.gui.helpers import make_window
 
 

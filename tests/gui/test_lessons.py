@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.mainwindow import MainWindow
-from app.sessions import read_session, save_session
+from app.document.sessions import read_session, save_session
+from app.window.mainwindow import MainWindow
 from compiler.stage_notes import change_summary
 from tests.gui.helpers import copy_sample, make_window, open_and_wait
 from views.lesson import MIN_ROOM_ZOOM

@@ -14,8 +14,8 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 
-from app.export import export_job
-from app.workers import Progress
+from app.export.controller import export_job
+from app.window.workers import Progress
 from compiler.lowir.passes import CONV_PAIR, LOWERING_NAMES, ROW_CHAINS
 from tests.codegen.test_conv_pair import _block_model
 from tests.gui.helpers import make_window, open_and_wait

@@ -8,12 +8,12 @@ import pytest
 from onnx import TensorProto, helper
 from PySide6.QtWidgets import QApplication
 
-from app.export import default_bundles_folder
-from app.export_dialog import ExportOptions
+from app.export.controller import default_bundles_folder
 from compiler import edit
 from compiler.passes.cleanup import dce
 from tests.conftest import SAMPLE_MODEL
 from tests.gui.helpers import copy_sample, make_window, node_id, open_and_wait
+from views.export_dialog import ExportOptions
 from views.layout import compute_layout
 
 TIMEOUT = 60000

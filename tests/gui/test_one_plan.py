@@ -10,10 +10,10 @@ import json
 import pytest
 
 from app import cli
-from app.export_dialog import ExportOptions
 from compiler.passes import Pipeline, save_pipeline
 from tests.conftest import SAMPLE_MODEL, shared_models
 from tests.gui.helpers import make_window
+from views.export_dialog import ExportOptions
 
 FLOAT_MODELS = ("ad01_fp32", "kws_ref_model_float32", "mnist-8", "pretrainedResnet",
                 "vww_96_float")

@@ -6,8 +6,8 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from app import settings
-from app.mainwindow import MainWindow
+from app.window import settings
+from app.window.mainwindow import MainWindow
 from tests.conftest import SAMPLE_MODEL
 from tests.gui.helpers import DENSENET, make_window, open_and_wait
 

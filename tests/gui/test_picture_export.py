@@ -167,7 +167,7 @@ def test_selected_node_picture_is_its_box(qtbot, tmp_path):
 
 def _export_bundle(qtbot, window, folder: Path) -> dict:
     """Export the model for the host through File > Export Bundle's controller; its report."""
-    from app.export_dialog import ExportOptions
+    from views.export_dialog import ExportOptions
 
     job = window.export.start(ExportOptions("host", None, "net", "embedded", False, folder))
     with qtbot.waitSignal(job.succeeded, timeout=120000):

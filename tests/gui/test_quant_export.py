@@ -9,13 +9,13 @@ import numpy as np
 from PySide6.QtCore import Qt
 
 from app import cli
-from app.calibrate_dialog import CalibrationRequest
-from app.export_dialog import ExportOptions
+from app.quant.calibrate_dialog import CalibrationRequest
 from compiler.driver import compilation
 from compiler.interpreter import run
 from compiler.quant.calibration_data import Normalization
 from tests.conftest import SAMPLE_MODEL, require_tools
 from tests.gui.helpers import make_window
+from views.export_dialog import ExportOptions
 
 TIMEOUT = 120000
 DIGIT = SAMPLE_MODEL.parent / "digit_2.npy"

@@ -14,12 +14,11 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from app import recovery
-from app.calibrate_dialog import CalibrationRequest
-from app.mainwindow import MainWindow
-from app.quant_panel import NOT_PROFILED, STALE
-from app.quant_screens import calibrate_now
-from app.quant_session import profile_path
+from app.document import recovery
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.screens import calibrate_now
+from app.quant.session import profile_path
+from app.window.mainwindow import MainWindow
 from compiler.frontends.load import load_model
 from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import graph_hash, load_profile
@@ -33,6 +32,7 @@ from tests.gui.helpers import (
     node_id,
     run_and_kill,
 )
+from views.quant_panel import NOT_PROFILED, STALE
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60000

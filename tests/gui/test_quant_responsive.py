@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.calibrate_dialog import CalibrationRequest
+from app.quant.calibrate_dialog import CalibrationRequest
 from compiler.quant.calibrate import METHODS
 from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import load_profile

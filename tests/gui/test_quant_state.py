@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from app import quant_state
-from app.calibrate_dialog import CalibrationRequest
-from app.document import Document
-from app.quant_session import session_from_profile
+from app.document.document import Document
+from app.quant import state as quant_state
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.session import session_from_profile
 from compiler import edit
 from compiler.frontends.load import load_model
 from compiler.quant.calibration_data import Normalization, load_calibration

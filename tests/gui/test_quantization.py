@@ -14,9 +14,9 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
-from app.calibrate_dialog import CalibrationRequest
 from app.cli import main
-from app.quant_session import profile_path
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.session import profile_path
 from compiler.quant.calibration_data import CalibrationData, Normalization, load_calibration
 from compiler.quant.evaluate import evaluate
 from compiler.quant.quantize import quantize

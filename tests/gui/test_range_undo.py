@@ -21,7 +21,7 @@ from dataclasses import astuple
 import pytest
 from PySide6.QtCore import Qt
 
-from app.calibrate_dialog import CalibrationRequest
+from app.quant.calibrate_dialog import CalibrationRequest
 from compiler.quant.calibrate import params_for
 from compiler.quant.calibration_data import Normalization
 from tests.gui.helpers import click_row, drag, make_window

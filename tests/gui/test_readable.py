@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import QWidget
 
-from app.calibrate_dialog import CalibrationRequest
+from app.quant.calibrate_dialog import CalibrationRequest
 from compiler.quant.calibration_data import Normalization
 from tests.conftest import shared_models
 from tests.gui.helpers import click_row, copy_sample, make_window, node_id, open_and_wait

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QMessageBox
 
-from app import recovery
-from app.mainwindow import MainWindow
+from app.document import recovery
+from app.window.mainwindow import MainWindow
 from tests.gui.helpers import CHILD_OPENS_MODEL, copy_sample, make_window, run_and_kill
 
 ROOT = Path(__file__).resolve().parents[2]

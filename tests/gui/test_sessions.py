@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from app.calibrate_dialog import CalibrationRequest
-from app.mainwindow import MainWindow
-from app.sessions import read_session, save_session
+from app.document.sessions import read_session, save_session
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.window.mainwindow import MainWindow
 from compiler import edit
 from compiler.errors import KilnError
 from compiler.ir.dump import dump
@@ -115,7 +115,7 @@ def test_a_session_keeps_an_applied_points_weights(qtbot, tmp_path):
     point applies) come back from the file: the same QDQ graph is rebuilt."""
     import numpy as np
 
-    from app.quant_session import Weights, session_from_profile
+    from app.quant.session import Weights, session_from_profile
 
     model = copy_sample(tmp_path)
     window = make_window(qtbot, model)

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app import cli, recovery
-from app.calibrate_dialog import CalibrationRequest
-from app.mainwindow import MainWindow
-from app.quant_screens import calibrate_now
-from app.sessions import save_session
+from app import cli
+from app.document import recovery
+from app.document.sessions import save_session
+from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.screens import calibrate_now
+from app.window.mainwindow import MainWindow
 from compiler import edit
 from compiler.passes import Pipeline
 from compiler.quant.calibration_data import Normalization
@@ -79,7 +80,7 @@ def _recorded_windows(monkeypatch) -> list[MainWindow]:
             super().__init__(*args, **kwargs)
             opened.append(self)
 
-    monkeypatch.setattr("app.mainwindow.MainWindow", Recorded)
+    monkeypatch.setattr("app.window.mainwindow.MainWindow", Recorded)
     return opened
 
 
@@ -105,8 +106,8 @@ def test_with_a_display_the_window_opens_the_session(qtbot, tmp_path, monkeypatc
     session = tmp_path / "day.kiln"
     saved = _day_of_work(qtbot, tmp_path, session)
     opened = _recorded_windows(monkeypatch)
-    monkeypatch.setattr("app.gui.has_display", lambda: True)
-    monkeypatch.setattr("app.gui._application", lambda: _Running(qtbot, opened, "restored"))
+    monkeypatch.setattr("app.window.gui.has_display", lambda: True)
+    monkeypatch.setattr("app.window.gui._application", lambda: _Running(qtbot, opened, "restored"))
     assert cli.main([str(session)]) == 0
     (window,) = opened
     assert window.isVisible() and "digits_cnn" in window.windowTitle()
@@ -122,8 +123,8 @@ def test_with_a_display_a_corrupt_session_is_one_sentence_in_the_window(qtbot, t
     session = tmp_path / "broken.kiln"
     session.write_text("{\"kiln_session\": 1, \"view\": ")
     opened = _recorded_windows(monkeypatch)
-    monkeypatch.setattr("app.gui.has_display", lambda: True)
-    monkeypatch.setattr("app.gui._application", lambda: _Running(qtbot, opened, ""))
+    monkeypatch.setattr("app.window.gui.has_display", lambda: True)
+    monkeypatch.setattr("app.window.gui._application", lambda: _Running(qtbot, opened, ""))
     assert cli.main([str(session)]) == 0  # the window stays open, empty
     assert message_boxes.kinds() == ["critical"]
     text = message_boxes.shown[0][2]

@@ -3,7 +3,7 @@
 import pytest
 from PySide6.QtCore import Qt
 
-from app import stepping
+from app.inspect import stepping
 from compiler.driver import Compilation
 from tests.conftest import shared_models
 from tests.gui.helpers import make_window, open_and_wait

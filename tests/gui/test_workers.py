@@ -7,8 +7,8 @@ import onnx
 import pytest
 from PySide6.QtCore import QTimer
 
-from app import workers
-from app.workers import Job, load_model
+from app.window import workers
+from app.window.workers import Job, load_model
 from tests.conftest import SAMPLE_MODEL
 
 DENSENET = Path(onnx.__file__).parent / "backend/test/data/light/light_densenet121.onnx"
@@ -100,7 +100,7 @@ def test_sample_loads(qtbot, show_constants):
 def test_the_serial_worker_runs_in_order_on_one_thread(qtbot):
     import threading
 
-    from app.workers import SerialWorker
+    from app.window.workers import SerialWorker
     from compiler.errors import KilnError
 
     worker = SerialWorker("test")

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from app.export import driver_options
-from app.export_dialog import ExportOptions
+from app.export.controller import driver_options
 from compiler.codegen.targets import BOARDS
 from compiler.driver import compilation
 from compiler.interpreter import run
@@ -35,6 +34,7 @@ from tests.journeys.window_steps import (
     shot,
     type_into,
 )
+from views.export_dialog import ExportOptions
 
 
 @pytest.mark.slow

@@ -21,9 +21,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
-from app.export import driver_options
-from app.export_dialog import ExportOptions
-from app.sessions import save_session
+from app.document.sessions import save_session
+from app.export.controller import driver_options
 from compiler.activations.sample import SampleSpec
 from compiler.codegen.targets import BOARDS
 from compiler.driver import compilation
@@ -37,6 +36,7 @@ from tests.codegen import firmware as firmware_tests
 from tests.gui.helpers import click_row, make_window
 from tests.journeys.data import model_path
 from tests.journeys.window_steps import TIMEOUT, calibrate, drag, export, samples_folder
+from views.export_dialog import ExportOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = "stm32f746g-disco"

@@ -11,8 +11,8 @@ import numpy as np
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
-from app.export_dialog import ExportOptions
 from tests.journeys.data import data_of
+from views.export_dialog import ExportOptions
 
 TIMEOUT = 300000
 

@@ -198,6 +198,11 @@ class Stage:
         return True
 
 
+# What a command that succeeded may say on stderr: a warning (a layer left float), a note or a
+# hint, each on a line of its own.
+SAID = ("kiln: warning: ", "kiln: note: ", "kiln: hint: ")
+
+
 def _relative(filename: str) -> str:
     path = Path(filename)
     return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
@@ -301,8 +306,9 @@ def _cli(record: Record, stage: str, args: list[str]) -> tuple[int, str]:
     err = s.stderr
     if code == 0:
         record.stages.append(f"cli {stage}")
-    if code == 0 and err:
-        record.fail("stray stderr", f"at cli {stage}: {err.strip()}")
+    stray = [line for line in err.splitlines() if line.strip() and not line.startswith(SAID)]
+    if code == 0 and stray:
+        record.fail("stray stderr", f"at cli {stage}: {chr(10).join(stray)}")
     elif code == 2:
         prefix = f"kiln: error: {label}: "
         if err.count("\n") != 1 or not err.startswith(prefix):

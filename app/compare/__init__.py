@@ -1,0 +1,1 @@
+"""The Compare window: two graphs side by side, with their metrics."""

@@ -1,0 +1,1 @@
+"""The Explore panel: a `kiln explore` run watched, its points applied and exported."""

@@ -1,0 +1,1 @@
+"""The exports: bundles, the HTML report, pictures and walkthroughs."""

@@ -1,0 +1,1 @@
+"""Quantization in the window: calibration, the document's recipe, ranges, the Quantization dock."""
