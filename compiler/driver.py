@@ -451,20 +451,23 @@ class Compilation:
 
     def export(self, folder: str | Path, request: BuildRequest, *, force: bool = False,
                extra: dict[str, bytes] | None = None,
-               check: Callable[[], None] | None = None) -> tuple[list[Path], dict, str]:
+               check: Callable[[], None] | None = None,
+               report_doc: dict | None = None) -> tuple[list[Path], dict, str]:
         """Write the bundle `request` asks for, with its NET.build.json; (files, report, note).
 
         The one path of `kiln compile` and the GUI's export, so both write the same bytes.
         The weight layout may change to fit the board (`layout_that_fits`); `note` says why.
+        The report is computed once (`report_doc` when the caller checked it already).
         """
         options, note = self.layout_that_fits(request.options.check(), request.board)
         if not request.model_hash:
             request = replace(request, model_hash=graph_hash(self.graph))
         files = {**(extra or {}), build_file_name(options.name): request.file_bytes()}
         net = self.net(options)
+        doc = report_doc if report_doc is not None else report(net, request.board)
         written = write_bundle(net, folder, request.board, force=force, extra=files,
-                               check=check)
-        return written, report(net, request.board), note
+                               check=check, report_doc=doc)
+        return written, doc, note
 
 
 _LOCK = threading.Lock()

@@ -292,3 +292,14 @@ def test_an_output_folder_that_is_not_writable_is_refused_before_any_work(tmp_pa
         _assert_one_line_error(code, err, "the folder", "is not writable")
     code, _, err = _kiln(capsys, "profile", SAMPLE_MODEL, "--data", tmp_path, "-o", tmp_path)
     _assert_one_line_error(code, err, "that is a folder")
+    # Folders: a bundle, a walkthrough, a point's bundle (the model is never loaded).
+    import compiler.frontends.load as loading
+
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("loaded the model"))
+    for command in (["compile", SAMPLE_MODEL, "-o", locked / "bundle"],
+                    ["compile", SAMPLE_MODEL, "-o", locked],
+                    ["walkthrough", SAMPLE_MODEL, "-o", locked / "walk"],
+                    ["explore-export", tmp_path / "EXPLORE.json", "--point", "0", "-o",
+                     locked / "point"]):
+        code, _, err = _kiln(capsys, *command)
+        _assert_one_line_error(code, err, "the folder", "is not writable")

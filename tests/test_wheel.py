@@ -49,7 +49,7 @@ def test_the_installed_wheel_runs_kiln_with_its_sample(tmp_path):
                   "print(app.window.gui.sample_model())"], cwd=tmp_path, env=env).split()
     assert all(Path(p).is_relative_to(purelib) for p in where), where
     sample = Path(where[1])
-    kiln = [str(python), "-m", "app.cli"]
+    kiln = [str(python), "-m", "app"]
     shots = tmp_path / "shots"
     out = _run([*kiln, "--screenshot", str(shots)], cwd=tmp_path, env=env)
     assert "main_window.png" in out and (shots / "quantization_panel.png").is_file()

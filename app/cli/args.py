@@ -117,6 +117,23 @@ def writable_file(text: str, flag: str = "-o") -> Path:
     return path
 
 
+def writable_folder(text: str, flag: str = "-o") -> Path:
+    """A folder to write into (made if missing), refused before any work when it cannot be.
+
+    The nearest folder that exists must be writable: the folder itself, or where it will be
+    made. A compile or a walkthrough may take minutes; a read-only place found after is lost.
+    """
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: that is a file; name a folder")
+    existing = next((p for p in (path, *path.absolute().parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        raise UsageError(f"{flag} {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: the folder {existing} is not writable")
+    return path
+
+
 def load_graph(args):
     """The model named on the command line, loaded with its `--shape` overrides.
 
@@ -206,7 +223,8 @@ def add_target_args(parser: argparse.ArgumentParser) -> None:
                              "with --strict)")
     parser.add_argument("--board-file", metavar="BOARD.json",
                         help="your own board: a JSON file with name, target and flash and ram "
-                             "sizes or memory regions (see docs/cli.md); instead of --board")
+                             "sizes or memory regions (README: The command line); instead of "
+                             "--board")
     parser.add_argument("--alignment", type=int, metavar="BYTES",
                         help="alignment of regions and buffers (default: the target's, 64 on "
                              "hosted CPUs and 16 on microcontrollers)")

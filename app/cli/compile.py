@@ -24,6 +24,7 @@ from app.cli.args import (
     parse_shape,
     pipeline_of,
     target_options,
+    writable_folder,
 )
 from compiler.errors import KilnError
 
@@ -176,6 +177,7 @@ def run(args) -> int:
     from compiler.codegen.bundle_folder import FolderInUse, check_folder
     from compiler.driver import compilation
 
+    writable_folder(args.output)  # before any work
     request, graph, pipeline = (rebuild_request_of(args) if args.build
                                 else build_request_of(args))
     options, board = request.options, request.board
@@ -186,10 +188,12 @@ def run(args) -> int:
         compiled = compilation(graph, pipeline)
         fallback_warnings(compiled, warnings)
         chosen, note = compiled.layout_that_fits(options, board)
+        checked = report(compiled.net(chosen), board)  # the one report of this export
         if board is not None:
-            budget_warnings(report(compiled.net(chosen), board)["board"], warnings)
+            budget_warnings(checked["board"], warnings)
         warnings.check()  # --strict: nothing is written
-        paths, doc, note = compiled.export(args.output, request, force=args.force)
+        paths, doc, note = compiled.export(args.output, request, force=args.force,
+                                           report_doc=checked)
     except FolderInUse as exc:
         how = "replace it" if exc.kind == "bundle" else "write the bundle beside them"
         raise UsageError(f"{exc}; pass --force to {how}") from None

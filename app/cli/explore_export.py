@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.cli.args import UsageError
+from app.cli.args import UsageError, writable_file, writable_folder
 from compiler.errors import KilnError
 
 
@@ -28,6 +28,10 @@ def run(args) -> int:
     from compiler.explore.apply import apply_point
     from compiler.explore.record import read_record
 
+    if Path(args.output).suffix.lower() == ".onnx":
+        writable_file(args.output)
+    else:
+        writable_folder(args.output)
     doc = read_record(Path(args.exploration))
     point = apply_point(doc, args.point)
     output = Path(args.output)

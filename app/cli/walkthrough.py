@@ -15,6 +15,7 @@ from app.cli.args import (
     add_target_args,
     compilation_of,
     target_options,
+    writable_folder,
 )
 from compiler.errors import KilnError
 
@@ -56,6 +57,7 @@ def run(args) -> int:
     """`kiln walkthrough`."""
     from compiler.walkthrough import check_folder, walkthrough_files, write_walkthrough
 
+    writable_folder(args.output)
     check_folder(args.output, args.force)  # before any work: a refused folder fails fast
     notes = session_notes(args.session) if args.session else {}
     options, _ = target_options(args)

@@ -248,10 +248,15 @@ def _tensor_json(tensor: Tensor) -> dict:
             "offset": tensor.offset, "bytes": tensor_bytes(tensor), "region": tensor.region}
 
 
-def bundle_files(net: CompiledNet, board: Board | str | None = None) -> dict[str, bytes]:
-    """Every file of the bundle by name, built in memory (nothing is written)."""
+def bundle_files(net: CompiledNet, board: Board | str | None = None,
+                 report_doc: dict | None = None) -> dict[str, bytes]:
+    """Every file of the bundle by name, built in memory (nothing is written).
+
+    `report_doc` is `report(net, board)` when the caller has it already.
+    """
+    doc = report_doc if report_doc is not None else report(net, board)
     files = {f"{net.name}.o": net.object, f"{net.name}.h": header(net).encode(),
-             f"{net.name}.report.json": _report_json(report(net, board)).encode()}
+             f"{net.name}.report.json": _report_json(doc).encode()}
     files.update(weights_files(net))
     if not net.target.mcu:
         files.update(example_files(net, io_macros(net), quantized_macros(net),
@@ -268,7 +273,8 @@ def _write_file(path: Path, data: bytes) -> None:
 
 def write_bundle(net: CompiledNet, folder: str | Path, board: Board | str | None = None, *,
                  force: bool = False, extra: dict[str, bytes] | None = None,
-                 check: Callable[[], None] | None = None) -> list[Path]:
+                 check: Callable[[], None] | None = None,
+                 report_doc: dict | None = None) -> list[Path]:
     """Write the bundle into `folder` (created if needed), whole, and return the paths written.
 
     The folder then holds this bundle only: the files of the bundle it held before (another
@@ -279,7 +285,7 @@ def write_bundle(net: CompiledNet, folder: str | Path, board: Board | str | None
     cancel. Any failure leaves the folder as it was (see `bundle_folder`).
     """
     folder = Path(folder)
-    files = {**bundle_files(net, board), **(extra or {})}
+    files = {**bundle_files(net, board, report_doc), **(extra or {})}
     held = check_folder(folder, net.name, net.target.name, force,
                         example=any(name in files for name in EXAMPLE_FILES))
 

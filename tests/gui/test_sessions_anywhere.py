@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app import cli
+from app import main as kiln
 from app.document import recovery
 from app.document.sessions import save_session
 from app.quant.calibrate_dialog import CalibrationRequest
@@ -89,7 +89,7 @@ def test_kiln_with_a_session_file_opens_the_session(qtbot, tmp_path, monkeypatch
     saved = _day_of_work(qtbot, tmp_path, session)
     opened = _recorded_windows(monkeypatch)
     shots = tmp_path / "shots"
-    assert cli.main([str(session), "--screenshot", str(shots)]) == 0
+    assert kiln.main([str(session), "--screenshot", str(shots)]) == 0
     out = capsys.readouterr().out
     assert f"Screenshots of session day.kiln (digits_cnn.onnx) written to {shots}/" in out
     assert (shots / "main_window.png").is_file()
@@ -108,7 +108,7 @@ def test_with_a_display_the_window_opens_the_session(qtbot, tmp_path, monkeypatc
     opened = _recorded_windows(monkeypatch)
     monkeypatch.setattr("app.window.gui.has_display", lambda: True)
     monkeypatch.setattr("app.window.gui._application", lambda: _Running(qtbot, opened, "restored"))
-    assert cli.main([str(session)]) == 0
+    assert kiln.main([str(session)]) == 0
     (window,) = opened
     assert window.isVisible() and "digits_cnn" in window.windowTitle()
     assert any(n.name == "conv_two" for n in window.document.graph.nodes)
@@ -125,7 +125,7 @@ def test_with_a_display_a_corrupt_session_is_one_sentence_in_the_window(qtbot, t
     opened = _recorded_windows(monkeypatch)
     monkeypatch.setattr("app.window.gui.has_display", lambda: True)
     monkeypatch.setattr("app.window.gui._application", lambda: _Running(qtbot, opened, ""))
-    assert cli.main([str(session)]) == 0  # the window stays open, empty
+    assert kiln.main([str(session)]) == 0  # the window stays open, empty
     assert message_boxes.kinds() == ["critical"]
     text = message_boxes.shown[0][2]
     assert text.startswith(f"{session} is not a Kiln session") and "\n" not in text
@@ -143,7 +143,7 @@ def test_with_a_display_a_corrupt_session_is_one_sentence_in_the_window(qtbot, t
 def test_a_corrupt_session_file_is_one_sentence_naming_it(tmp_path, capsys, content, reason):
     session = tmp_path / "broken.kiln"
     session.write_bytes(content)
-    assert cli.main([str(session), "--screenshot", str(tmp_path / "shots")]) == 2
+    assert kiln.main([str(session), "--screenshot", str(tmp_path / "shots")]) == 2
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert "\n" not in err and "Traceback" not in err
@@ -157,7 +157,7 @@ def test_a_session_with_a_damaged_setting_is_refused_before_opening(qtbot, tmp_p
     doc = json.loads(session.read_text())
     doc["target"] = "cortex-z9"
     session.write_text(json.dumps(doc))
-    assert cli.main([str(session), "--screenshot", str(tmp_path / "shots")]) == 2
+    assert kiln.main([str(session), "--screenshot", str(tmp_path / "shots")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"{session} is not a readable Kiln session (unknown target "
                           f"'cortex-z9'"), err
