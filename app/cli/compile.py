@@ -10,7 +10,6 @@ warning, and `--strict` turns any warning into a failure before anything is writ
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from app.cli.args import (
@@ -120,8 +119,8 @@ def rebuild_request_of(args):
                         f"{request.model_hash}, {Path(args.model).name}'s is {found}): nothing "
                         "was written")
     if version != kiln_version():
-        print(f"kiln: note: {args.build} was written by Kiln {version}, this is "
-              f"{kiln_version()}: the bundle may differ", file=sys.stderr)
+        Warnings(args).note(f"{args.build} was written by Kiln {version}, this is "
+                            f"{kiln_version()}: the bundle may differ")
     pipeline = None if request.pipeline is None else Pipeline.from_json(request.pipeline)
     if request.recipe is None:
         return request, graph, pipeline

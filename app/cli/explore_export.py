@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.cli.args import UsageError, writable_file, writable_folder
+from app.cli.args import UsageError, Warnings, writable_file, writable_folder
 from compiler.errors import KilnError
 
 
@@ -42,7 +42,7 @@ def run(args) -> int:
         if args.json:
             print(json.dumps({"trial": args.point, "written": [str(output)]}))
         else:
-            print(f"wrote trial {args.point}'s QDQ model to {output}")
+            Warnings(args).say(f"wrote trial {args.point}'s QDQ model to {output}")
         return 0
     compiled = compilation(point.qdq)
     options = point.options
@@ -61,5 +61,5 @@ def run(args) -> int:
                           "report": doc}))
         return 0
     for path in paths:
-        print(f"  wrote {path}")
+        Warnings(args).say(f"  wrote {path}")
     return 0

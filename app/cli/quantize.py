@@ -92,8 +92,9 @@ def run(args) -> int:
     elif not args.json:
         extras = "".join([", equalized" if profile.equalized else "",
                           f", {len(corrections)} biases corrected" if corrections else ""])
-        print(f"quantized {Path(args.model).name} ({args.method}, {args.schema} schema, "
-              f"{args.requant} rounding{extras}): {integer} integer operators; wrote {output}")
+        Warnings(args).say(f"quantized {Path(args.model).name} ({args.method}, {args.schema} "
+                           f"schema, {args.requant} rounding{extras}): {integer} integer "
+                           f"operators; wrote {output}")
     if args.report:
         _report(args, graph, qdq, profile, options)
     return 0

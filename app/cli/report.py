@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.cli.args import (
     UsageError,
+    Warnings,
     add_model_args,
     add_profile_arg,
     load_graph,
@@ -76,7 +77,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(report.to_json()))
     else:
-        print(f"wrote {output}")
+        Warnings(args).say(f"wrote {output}")
     return 0
 
 

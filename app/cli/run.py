@@ -10,6 +10,7 @@ import numpy as np
 
 from app.cli.args import (
     UsageError,
+    Warnings,
     add_model_args,
     add_pipeline_arg,
     add_profile_arg,
@@ -93,7 +94,7 @@ def run(args) -> int:
             print(f"  {real_value_formula(q)}: "
                   f"{np.array2string(real, precision=5, separator=', ')}{more}")
     if args.output:
-        print(f"wrote {args.output}")
+        Warnings(args).say(f"wrote {args.output}")
     return 0
 
 

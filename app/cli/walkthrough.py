@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from app.cli.args import (
+    Warnings,
     add_model_args,
     add_pipeline_arg,
     add_target_args,
@@ -69,6 +70,6 @@ def run(args) -> int:
                           "index": str(Path(args.output) / "index.html"),
                           "files": sorted(files)}))
         return 0
-    print(f"wrote {pages} pages and an index to {args.output} (open "
+    Warnings(args).say(f"wrote {pages} pages and an index to {args.output} (open "
           f"{Path(args.output) / 'index.html'})")
     return 0

@@ -102,7 +102,7 @@ def _output_codes(graph, feeds) -> tuple[np.ndarray, object]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["kws_ref_model_float32", "pretrainedResnet"])
-def test_a_tuned_export_rebuilds_byte_for_byte_in_ci(model, qtbot, tmp_path):
+def test_a_tuned_export_rebuilds_byte_for_byte_in_ci(model, qtbot, tmp_path, monkeypatch):
     from compiler.mcu import firmware
 
     firmware_tests.require_tools()
@@ -186,9 +186,16 @@ def test_a_tuned_export_rebuilds_byte_for_byte_in_ci(model, qtbot, tmp_path):
     assert np.array_equal(board_out.reshape(-1), (scale * (compared.reshape(-1).astype(
         np.float32) - np.float32(zero))).astype(np.float32))
 
-    # Save the session, close the window, reopen it in a new one, export again.
+    # Save the session, quit (the quantization edits are in the session: discard them when
+    # asked), reopen the session in a new window, export again.
     session = save_session(window, tmp_path / "tuned.kiln")
+    from PySide6.QtWidgets import QMessageBox
+
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[1]) or
+                        QMessageBox.StandardButton.Discard)
     window.close()
+    assert asked == ["Unsaved changes"] and not window.isVisible()
     again = make_window(qtbot, None)
     with qtbot.waitSignal(again.sessions.restored, timeout=TIMEOUT):
         assert again.sessions.open_session(session)
