@@ -41,7 +41,7 @@ from views.size_report import ComparisonTable, SizeReport
 
 WEIGHTS = (("embedded", "Embedded in NET.o (read-only data)"),
            ("external", "External: NET.weights.bin for the caller to place"))
-PRECISIONS = {"float32": "float32", "int8": "int8 (quantized with the document's profile)"}
+PRECISIONS = {"float32": "float32", "int8": "int8 (quantized with the document's recipe)"}
 LAYOUTS = (("auto", "Automatic (bytes when pairs would crowd the core's flash)"),
            ("int8", "int8 bytes, widened in the kernel (half the flash)"),
            ("int16", "int16 pairs, ready for SMLAD (fewer instructions)"))
@@ -403,6 +403,8 @@ class ExportDialog(QDialog):
         self.fallback_label = QLabel()
         self.fallback_label.setWordWrap(True)
         self.fallback_label.setObjectName("warning")
+        # Dark red on the dialog's light grey: readable, and as loud as the over-budget line.
+        self.fallback_label.setStyleSheet(f"color: {style.PROBLEM}; font-weight: bold;")
         # The report scrolls; the build command and the buttons stay in view. An int8 report
         # (comparison, layers, sections) is taller than many screens.
         content = QWidget()

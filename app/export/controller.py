@@ -523,7 +523,7 @@ def screenshots(window, save) -> None:
         for kind, exported in shots.items():
             dialog = ExportDialog(window)
             dialog.show_result(exported.report, exported.folder, exported.files,
-                               exported.command)
+                               exported.command, rebuild=exported.rebuild)
             dialog.resize(820, 720)
             dialog.show()
             save(dialog, f"export_result_{kind}.png")

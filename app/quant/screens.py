@@ -79,8 +79,8 @@ def _export_screenshot(controller: QuantController, save) -> None:
                               document.path)(Progress(lambda _f, _t: None))
         dialog = ExportDialog(controller.window)
         dialog.show_result(exported.report, exported.folder, exported.files, exported.command,
-                           exported.float_report, rebuild=exported.rebuild,
-                           fallbacks=exported.fallbacks)
+                           exported.float_report, exported.counts, exported.precision,
+                           exported.rebuild, exported.fallbacks)
         dialog.resize(860, 820)
         dialog.show()
         save(dialog, "export_int8_report.png")
