@@ -113,7 +113,8 @@ def rebuild_command(model: Path | None, folder: str | Path, name: str) -> str:
 
 
 def export_job(compiled: Compilation | Callable[[], Compilation], options: ExportOptions,
-               request: BuildRequest | None = None, floating: Compilation | None = None,
+               request: BuildRequest | Callable[[], BuildRequest] | None = None,
+               floating: Compilation | None = None,
                model: Path | None = None) -> Callable[[Progress], Exported]:
     """The function of a job that compiles through the driver and writes the bundle.
 
@@ -125,7 +126,8 @@ def export_job(compiled: Compilation | Callable[[], Compilation], options: Expor
     then compiling, comparing and counting; writing is the last step and swaps the bundle in
     whole. Cancel takes effect between stages and up to the swap, so a cancelled or failed
     export leaves the folder as it was. An int8 export reports the float bundle (`floating`)
-    beside it to compare. Without `request`, the float export of `compiled` is built.
+    beside it to compare. Without `request`, the float export of `compiled` is built; a
+    function making it runs in the job too.
     """
     if request is None:
         request = build_request(options, compiled.pipeline, compiled.graph)
@@ -133,7 +135,9 @@ def export_job(compiled: Compilation | Callable[[], Compilation], options: Expor
     precision = "int8" if floating is not None else "float32"
 
     def work(progress: Progress) -> Exported:
-        nonlocal compiled
+        nonlocal compiled, request
+        if callable(request):
+            request = request()
         opts = request.options.check()
         board = _board(options)
         _check_counting(options)
@@ -374,7 +378,9 @@ class ExportController(QObject):
                                       "export it as int8.")
                 return None
             source, pipeline = state.current().graph, self.document.pipeline
-            request = build_request(options, pipeline, source, recipe)
+
+            def request() -> BuildRequest:  # in the job: the recipe's JSON is big
+                return build_request(options, pipeline, source, recipe)
             floating = compiled
 
             def compiled() -> Compilation:

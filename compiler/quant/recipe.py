@@ -11,7 +11,6 @@ bundle's build file can rebuild the same integer graph in another process.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field, replace
 
@@ -56,7 +55,7 @@ class QuantRecipe:
         for key in ("keep_float", "float_weights"):
             if key in choices:
                 choices[key] = tuple(choices[key])
-        return cls(copy.deepcopy(profile), corrections=corrections,
+        return cls(profile.copy(), corrections=corrections,
                    model_hash=model if isinstance(model, str) else
                    graph_hash(model) if model is not None else "", **choices)
 
@@ -99,7 +98,7 @@ class QuantRecipe:
 def quantize_with(graph: Graph, recipe: QuantRecipe) -> Graph:
     """The QDQ graph `recipe` makes of the float `graph` (KilnError if it is another's)."""
     recipe.check_model(graph)
-    return quantize.quantize(graph, copy.deepcopy(recipe.profile), recipe.options,
+    return quantize.quantize(graph, recipe.profile.copy(), recipe.options,
                              recipe.corrections or None)
 
 
