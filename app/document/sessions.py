@@ -31,6 +31,7 @@ from PySide6.QtWidgets import QFileDialog
 from app.inspect.lessons import only_notes_changed
 from app.quant.calibrate_dialog import CalibrationRequest
 from app.quant.session import Weights, session_from_profile
+from app.quant.state import session_recipe
 from app.window.workers import Job
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
@@ -40,6 +41,7 @@ from compiler.lowir.passes import check_lowering_names
 from compiler.passes import Pipeline
 from compiler.quant.calibration_data import Normalization
 from compiler.quant.profile import parse_profile
+from compiler.quant.recipe import parse_recipe
 from compiler.stage_notes import check_notes
 from views.dialogs import show_error
 
@@ -99,15 +101,12 @@ def snapshot_session(window, path: str | Path) -> Snapshot:
         "target": doc.target, "board": doc.board, "io_in_arena": doc.io_in_arena,
         "disabled_lowering": sorted(doc.disabled_lowering),
         "notes": check_notes(doc.stage_notes),  # blank notes dropped
+        # The document's quantization is its recipe (what an export builds), with how it was
+        # calibrated; a session restored from it exports the same bundle.
         "quantization": None if qs is None or qs.request is None else {
-            "profile": qs.profile.to_json(),  # a copy of the hand-tuned ranges
             "request": {**asdict(qs.request),
                         "normalization": asdict(qs.request.normalization)},
-            # An applied exploration point's weights and bias corrections (defaults else).
-            "per_channel": qs.options.per_channel,
-            "float_weights": list(qs.options.float_weights),
-            "corrections": {node: [float(v) for v in np.asarray(values).reshape(-1)]
-                            for node, values in (qs.corrections or {}).items()}},
+            "recipe": session_recipe(qs).to_json()},
         "view": {"zoom": canvas.zoom_level(), "centre": [centre.x(), centre.y()],
                  "selection": _selection_json(doc.graph, doc.selection),
                  "docks": base64.b64encode(bytes(window.saveState())).decode("ascii")},
@@ -219,13 +218,19 @@ def _check_settings(doc: dict) -> None:
 def _quantization_parts(quant: dict):
     """(profile, calibration request, weights) of a session's quantization entry.
 
-    The weights are the per-channel choice, the layers computing in float and the bias
-    corrections (a file from before they were kept has the defaults).
+    A session holds the document's recipe; a file from before recipes were kept holds the
+    profile and the weights' choices (per channel, layers in float, bias corrections) apart,
+    with the defaults when even those are missing.
     """
     request = dict(quant["request"])
     request["normalization"] = Normalization(**{
         k: tuple(v) if isinstance(v, list) else v
         for k, v in request["normalization"].items()})
+    if "recipe" in quant:
+        recipe = parse_recipe(quant["recipe"], "its recipe")
+        weights = Weights(recipe.per_channel, recipe.float_weights,
+                          dict(recipe.corrections) or None)
+        return recipe.profile, CalibrationRequest(**request), weights
     corrections = quant.get("corrections") or {}
     if not isinstance(corrections, dict) or not all(
             isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)

@@ -203,7 +203,7 @@ def test_after_a_kill_the_edits_come_back_with_the_calibration_and_hand_tuned_ra
     pid = run_and_kill(CHILD, copy_sample(tmp_path))
     left = recovery.orphans()
     assert [p.name for p in left] == [f"{pid}.kiln"]
-    kept = json.loads(left[0].read_text())["quantization"]["profile"]
+    kept = json.loads(left[0].read_text())["quantization"]["recipe"]["profile"]
 
     window = MainWindow(remember=False)
     qtbot.addWidget(window, before_close_func=lambda w: w.document.undo_stack.setClean())

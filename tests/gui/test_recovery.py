@@ -50,8 +50,8 @@ def test_after_a_kill_the_next_start_restores_the_graph_and_ranges(qtbot, tmp_pa
     left = recovery.orphans()
     assert [p.name for p in left] == [f"{pid}.kiln"]
     saved = json.loads(left[0].read_text())
-    assert saved["quantization"]["profile"]["overrides"]["relu1_out"] == {"max": 2.25,
-                                                                          "min": 0.0}
+    overrides = saved["quantization"]["recipe"]["profile"]["overrides"]
+    assert overrides["relu1_out"] == {"max": 2.25, "min": 0.0}
 
     window = _restarted(qtbot, message_boxes)
     assert message_boxes.kinds() == ["question"]

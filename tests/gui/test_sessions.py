@@ -141,3 +141,25 @@ def test_a_session_keeps_an_applied_points_weights(qtbot, tmp_path):
     assert not restored.options.per_channel and restored.options.float_weights == ("conv2",)
     assert np.array_equal(restored.corrections["conv3"], corrections["conv3"])
     assert dump(again.document.quant.quantized()) == wanted
+
+
+def test_a_session_written_before_recipes_still_opens_with_its_weights(qtbot, tmp_path):
+    """Sessions now keep the document's recipe; one of the earlier form (the profile and the
+    weights' choices side by side) is still read, with the same choices."""
+    from app.document.sessions import _quantization_parts
+    from app.quant.screens import calibrate_now
+
+    window = make_window(qtbot)
+    calibrate_now(window.quant, CalibrationRequest("digits:train", "digits:test",
+                                                   Normalization()))
+    path = save_session(window, tmp_path / "new.kiln")
+    doc, _ = read_session(path)
+    quant = doc["quantization"]
+    assert set(quant) == {"request", "recipe"}
+    recipe = quant["recipe"]
+    old = {"request": quant["request"], "profile": recipe["profile"], "per_channel": False,
+           "float_weights": ["conv2"], "corrections": {"conv3": [0.5, -0.25]}}
+    profile, request, weights = _quantization_parts(old)
+    assert profile.to_json() == recipe["profile"] and request.method == recipe["method"]
+    assert (weights.per_channel, weights.float_weights) == (False, ("conv2",))
+    assert list(weights.corrections["conv3"]) == [0.5, -0.25]
