@@ -124,6 +124,22 @@ def test_a_bad_build_file_is_one_sentence_and_writes_nothing(made, tmp_path, cap
     assert not out.exists()
 
 
+def test_the_build_file_names_no_folder_of_this_machine(made, tmp_path, capsys):
+    from compiler.quant.profile import load_profile
+
+    model, profile_path = made
+    profile = load_profile(profile_path)
+    profile.data = {"source": str(tmp_path / "calibration" / "cal.npz"), "samples": 16}
+    where = tmp_path / "moved.profile.json"
+    profile.save(where)
+    bundle = tmp_path / "bundle"
+    assert cli.main(["compile", str(model), "--profile", str(where), "-o", str(bundle)]) == 0
+    text = (bundle / "net.build.json").read_text()
+    assert str(tmp_path) not in text
+    assert json.loads(text)["request"]["recipe"]["profile"]["data"]["source"] == "cal.npz"
+    capsys.readouterr()
+
+
 def test_build_refuses_options_it_would_ignore(made, tmp_path, capsys):
     model, profile = made
     bundle = tmp_path / "bundle"

@@ -93,7 +93,7 @@ def build_request_of(args):
     else:
         compiled_graph = graph
     request = BuildRequest(options, board, None if pipeline is None else pipeline.to_json(),
-                           None if recipe is None else recipe.to_json(), shapes,
+                           None if recipe is None else recipe.to_json(portable=True), shapes,
                            graph_hash(graph))
     return request, compiled_graph, pipeline
 

@@ -46,7 +46,7 @@ def run(args) -> int:
         return 0
     compiled = compilation(point.qdq)
     options = point.options
-    request = BuildRequest(options, point.problem.board, None, point.recipe.to_json(),
+    request = BuildRequest(options, point.problem.board, None, point.recipe.to_json(portable=True),
                            {}, point.recipe.model_hash)
     try:
         check_folder(output, options.name, options.target, args.force,

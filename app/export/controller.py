@@ -199,7 +199,7 @@ def build_request(options: ExportOptions, pipeline: Pipeline, model: Graph,
     known = pipeline_key(pipeline) != pipeline_key(default_pipeline())
     return BuildRequest(driver_options(options), _board(options),
                         pipeline.to_json() if known else None,
-                        None if recipe is None else recipe.to_json(), {},
+                        None if recipe is None else recipe.to_json(portable=True), {},
                         recipe.model_hash if recipe is not None and recipe.model_hash
                         else model_hash(model))
 

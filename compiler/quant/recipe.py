@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath, PureWindowsPath
 
 import numpy as np
 
@@ -83,8 +84,12 @@ class QuantRecipe:
 
     # -- the JSON form ---------------------------------------------------------------------------
 
-    def to_json(self) -> dict:
-        """The recipe as plain, sorted JSON types (float64 values round-trip exactly)."""
+    def to_json(self, portable: bool = False) -> dict:
+        """The recipe as plain, sorted JSON types (float64 values round-trip exactly).
+
+        `portable` (a bundle's build file) names the calibration data by its file name alone.
+        """
+        profile = self.profile.to_json()
         return {"format": FORMAT, "version": VERSION, "model_hash": self.model_hash,
                 "method": self.method, "percentile": self.percentile, "schema": self.schema,
                 "requant": self.requant, "per_channel": self.per_channel,
@@ -92,7 +97,20 @@ class QuantRecipe:
                 "float_weights": sorted(self.float_weights),
                 "corrections": {k: [float(x) for x in np.asarray(v).reshape(-1)]
                                 for k, v in sorted(self.corrections.items())},
-                "profile": self.profile.to_json()}
+                "profile": _portable(profile) if portable else profile}
+
+
+def _portable(profile: dict) -> dict:
+    """The profile's JSON with its data source as a bare name.
+
+    A bundle's build file goes into a firmware repository: the folder the developer
+    calibrated from says nothing there, and names a path of their machine.
+    """
+    data = dict(profile.get("data") or {})
+    source = data.get("source")
+    if isinstance(source, str):
+        data["source"] = PureWindowsPath(PurePosixPath(source).name).name
+    return {**profile, "data": data}
 
 
 def quantize_with(graph: Graph, recipe: QuantRecipe) -> Graph:

@@ -152,6 +152,8 @@ def test_a_tuned_export_rebuilds_byte_for_byte_in_ci(model, qtbot, tmp_path, mon
     dialog.close()
     exported = _hashes(first)
     assert set(exported) == {"net.build.json", "net.h", "net.o", "net.report.json"}
+    # The build file goes into a firmware repository: no folder of this machine in it.
+    assert str(tmp_path) not in (first / "net.build.json").read_text()
     assert _rebuild_in_a_new_process(path, first, tmp_path / "ci", float_layers) == exported
     print(f"\n{model}: exported and rebuilt in CI, SHA-256:")
     for name, digest in exported.items():
