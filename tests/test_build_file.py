@@ -206,7 +206,8 @@ def test_a_layer_left_float_is_a_warning_and_strict_fails(made, tmp_path, capsys
     assert cli.main(["compile", str(model), "--profile", str(kept), "-o", str(out)]) == 0
     err = capsys.readouterr().err
     weights = 8 * 8 * 3 * 3 * 4 + 8 * 4  # conv2's float32 weights and bias
-    assert f"layer conv2 stays float in this int8 model: {weights:,} B" in err
+    assert f"layer conv2 stays float in this int8 model: {weights:,} B of float32 weights " \
+           f"({weights - weights // 4:,} B more than int8)" in err  # int8 takes a quarter
     assert "layer conv1 stays float" in err and "layer fc" not in err
     strict = tmp_path / "strict"
     assert cli.main(["compile", str(model), "--profile", str(kept), "--strict",

@@ -72,16 +72,18 @@ def _int8_module(target: Target) -> tuple[str, int]:
     module.triple = target.triple
     dot = target.int8_dot
     if dot is DotProduct.VNNI and not target.int8_dot_emulated:
-        name, per_lane = f"llvm.x86.avx512.vpdpbusd.{32 * lanes}", 4
-        fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]), name)
+        kind, per_lane = "vnni", 4
+        fma = ir.Function(module, ir.FunctionType(vec, [vec, vec, vec]),
+                          f"llvm.x86.avx512.vpdpbusd.{32 * lanes}")
     elif dot is DotProduct.SDOT:
         quads = ir.VectorType(ir.IntType(8), 4 * lanes)
-        name, per_lane = f"llvm.aarch64.neon.sdot.v{lanes}i32.v{4 * lanes}i8", 4
-        fma = ir.Function(module, ir.FunctionType(vec, [vec, quads, quads]), name)
+        kind, per_lane = "sdot", 4
+        fma = ir.Function(module, ir.FunctionType(vec, [vec, quads, quads]),
+                          f"llvm.aarch64.neon.sdot.v{lanes}i32.v{4 * lanes}i8")
     else:  # VPMADDWD (and any other core): two int16 products summed per 32-bit lane
         pairs = ir.VectorType(ir.IntType(16), 2 * lanes)
         name = "llvm.x86.avx512.pmaddw.d.512" if lanes == 16 else "llvm.x86.avx2.pmadd.wd"
-        per_lane = 2
+        kind, per_lane = "pmaddwd", 2
         fma = ir.Function(module, ir.FunctionType(vec, [pairs, pairs]), name)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64, ir.PointerType(ir.FloatType())]),
                      "peak")
@@ -98,13 +100,11 @@ def _int8_module(target: Target) -> tuple[str, int]:
         phi = b.phi(vec)
         phi.add_incoming(ir.Constant(vec, [a] * lanes), entry)
         accs.append(phi)
-    if per_lane == 2 and dot is not DotProduct.SDOT and not (
-            dot is DotProduct.VNNI and not target.int8_dot_emulated):
-        pairs = fma.function_type.args[0]
+    if kind == "pmaddwd":
         # The product depends on the accumulator, so no round can be hoisted out of the loop.
         new = [b.add(acc, b.call(fma, [b.bitcast(b.xor(acc, x), pairs), b.bitcast(w, pairs)]))
                for acc in accs]
-    elif dot is DotProduct.SDOT:
+    elif kind == "sdot":
         quads = fma.function_type.args[1]
         new = [b.call(fma, [acc, b.bitcast(x, quads), b.bitcast(w, quads)]) for acc in accs]
     else:
