@@ -48,8 +48,12 @@ from views.quant_colors import LABELS, SQNR_BINS
 from views.signals import signals_blocked
 from views.sqnr_bars import SqnrBars
 
-COLUMNS = ("Tensor", "Producer", "Min", "Max", "Scale", "Zero point", "Clipped %", "SQNR dB",
-           "rmse/scale")
+COLUMNS = ("Tensor", "Producer", "Min as int8", "Max as int8", "Scale", "Zero point",
+           "Clipped %", "SQNR dB", "rmse/scale")
+# The table shows the range the int8 model uses; the handles and boxes, the range as set.
+NUDGED_TIP = ("The range as quantized: the range you set, moved so that 0.0 falls on a whole "
+              "int8 step (what the integer model computes with). The histogram's handles and "
+              "the Min/Max boxes show the range as set.")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 MANUAL = "manual"
 # A row's state after a graph edit (the banner says what to do about it).
@@ -111,6 +115,9 @@ class TensorTable(QAbstractTableModel):
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: D102
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section]
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole \
+                and section in (2, 3):
+            return NUDGED_TIP
         return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):  # noqa: D102 (Qt override)
@@ -309,6 +316,13 @@ class QuantPanel(QWidget):
         for box in (self.low, self.high):
             with signals_blocked(box):  # not an edit: the controller must not hear it
                 box.setValue(0.0)
+
+    def forget_model(self) -> None:
+        """Another model: nothing of the last one's shown, filtered by or chosen for it."""
+        self.clear()
+        self.filter.clear()  # its tensor names mean nothing in another model
+        with signals_blocked(self.method):
+            self.method.setCurrentIndex(0)
 
     def show_outputs(self, index: int, floating, integer) -> None:
         """One sample's outputs, float and int8, element by element (the top classes marked)."""

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from compiler.codegen.bundle import weights_label
 from views import style
 
 OK_COLOR = "#3d7c3a"  # green: within budget
@@ -199,9 +200,7 @@ class SizeReport(QWidget):
         regions = report["regions"]
         self.summary.setText(
             f"<b>{report['name']}</b> for <b>{report['target']}</b> ({report['triple']}); "
-            f"weights {report['weights']}"
-            + (f" ({report['weight_layout']})" if report.get("weight_layout") else "")
-            + f"; object {report['object_bytes']:,} B; "
+            f"weights {weights_label(report)}; object {report['object_bytes']:,} B; "
             f"{len(report['layers'])} kernels, "
             f"{sum(layer['macs'] for layer in report['layers']):,} MACs")
         kinds = [[k, sections[k]] for k in ("text", "rodata", "data", "bss")]
@@ -257,7 +256,7 @@ def footprint(report: dict) -> dict[str, int]:
     return {"Flash (code, read-only data, weights)": s["text"] + s["rodata"] + r["constant"],
             "RAM (data, activations, inputs and outputs)": s["data"] + s["bss"] + r["mutable"]
             + r["activations"],
-            "Weights": sum(layer["weight_bytes"] for layer in report.get("layers", [])),
+            "Weights": report["weight_bytes"],
             "Activation arena": r["activations"]}
 
 

@@ -95,6 +95,17 @@ def stale_text(session: Session | None) -> str:
             f"them on the same samples; hand-tuned ranges stay.")
 
 
+def quantized_of_calibrated(session: Session) -> str:
+    """"19 of 26 calibrated tensors quantized": both counts the dock and status bar show.
+
+    A calibrated tensor that is not quantized is kept float or folds into the node that
+    makes it (a Relu's input, say, shares its output's range).
+    """
+    calibrated = len(session.profile.tensors)
+    quantized = len(session.evaluation.tensors) if session.evaluation is not None else 0
+    return f"{quantized} of {calibrated} calibrated tensors quantized"
+
+
 def table_rows(session: Session) -> list[Row]:
     """The Quantization table: the evaluated tensors, stale ones marked, then the unprofiled.
 

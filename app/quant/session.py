@@ -22,7 +22,7 @@ from app.window.workers import Progress
 from compiler.driver import compilation
 from compiler.interpreter import run
 from compiler.ir.graph import Graph
-from compiler.quant.accuracy import answers
+from compiler.quant.accuracy import IntegerFigures, answers, integer_figures
 from compiler.quant.calibrate import choose_range
 from compiler.quant.calibration_data import CalibrationData, Normalization, load_calibration
 from compiler.quant.incremental import DEFAULT_SAMPLES, Evaluation, IncrementalEvaluator
@@ -60,6 +60,10 @@ class Session:
     evaluation: Evaluation | None = None
     float_accuracy: float | None = None
     int8_accuracy: float | None = None
+    # The compiled integer model's figures on the live samples, and the QDQ graph they
+    # measured (current while it is the evaluator's).
+    integer: IntegerFigures | None = None
+    integer_of: Graph | None = None
     # (tensor, method) -> the range the method picks: the session's method's for every tensor
     # (from its worker), others once searched (`app.quant.ranges`). Written by the GUI thread.
     method_ranges: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
@@ -251,6 +255,30 @@ def evaluate_job(session: Session, edits: Edits) -> Callable[[], Evaluated]:
     def work() -> Evaluated:
         evaluate_session(session, edits)
         return Evaluated(session, missing_ranges(session))
+    return work
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The integer model's figures of one QDQ graph of a session, measured in a worker."""
+
+    session: Session
+    qdq: Graph
+    figures: IntegerFigures
+
+
+def measure_job(session: Session) -> Callable[[], Measured]:
+    """The function of a worker that runs the session's current integer model, compiled.
+
+    The graph and the float outputs are taken now, on the GUI thread: the evaluator swaps in
+    a new graph on the next change, so the worker measures the one asked for.
+    """
+    evaluator = session.evaluator
+    qdq, count = evaluator.qdq, evaluator.count
+    reference = {v.name: evaluator.float_value(v.name) for v in session.graph.outputs}
+
+    def work() -> Measured:
+        return Measured(session, qdq, integer_figures(qdq, session.live, count, reference))
     return work
 
 

@@ -14,7 +14,13 @@ from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target, auto_lean_weights
-from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed, int8_weight_bytes
+from compiler.codegen.weights import (
+    WEIGHT_ALIGNMENT,
+    WeightTable,
+    distinct_bytes,
+    embed,
+    int8_weight_bytes,
+)
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.ir.state import variables
@@ -73,7 +79,8 @@ class KernelInfo:
         symbol: LLVM function name (internal: after inlining it may not reach the object).
         op: Its instruction's label: the operator, or a fused one's operators joined by `+`.
         nodes: Names of the graph nodes the kernel covers.
-        weight_bytes: Bytes of constant data it reads (shared weights count in every reader).
+        weight_bytes: Bytes of constant data it reads, each blob slot once (a slot two
+            kernels share counts in both).
         fusion: The fused operator it runs (`compiler.lowir.ir.Fusion`), None for one node.
         part_of: For a one-row kernel of a row-streamed chain, the chain's driver symbol
             (its weights count there); "" otherwise.
@@ -502,8 +509,8 @@ class _Builder:
                 places += [(BLOB, offset) for offset, _ in consts]
                 calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
                 self.timed_kernels.append(len(self.kernels))
-                self.kernels.append(KernelInfo(fn.name, instr.op, names, sum(
-                    a.nbytes for own in parts.values() for a, _ in own.values()), instr.fusion))
+                self.kernels.append(KernelInfo(fn.name, instr.op, names, distinct_bytes(
+                    pair for own in parts.values() for pair in own.values()), instr.fusion))
                 continue
             key = self._shape_key(node, add, weights)
             if key in made:
@@ -521,8 +528,7 @@ class _Builder:
             calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
             self.timed_kernels.append(len(self.kernels))
             self.kernels.append(KernelInfo(fn.name, instr.op, names,
-                                           sum(a.nbytes for a, _ in weights.values()),
-                                           instr.fusion))
+                                           distinct_bytes(weights.values()), instr.fusion))
         ticks = tick_counters(self.module, f"{self.name}_layer_ticks", len(calls) + 1) \
             if self.timed else None
         since = cycle_counter(b) if ticks is not None else None

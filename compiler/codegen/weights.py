@@ -171,6 +171,33 @@ def weights_files(net) -> dict[str, bytes]:
             f"{net.name}.weights.h": c_array(net.name, net.constant)}
 
 
+def distinct_bytes(placed) -> int:
+    """Bytes of the blob slots that `(array, offset)` pairs name, each slot once.
+
+    A row-streamed chain asks its emitters for a layer's arrays once per part (its top rows,
+    its middle and its bottom rows, say): they land in one slot and count once.
+    """
+    sizes = {}
+    for array, offset in placed:
+        sizes[offset] = max(sizes.get(offset, 0), array.nbytes)
+    return sum(sizes.values())
+
+
+def weight_precision(graph) -> str:
+    """The precision of the layers' weights: "float32", "int8", "int8 and float32", or "none".
+
+    A weight is a constant of at least two dimensions that a node reads; a quantized model
+    whose every weighted layer is integer reads "int8" (its biases are int32 vectors), one
+    with a layer left float reads "int8 and float32".
+    """
+    kinds = {v.type.dtype for node in graph.nodes for v in node.inputs
+             if isinstance(v, Constant) and len(v.type.shape) >= 2
+             and v.type.dtype in ("float32", "int8", "uint8")}
+    integer = "int8" if kinds & {"int8", "uint8"} else ""
+    floating = "float32" if "float32" in kinds else ""
+    return " and ".join(k for k in (integer, floating) if k) or "none"
+
+
 def int8_weight_bytes(graph) -> int:
     """Bytes of the int8 weights of the graph's convolutions and fully connected layers.
 

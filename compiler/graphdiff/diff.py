@@ -44,6 +44,7 @@ class GraphDiff:
     metrics_b: Metrics
     stage: str = ""
     differences: list[Difference] = field(default_factory=list)
+    arena_sizes: tuple[int | None, int | None] = (None, None)  # each side's planned arena
 
     @property
     def units_a(self) -> Units:
@@ -73,11 +74,17 @@ class GraphDiff:
         return out
 
     def totals(self) -> dict[str, tuple]:
-        """Metric -> (sum over A, sum over B, B - A); the worst instead of the sum for SQNR."""
+        """Metric -> (sum over A, sum over B, B - A); the worst instead of the sum for SQNR.
+
+        The whole graph's arena is its plan's arena, not the sum of its layers' outputs: the
+        plan reuses a buffer once its readers are done.
+        """
         out = {}
         for name in self.metric_names():
             p = _total(self.metrics_a.get(name), name)
             q = _total(self.metrics_b.get(name), name)
+            if name == "arena_bytes":
+                p, q = self.arena_sizes
             out[name] = (p, q, None if p is None or q is None else q - p)
         return out
 
@@ -176,12 +183,18 @@ def arena_by_node(graph: Graph, prepared: Graph, plan) -> dict[int, int]:
 
 def diff_graphs(a: Side, b: Side, *, same_origin: bool = False, stage: str = "",
                 arena: tuple[dict[int, int] | None, dict[int, int] | None] = (None, None),
-                extra: tuple[Metrics | None, Metrics | None] = (None, None)) -> GraphDiff:
-    """Compare `a` with `b` (see `match.correspond` for how layers are paired)."""
+                extra: tuple[Metrics | None, Metrics | None] = (None, None),
+                arena_sizes: tuple[int | None, int | None] = (None, None)) -> GraphDiff:
+    """Compare `a` with `b` (see `match.correspond` for how layers are paired).
+
+    `arena` holds each side's per-node output bytes in its plan, `arena_sizes` the plans'
+    whole arenas (what the totals show).
+    """
     c = correspond(a, b, same_origin)
     changes = {x: pair_changes(c.units_a, x, c.units_b, y) for x, y in c.pairs.items()}
     result = GraphDiff(a, b, c, changes, layer_metrics(c.units_a, arena[0], extra[0]),
-                       layer_metrics(c.units_b, arena[1], extra[1]), stage)
+                       layer_metrics(c.units_b, arena[1], extra[1]), stage,
+                       arena_sizes=arena_sizes)
     result.differences = _differences(result)
     return result
 

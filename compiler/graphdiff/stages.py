@@ -32,15 +32,19 @@ class Operand:
     extra: Metrics | None = None
 
 
-def side_of(operand: Operand) -> tuple[Side, dict[int, int] | None]:
-    """The side's graph at its stage (with the loaded graph as origin) and its arena bytes."""
+def side_of(operand: Operand) -> tuple[Side, dict[int, int] | None, int | None]:
+    """The side's graph at its stage (origin: the loaded graph), its arena bytes by node.
+
+    And its plan's whole arena; both None without a target.
+    """
     compiled = compilation(operand.graph, operand.pipeline)
     shown = operand.graph if operand.stage in ("loaded", "0") else compiled.stage(operand.stage)
-    arena = None
+    arena = size = None
     if operand.options is not None:
-        arena = arena_by_node(shown, compiled.prepared, compiled.plan(operand.options))
+        plan = compiled.plan(operand.options)
+        arena, size = arena_by_node(shown, compiled.prepared, plan), plan.arena.size
     origin = None if shown is operand.graph else operand.graph
-    return Side(shown, origin, operand.label), arena
+    return Side(shown, origin, operand.label), arena, size
 
 
 def compare(a: Operand, b: Operand, same_origin: bool | None = None) -> GraphDiff:
@@ -51,8 +55,9 @@ def compare(a: Operand, b: Operand, same_origin: bool | None = None) -> GraphDif
     """
     if same_origin is None:
         same_origin = a.graph is b.graph
-    side_a, arena_a = side_of(a)
-    side_b, arena_b = side_of(b)
+    side_a, arena_a, size_a = side_of(a)
+    side_b, arena_b, size_b = side_of(b)
     stage = a.stage if a.stage == b.stage else f"{a.stage} / {b.stage}"
     return diff_graphs(side_a, side_b, same_origin=same_origin, stage=stage,
-                       arena=(arena_a, arena_b), extra=(a.extra, b.extra))
+                       arena=(arena_a, arena_b), extra=(a.extra, b.extra),
+                       arena_sizes=(size_a, size_b))

@@ -356,8 +356,8 @@ def _with_sqnr(layer: Layer, sqnr: dict[str, float]) -> Layer:
 
 def _bundle_part(doc: dict) -> dict:
     """What the report shows of `kiln compile --json`: sizes, regions, board use, layout."""
-    keys = ("name", "target", "triple", "weight_layout", "weights", "object_bytes", "sections",
-            "regions", "board")
+    keys = ("name", "target", "triple", "weight_layout", "precision", "weights", "weight_bytes",
+            "object_bytes", "sections", "regions", "board")
     out = {k: doc[k] for k in keys if k in doc}
     out["sections"] = {k: v for k, v in doc["sections"].items()
                        if k in ("text", "rodata", "data", "bss")}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from html import escape
 
+from compiler.codegen.bundle import weights_label
 from compiler.report.assets import CSS, SCRIPT
 from compiler.report.figures import TIME_NOTE, Layer, Report
 from compiler.report.timeline_svg import timeline_svg
@@ -82,8 +83,8 @@ def _sizes(report: Report) -> str:
         for word in ("flash and RAM: ", "flash: ", "RAM: "):
             rows = rows.replace(f"<td>{word}", "<td>")
     html = (f'<h2 id="sizes">Flash and RAM</h2><p class="note">Object for '
-            f"{escape(b['target'])} ({escape(b['triple'])}), weights {escape(b['weights'])}, "
-            f"int8 weights stored as {escape(b['weight_layout'])}; as `kiln compile --json` "
+            f"{escape(b['target'])} ({escape(b['triple'])}), weights {escape(weights_label(b))}; "
+            f"as `kiln compile --json` "
             f"reports them.</p><table><thead><tr><th>section / region</th><th>bytes</th>"
             f"<th>where</th></tr></thead><tbody>{rows}</tbody></table>")
     board = b.get("board")

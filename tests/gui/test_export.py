@@ -83,11 +83,16 @@ def test_export_writes_what_kiln_compile_writes(qtbot, tmp_path, options, cli_ex
     assert dialog.report_view.layers.rowCount() == len(report["layers"])
     if options.get("weight_layout") == "int8":
         assert report["weight_layout"] == "int8"
-        assert "(int8)" in dialog.report_view.summary.text()
+    # The sample is float: its weights say float32 whatever the int8 layout would be.
+    assert report["precision"] == "float32"
+    assert "weights embedded, float32;" in dialog.report_view.summary.text() or \
+        "weights external, float32;" in dialog.report_view.summary.text()
+    assert "int8" not in dialog.report_view.summary.text()
     if options["weights"] == "external":
-        assert f"{name}.weights.bin" in gui and "main.c" not in gui
-    elif options["target"] == "host":
-        assert "main.c" in gui and "Makefile" in gui  # a microcontroller's bundle has none
+        assert f"{name}.weights.bin" in gui
+    # The host's example program, or the Cortex-M bundle's firmware and its README.
+    assert "main.c" in gui and "Makefile" in gui
+    assert ("README.md" in gui) == (options["target"] != "host")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cli", "gui"]  # no temporary leftovers
 
 
@@ -216,7 +221,11 @@ def test_result_page_over_budget_is_red(qtbot, tmp_path):
     qtbot.wait(20)
     assert _bar_pixel(view.ram_bar) == QColor(OVER_COLOR)
     assert view.verdict.text().startswith("Does not fit nrf52840-dk: RAM over budget")
-    assert "arm-none-eabi-gcc -mcpu=cortex-m4" in dialog.command_line.text()
+    # nrf52840-dk is no QEMU board: the firmware is linked for the emulated Cortex-M4.
+    assert dialog.command_line.text().endswith(" && make && qemu-system-arm -M mps2-an386 "
+                                               "-nographic -monitor none -serial none "
+                                               "-semihosting-config enable=on,target=native "
+                                               "-kernel net.elf")
     assert (tmp_path / "over" / "net.o").is_file()  # still written, as `kiln compile` does
     assert dialog.grab().save(str(tmp_path / "export_result_over.png"))
     if os.environ.get("KILN_SHOTS"):
