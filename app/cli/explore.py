@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
-from app.cli.args import UsageError, writable_file
+from app.cli.args import UsageError, Warnings, writable_file
+
+CONTROL_LINE_SECONDS = 2.0  # accuracy control's lines on stderr: at least this far apart
 
 
 def add_parser(sub) -> None:
@@ -79,11 +82,23 @@ def _printer(args):
 
     On a pipe or in a CI log too: an exploration takes minutes, and silence looks like a hang.
     """
+    from compiler.explore.points import control_text
+
+    last = {"stage": None, "at": 0.0}
+    said = Warnings(args)
+
     def report(p) -> None:
+        for warning in p.warnings:
+            said.warn(warning)
         if args.progress_json:
-            print(json.dumps({"phase": p.phase, "done": p.done, "total": p.total,
-                              "best": p.best, "eta_seconds": p.eta_seconds,
-                              "trial": p.trial}), flush=True)
+            print(json.dumps(p.to_json()), flush=True)
+        elif p.control is not None and not args.quiet:
+            # Every compiled point and stage, else a line every few seconds: never silent.
+            now = time.monotonic()
+            if (p.control["compiled"] or p.control["stage"] != last["stage"]
+                    or now - last["at"] >= CONTROL_LINE_SECONDS):
+                last.update(stage=p.control["stage"], at=now)
+                print(f"  {control_text(p.control, p.total)}", file=sys.stderr, flush=True)
         elif p.trial is not None and not args.quiet:
             t = p.trial
             what = (f"{100 * t['measurement']['score']:.2f} %, "

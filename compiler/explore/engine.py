@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.errors import KilnError
-from compiler.explore.accuracy_control import Cancelled
+from compiler.explore.accuracy_control import Cancelled, final_step
 from compiler.explore.config import Config
 from compiler.explore.front import best_per_objective, pareto
 from compiler.explore.measure import Measurement, feasible
@@ -42,6 +42,14 @@ class Progress:
     best: dict | None  # the best feasible point so far: number, score, instructions
     eta_seconds: float | None
     trial: dict | None = None  # the trial just measured (its JSON)
+    control: dict | None = None  # accuracy control's last measurement (stage, score, ...)
+    warnings: tuple[str, ...] = ()  # said once, before accuracy control starts
+
+    def to_json(self) -> dict:
+        """The `--progress-json` line."""
+        return {"phase": self.phase, "done": self.done, "total": self.total,
+                "best": self.best, "eta_seconds": self.eta_seconds, "trial": self.trial,
+                "control": self.control, "warnings": list(self.warnings)}
 
 
 def _sampler(name: str, seed: int, population: int):
@@ -86,7 +94,8 @@ class Exploration:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _report(self, phase: str, trial: Trial | None = None) -> None:
+    def _report(self, phase: str, trial: Trial | None = None, control: dict | None = None,
+                warnings: tuple[str, ...] = ()) -> None:
         if self.progress is None:
             return
         done = len(self.record.trials)
@@ -100,7 +109,7 @@ class Exploration:
                                                     -t.result["measurement"]["score"]))
             best = {"number": b.number, **b.result["measurement"]}
         self.progress(Progress(phase, done, self.trials, best, eta,
-                               trial.to_json() if trial else None))
+                               trial.to_json() if trial else None, control, warnings))
 
     def _add(self, problem: Problem, config: Config, result: dict, source: str) -> Trial:
         """Record a result as the next trial (its overrides came from the worker)."""
@@ -168,13 +177,17 @@ class Exploration:
         from compiler.explore.accuracy_control import accuracy_control
 
         if self.record.control is None:
+            def heard(event: dict) -> None:
+                self._report("accuracy control", control={
+                    **event, "float_score": problem.float_score,
+                    "max_drop": problem.spec.max_drop})
             control = accuracy_control(problem.graph, problem.profile(False),
                                        problem.evaluation, problem.spec.max_drop,
                                        ranking_samples=CONTROL_SAMPLES,
-                                       cancelled=self.cancelled)
+                                       cancelled=self.cancelled, progress=heard)
             self.record.control = control.to_json()
             self._save()
-        final = self.record.control["steps"][-1]
+        final = final_step(self.record.control)
         return list(final["keep_float"]) + list(final.get("ranking", []))
 
     def run(self) -> Record:
@@ -188,9 +201,11 @@ class Exploration:
             directions=["maximize", "minimize", "minimize", "minimize"],
             sampler=_sampler(self.sampler_name, self.seed, self.population))
         try:
-            self._report("accuracy control")
+            self.record.warnings = problem.warnings()
+            self._report("accuracy control", warnings=tuple(self.record.warnings))
             ranking = self._control(problem)
-            space = space_for(problem.graph, ranking, len(self.record.control["steps"]) - 1,
+            space = space_for(problem.graph, ranking,
+                              len(final_step(self.record.control)["keep_float"]),
                               self.spec.target, problem.can_equalize())
             start = space.start()
             study.enqueue_trial(space.params(start))

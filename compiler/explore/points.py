@@ -112,7 +112,7 @@ def progress_text(progress: dict) -> str:
     """The progress line: trials done of the total, the best feasible so far, the time left."""
     done, total = progress["done"], progress["total"]
     if progress["phase"] == "accuracy control" and done == 0:
-        return f"Accuracy control: finding a first point within the bound (0 of {total} trials)"
+        return control_text(progress.get("control"), total)
     parts = [f"{done} of {total} trials"]
     best = progress.get("best")
     if best:
@@ -127,6 +127,23 @@ def progress_text(progress: dict) -> str:
     return "; ".join(parts)
 
 
+STAGES = {"checking": "compiled and scored", "ranking": "ranking tensors by what float gives back",
+          "searching": "searching how many to keep float"}
+
+
+def control_text(control: dict | None, total: int) -> str:
+    """Accuracy control's progress: its stage, measurements so far and the current score."""
+    if not control:
+        return f"Accuracy control: finding a first point within the bound (0 of {total} trials)"
+    kept = control["float_tensors"]
+    floor = 100 * (control["float_score"] - control["max_drop"])
+    what = ("every tensor int8" if kept == 0 else
+            f"{kept} tensor{'s' if kept != 1 else ''} float")
+    return (f"Accuracy control, {STAGES.get(control['stage'], control['stage'])}: "
+            f"{control['measured']} measured ({control['candidates']} candidates); "
+            f"{100 * control['score']:.2f} % with {what}, the bound is {floor:.2f} %")
+
+
 def record_text(doc: dict, path: Path) -> str:
     """A line about an EXPLORE.json read back: how many trials, complete or resumable."""
     trials = doc.get("trials", [])
@@ -138,7 +155,8 @@ def record_text(doc: dict, path: Path) -> str:
 def error_sentence(stderr: str) -> str:
     """The one sentence a failed `kiln explore` printed (its last "kiln:" line)."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    said = [line for line in lines if line.startswith("kiln:")]
+    said = [line for line in lines if line.startswith("kiln:")
+            and not line.startswith("kiln: warning:")]  # the panel shows the warnings
     if not said:
         return lines[-1] if lines else "the exploration stopped without a message"
     text = said[-1].removeprefix("kiln:").strip()

@@ -8,6 +8,7 @@ so the entropy and MSE methods have a histogram to search.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from compiler.ir.graph import Graph
 from compiler.quant.calibration_data import CalibrationData
 
 PROFILE_BINS = 256
+EVALUATION_PURPOSE = ("the samples every point's accuracy drop against the float model is "
+                      "measured on (held-out ones, with labels for accuracy; without labels "
+                      "the score is top-1 agreement with float)")
 
 
 @dataclass(frozen=True)
@@ -90,11 +94,33 @@ class Problem:
                 equalized=equalized)
         return self.profiles[equalized]
 
+    def warnings(self) -> list[str]:
+        """What the user should know before the search starts (an evaluation set too coarse)."""
+        said = coarse_evaluation(len(self.evaluation), self.spec.max_drop,
+                                 "accuracy" if self.labelled else "top-1 agreement")
+        return [f"{Path(self.spec.evaluation).name}: {said}"] if said else []
+
     def can_equalize(self) -> bool:
         """Whether cross-layer equalization finds any pair of layers to balance."""
         from compiler.quant.equalize import equalization_pairs
 
         return bool(equalization_pairs(self.graph))
+
+
+def coarse_evaluation(samples: int, max_drop: float, score: str = "accuracy") -> str | None:
+    """Why `samples` evaluation samples cannot resolve a `max_drop` bound, or None.
+
+    One sample is 1 / `samples` of the score: when that is more than the bound, losing a
+    single sample is over it, so a feasible point must agree on every sample and accuracy
+    control keeps layers float until none changes (often every layer).
+    """
+    if samples <= 0 or 1 / samples <= max_drop + 1e-12:
+        return None
+    need = (f"give at least {math.ceil(1 / max_drop - 1e-9):,} evaluation samples or a "
+            f"wider bound" if max_drop > 0 else "give a wider bound")
+    return (f"{samples:,} evaluation samples make one sample {100 / samples:.2f} points of "
+            f"{score}, coarser than the {100 * max_drop:g}-point bound: a point may not lose "
+            f"a single sample, so accuracy control may keep most layers float; {need}")
 
 
 def board_of(spec: ProblemSpec) -> Board | None:
@@ -121,6 +147,11 @@ def load_problem(spec: ProblemSpec) -> Problem:
         raise KilnError(f"--max-drop must be between 0 and 100 points, not "
                         f"{100 * spec.max_drop:g}")
     board = board_of(spec)
+    for what, source, purpose in (
+            ("calibration", spec.calibration, "the samples each tensor's range is measured on"),
+            ("evaluation", spec.evaluation, EVALUATION_PURPOSE)):
+        if not str(source).strip():
+            raise KilnError(f"no {what} data was given: it is {purpose}")
     graph = load_model(spec.model)
     calibration = load_calibration(spec.calibration, graph)
     evaluation = load_calibration(spec.evaluation, graph)

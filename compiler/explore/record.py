@@ -52,6 +52,7 @@ class Record:
     first_feasible_seconds: float | None = None
     elapsed_seconds: float = 0.0
     complete: bool = False
+    warnings: list[str] = field(default_factory=list)  # about the problem (a coarse data set)
 
     def to_json(self) -> dict:
         """The file's content."""
@@ -59,7 +60,7 @@ class Record:
                 "score": "accuracy" if self.labelled else "top-1 agreement",
                 "accuracy_control": self.control, "complete": self.complete,
                 "first_feasible_seconds": self.first_feasible_seconds,
-                "elapsed_seconds": self.elapsed_seconds,
+                "elapsed_seconds": self.elapsed_seconds, "warnings": self.warnings,
                 "front": self.front, "best_feasible": self.best,
                 "trials": [t.to_json() for t in self.trials], "pending": self.pending}
 
