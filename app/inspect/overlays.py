@@ -8,7 +8,9 @@ show a known figure at once. SQNR comes from the quantization session's last eva
 
 from __future__ import annotations
 
+import json
 import weakref
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QActionGroup
@@ -27,12 +29,13 @@ from app.document.document import ERROR_OVERLAY
 from app.window.actions import menu_before_help
 from app.window.workers import Job, Progress
 from compiler import layer_metrics
-from compiler.driver import Compilation, pipeline_key
+from compiler.driver import Compilation, compilation, pipeline_key
 from compiler.harness.cortex_m_bench import BENCH_TARGETS
 from compiler.ir.graph import Graph
 from compiler.layer_host_time import time_layers
 from compiler.layer_instructions import count_instructions
 from compiler.layer_metrics import MetricSet, aggregate
+from compiler.quant.recipe import QuantRecipe, quantize_with
 from views import style
 from views.flow_layout import FlowLayout
 from views.metric_colors import GRADIENT, THRESHOLD, coloring
@@ -46,9 +49,28 @@ CHOICES = (("", "None"), ("macs", "MACs"), ("weight_bytes", "Weight bytes"),
            ("sqnr", "SQNR"))
 
 
-def metric_job(compiled: Compilation, key: str, shown: Graph, options):
-    """The job computing metric `key` for the document graph `shown`."""
+# Figures of the model that ships: of the int8 model once the document is calibrated.
+OF_THE_INT8_MODEL = ("weight_bytes", "arena_bytes", "host_time", INSTRUCTIONS)
+
+
+def metric_job(compiled: Compilation, key: str, shown: Graph, options,
+               recipe: QuantRecipe | None = None):
+    """The job computing metric `key` for the document graph `shown`.
+
+    With `recipe` (a calibrated document), the int8 model it makes is measured, each figure
+    on the float node it came from: what the Export dialog's int8 bundle would do.
+    """
     def work(progress: Progress) -> MetricSet:
+        if recipe is None:
+            return measure(compiled, progress)
+        progress.report(0.02, "Quantizing with the document's recipe")
+        integer = compilation(quantize_with(shown, recipe), compiled.pipeline)
+        metric = measure(integer, progress)
+        return replace(metric, title=f"{metric.title} (int8 model)",
+                       note=f"{metric.note}; of the int8 model the document's calibration "
+                            "makes, as the int8 export builds it")
+
+    def measure(compiled: Compilation, progress: Progress) -> MetricSet:
         if key.startswith(INSTRUCTIONS):
             return count_instructions(compiled, key[len(INSTRUCTIONS):], shown, progress.report)
         if key == "host_time":
@@ -61,6 +83,19 @@ def metric_job(compiled: Compilation, key: str, shown: Graph, options):
         return getattr(layer_metrics, key)(compiled, shown)
 
     return work
+
+
+def recipe_key(recipe: QuantRecipe | None) -> str:
+    """What tells two recipes' int8 models apart, cheaply: the choices, not the histograms."""
+    if recipe is None:
+        return ""
+    p = recipe.profile
+    return json.dumps([p.overrides, sorted(p.keep_float), p.equalized, recipe.method,
+                       recipe.percentile, recipe.schema, recipe.requant, recipe.per_channel,
+                       recipe.keep_float, recipe.float_weights, sorted(recipe.corrections),
+                       [c.tolist() for _, c in sorted(recipe.corrections.items())],
+                       p.data, [(k, t.min, t.max) for k, t in p.tensors.items()]],
+                      sort_keys=True, default=str)
 
 
 class OverlayPanel(QWidget):
@@ -226,14 +261,15 @@ class OverlayController(QObject):
         if compiled is None:
             self._show(None, "The graph has invalid nodes: fix or undo the edit first.", True)
             return
-        cache_key = (pipeline_key(doc.pipeline), self._cache_key(key))
+        recipe = doc.quant.recipe() if key.startswith(OF_THE_INT8_MODEL) else None
+        cache_key = (pipeline_key(doc.pipeline), self._cache_key(key), recipe_key(recipe))
         known = self._cache.get(doc.graph, {}).get(cache_key)
         if known is not None:
             self._show(known)
             return
         graph = doc.graph
-        job = Job(metric_job(compiled, key, graph, doc.options()), "Computing the overlay",
-                  self)
+        job = Job(metric_job(compiled, key, graph, doc.options(), recipe),
+                  "Computing the overlay", self)
         job.progress.connect(lambda f, t: self.panel.set_busy(True, f, t))
         job.succeeded.connect(lambda m: self._computed(graph, cache_key, m))
         job.failed.connect(lambda message: self._show(None, message, True))

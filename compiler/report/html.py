@@ -166,7 +166,7 @@ def _layers(report: Report) -> str:
     if ins is not None:
         foot += _foot_row("entry point and calls (per-layer build, outside every kernel)",
                           "extra", {"instructions": _num(ins.outside)})
-        foot += _foot_row("inlining as shipped (shipped build minus per-layer build)", "extra",
+        foot += _foot_row("saved by inlining (shipped build minus per-layer build)", "extra",
                           {"instructions": _num(ins.inlined)})
     total_time = None if ins is None else ins.total / clock
     foot += _foot_row("total", "total", {

@@ -108,3 +108,35 @@ def test_host_time_per_layer_paints_every_kernel(qtbot):
     convs = [n.id for n in window.document.graph.nodes if n.op == "Conv"]
     painted = window.canvas.overlay()
     assert convs and all(c in painted and metric.values()[c] > 0 for c in convs)
+
+
+def test_a_calibrated_documents_instructions_are_the_int8_models(qtbot):
+    """Calibrated, the overlay counts the int8 model the export builds, on the float nodes."""
+    from app.quant.calibrate_dialog import CalibrationRequest
+    from compiler.driver import compilation
+    from compiler.harness.cortex_m_bench import bench_compilation
+    from compiler.layer_instructions import INLINED
+    from compiler.quant.calibration_data import Normalization
+    from compiler.quant.recipe import quantize_with
+
+    test_firmware.require_tools()
+    window = make_window(qtbot)
+    quant = window.quant
+    with qtbot.waitSignal(quant.calibrationEnded, timeout=120000):
+        quant.calibrate(CalibrationRequest("digits:train", "", Normalization(), samples=20))
+    overlays = window.overlays
+    _choose_with_mouse(qtbot, overlays.panel.metric_box, "Instructions on cortex-m7")
+    _wait_shown(qtbot, overlays)
+    metric = overlays.current
+    assert metric.title.endswith("(int8 model)") and "int8 model" in overlays.panel.status.text()
+    graph = window.document.graph
+    integer = compilation(quantize_with(graph, window.document.quant.recipe()))
+    floating = compilation(graph)
+    counted = bench_compilation(integer, "cortex-m7", peer=False).kiln.total
+    assert metric.total == counted == sum(r.value for r in metric.rows)
+    assert counted != bench_compilation(floating, "cortex-m7", peer=False).kiln.total
+    ids = {n.id for n in graph.nodes}
+    layers = [r for r in metric.rows if r.label != INLINED and r.nodes]
+    assert layers and all(set(r.nodes) <= ids for r in layers)  # on the float graph's nodes
+    weighted = [n.id for n in graph.nodes if n.op in ("Conv", "Gemm")]
+    assert set(weighted) <= {i for r in layers for i in r.nodes}
