@@ -456,18 +456,57 @@ class Compilation:
         """Write the bundle `request` asks for, with its NET.build.json; (files, report, note).
 
         The one path of `kiln compile` and the GUI's export, so both write the same bytes.
+        A Cortex-M bundle gets the firmware folder that builds and runs it (`firmware_of`).
         The weight layout may change to fit the board (`layout_that_fits`); `note` says why.
         The report is computed once (`report_doc` when the caller checked it already).
         """
         options, note = self.layout_that_fits(request.options.check(), request.board)
         if not request.model_hash:
             request = replace(request, model_hash=graph_hash(self.graph))
-        files = {**(extra or {}), build_file_name(options.name): request.file_bytes()}
         net = self.net(options)
+        firmware, skipped = firmware_of(net, request.board, folder)
+        files = {**(extra or {}), build_file_name(options.name): request.file_bytes(),
+                 **firmware}
         doc = report_doc if report_doc is not None else report(net, request.board)
         written = write_bundle(net, folder, request.board, force=force, extra=files,
                                check=check, report_doc=doc)
-        return written, doc, note
+        return written, doc, "; ".join(n for n in (note, skipped) if n)
+
+
+def firmware_board(options: Options, board: Board | None) -> Board | None:
+    """The emulated board an export's firmware is linked for; None when it has no firmware."""
+    target = options.resolved_target()
+    if not target.mcu:
+        return None
+    from compiler.mcu.firmware_folder import firmware_board as emulated
+
+    return emulated(target.name, board)
+
+
+def firmware_of(net: CompiledNet, board: Board | None, folder: str | Path
+                ) -> tuple[dict[str, bytes], str]:
+    """A Cortex-M bundle's main.c, Makefile, README, linker script, start-up and input.
+
+    Nothing for a hosted bundle (its example comes with the bundle) or a core no emulated
+    board runs (Cortex-M0+, RISC-V). Nor when `folder` holds a main.c, Makefile or README
+    of the user's (a firmware project the bundle goes into): those are never replaced, and a
+    firmware folder missing some of its files would not build; the note says so.
+    """
+    if not net.target.mcu:
+        return {}, ""
+    from compiler.codegen.bundle_folder import survey
+    from compiler.mcu.firmware_folder import FILES, firmware_files
+    from compiler.mcu.firmware_folder import firmware_board as emulated
+
+    runs = emulated(net.target.name, board)
+    if runs is None:
+        return {}, ""
+    theirs = [name for name in survey(folder).others if name in FILES]
+    if theirs:
+        return {}, (f"no firmware written beside the bundle: the folder holds {', '.join(theirs)}"
+                    " of your own; export into a folder without them to get main.c, a "
+                    "Makefile and a README that build and run it under QEMU")
+    return firmware_files(net, runs, board), ""
 
 
 _LOCK = threading.Lock()

@@ -10,6 +10,7 @@ warning, and `--strict` turns any warning into a failure before anything is writ
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from app.cli.args import (
@@ -25,6 +26,7 @@ from app.cli.args import (
     target_options,
     writable_folder,
 )
+from compiler.codegen.bundle import weights_label
 from compiler.errors import KilnError
 
 # Options `--build` takes from the file: naming one as well is refused, not silently ignored.
@@ -207,12 +209,15 @@ def run(args) -> int:
     s = doc["sections"]
     warnings.say(
         f"{Path(args.model).name} -> {net.target.name} ({net.target.triple}), weights "
-        f"{doc['weights']} ({doc['weight_layout']}): text {s['text']:,} B, rodata "
+        f"{weights_label(doc)}: text {s['text']:,} B, rodata "
         f"{s['rodata']:,} B, data {s['data']:,} B, bss {s['bss']:,} B; constant "
         f"{doc['regions']['constant']:,} B, mutable {net.plan.mutable:,} B{state_note(doc)}, "
         f"activations {net.plan.arena.size:,} B")
     for path in paths:
         warnings.say(f"  wrote {path}")
+    if any(path.name == "README.md" for path in paths):  # a Cortex-M bundle's firmware
+        warnings.say(f"  build and run it under QEMU as its README.md says: cd "
+                     f"{shlex.quote(str(args.output))} && make run")
     if board is not None and not warnings.quiet:
         print_budget(doc["board"])
     return 0

@@ -22,18 +22,20 @@ from app.window import settings
 from app.window.workers import Job, Progress
 from compiler.codegen.bundle import report as bundle_report
 from compiler.codegen.bundle_folder import FolderInUse, check_folder
-from compiler.codegen.targets import BOARDS, WEIGHT_LAYOUTS, Target, get_target
+from compiler.codegen.targets import BOARDS, WEIGHT_LAYOUTS, Board, Target, get_target
 from compiler.driver import (
     BuildRequest,
     Compilation,
     Options,
     build_file_name,
     compilation,
+    firmware_board,
     float_fallbacks,
     pipeline_key,
 )
 from compiler.errors import KilnError
 from compiler.ir.graph import Graph
+from compiler.mcu.firmware_folder import run_command
 from compiler.passes.pipeline import Pipeline, default_pipeline
 from compiler.quant.recipe import QuantRecipe, quantize_with
 from views.export_dialog import ExportDialog, ExportOptions
@@ -44,19 +46,24 @@ SETTINGS_KEY = "export"
 
 
 
-def build_command(target: Target, name: str, folder: str | Path) -> str:
+def build_command(target: Target, name: str, folder: str | Path,
+                  firmware: Board | None = None) -> str:
     """A command that builds a program from the bundle for `target` (to paste in a shell).
 
-    Hosted targets link the bundle's example main.c; MCU bundles have no main, so the line
-    compiles the user's firmware main.c against NET.h and links NET.o with a board linker script.
+    Hosted targets link the bundle's example main.c. A Cortex-M bundle with a firmware folder
+    (`firmware`: the emulated board it is linked for) builds with its Makefile and runs under
+    QEMU, the commands of its README. A core no emulated board runs has no main of Kiln's: the
+    line names the user's main.c and linker script as theirs to write.
     """
     where = shlex.quote(str(folder))
     if not target.mcu:  # (the host is this machine: its own compiler, never a cross one)
         cc = "cc" if target.name == "host" else target.c_compiler
         return f"cd {where} && {cc} -O2 -std=c99 -o {name}_example main.c {name}.o -lm"
+    if firmware is not None:
+        return f"cd {where} && make && {run_command(firmware, name)}"
     flags = " ".join(target.c_flags)
-    return (f"{target.c_compiler} {flags} -O2 -std=c99 -I {where} --specs=nano.specs -T board.ld "
-            f"-o firmware.elf main.c {shlex.quote(str(Path(folder) / f'{name}.o'))} -lm")
+    return (f"{target.c_compiler} {flags} -O2 -std=c99 -I {where} -T YOUR_BOARD.ld "
+            f"-o firmware.elf YOUR_MAIN.c {shlex.quote(str(Path(folder) / f'{name}.o'))} -lm")
 
 
 @dataclass
@@ -182,7 +189,11 @@ def export_job(compiled: Compilation | Callable[[], Compilation], options: Expor
             if not existed:  # cancelled while writing: take back the folder this job made
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        return Exported(folder, files, doc, build_command(net.target, options.name, folder),
+        written = {path.name for path in files}  # no firmware beside a user's own Makefile
+        command = build_command(net.target, options.name, folder,
+                                firmware_board(opts, request.board) if "Makefile" in written
+                                else None)
+        return Exported(folder, files, doc, command,
                         float_doc, counts, precision,
                         rebuild_command(model, folder, options.name), float_fallbacks(compiled))
 

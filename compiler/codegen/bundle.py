@@ -1,7 +1,8 @@
 """Write a compiled network as a bundle: object, C99 header, report, weights, example program.
 
 NET.o, NET.h and NET.report.json always; the external weights files when there are any; and for
-hosted targets an example main.c with its Makefile. The whole bundle is written into a
+hosted targets an example main.c with its Makefile (a Cortex-M bundle's firmware folder comes
+from the compile driver, which passes it as `extra` files). The whole bundle is written into a
 temporary sibling folder first and then swapped in (`bundle_folder`), so a failure never leaves
 a header that disagrees with its object, and a folder never mixes two bundles.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from compiler.codegen.build import CompiledNet, Tensor
-from compiler.codegen.bundle_folder import EXAMPLE_FILES, check_folder, swap_in
+from compiler.codegen.bundle_folder import GENERATED_FILES, check_folder, swap_in
 from compiler.codegen.example import c_comment, example_files
 from compiler.codegen.sizes import ObjectSizes, object_sizes
 from compiler.codegen.targets import BOARDS, Board
@@ -287,7 +288,7 @@ def write_bundle(net: CompiledNet, folder: str | Path, board: Board | str | None
     folder = Path(folder)
     files = {**bundle_files(net, board, report_doc), **(extra or {})}
     held = check_folder(folder, net.name, net.target.name, force,
-                        example=any(name in files for name in EXAMPLE_FILES))
+                        generated=[name for name in GENERATED_FILES if name in files])
 
     def write(tmp: Path) -> None:
         for name, data in files.items():

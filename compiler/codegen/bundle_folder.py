@@ -29,6 +29,9 @@ from compiler.codegen.example import GENERATED_MARK
 from compiler.errors import KilnError
 
 EXAMPLE_FILES = ("main.c", "Makefile")  # a hosted bundle's example program
+# What Kiln writes beside a bundle: the hosted example, or a Cortex-M bundle's firmware
+# (`compiler.mcu.firmware_folder`). Each carries GENERATED_MARK, so a user's own is kept.
+GENERATED_FILES = (*EXAMPLE_FILES, "README.md", "board.ld", "sections.ld", "startup.c")
 _REPORT = ".report.json"
 _REPORT_LIMIT = 256 * 1024 * 1024  # a report larger than this is no report Kiln wrote
 _STAGING = ".kiln-bundle-"  # the folders a write stages in (a crash may leave one behind)
@@ -38,11 +41,12 @@ def bundle_entries(name: str) -> tuple[str, ...]:
     """Every file a Kiln bundle named `name` may have, build products of its Makefile included.
 
     NET.build.json says how it was built (`kiln compile --build`); NET.profile.json is the
-    profile an int8 export from the GUI wrote before build files carried it.
+    profile an int8 export from the GUI wrote before build files carried it; NET.input.bin
+    and NET.elf are a Cortex-M bundle's firmware input and image.
     """
     return (f"{name}.o", f"{name}.h", f"{name}{_REPORT}", f"{name}.weights.bin",
             f"{name}.weights.h", f"{name}.build.json", f"{name}.profile.json",
-            f"{name}_example")
+            f"{name}_example", f"{name}.input.bin", f"{name}.elf")
 
 
 class FolderInUse(KilnError):
@@ -131,23 +135,24 @@ def survey(folder: str | Path) -> Survey:
             if target is not None:
                 bundles.append((entry[:-len(_REPORT)], target))
     owned = {entry for name, _ in bundles for entry in bundle_entries(name)} & set(entries)
-    owned |= {e for e in EXAMPLE_FILES if e in entries and _is_generated(folder / e)}
+    owned |= {e for e in GENERATED_FILES if e in entries and _is_generated(folder / e)}
     return Survey(tuple(bundles), tuple(sorted(owned)),
                   tuple(e for e in entries if e not in owned))
 
 
 def check_folder(folder: str | Path, name: str, target: str, force: bool = False,
-                 example: bool = False) -> Survey:
+                 example: bool = False, generated: Iterable[str] = ()) -> Survey:
     """Refuse a folder the bundle cannot go into; returns its survey.
 
-    Raises KilnError when `folder` is a file or, for a bundle with an `example` program, holds
-    a main.c or Makefile that Kiln did not write (the user's own code: not even force replaces
-    it); and FolderInUse (unless `force`) when it holds another bundle or files that are not
-    a bundle.
+    Raises KilnError when `folder` is a file or holds a file Kiln did not write under a name
+    the bundle writes a program file as (the user's own code: not even force replaces it):
+    main.c and Makefile for a bundle with an `example` program, and the `generated` names
+    (a firmware folder's); and FolderInUse (unless `force`) when it holds another bundle or
+    files that are not a bundle.
     """
     folder = Path(folder)
     held = survey(folder)
-    for entry in EXAMPLE_FILES if example else ():
+    for entry in dict.fromkeys([*(EXAMPLE_FILES if example else ()), *generated]):
         if entry in held.others and (folder / entry).is_file():
             raise KilnError(f"{folder / entry} exists and was not written by Kiln; choose "
                             "another output folder")

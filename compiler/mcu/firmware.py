@@ -14,12 +14,13 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from elftools.elf.elffile import ELFFile
 
-from compiler.codegen.build import CompiledNet
+from compiler.codegen.build import CompiledNet, Tensor
 from compiler.codegen.targets import BOARDS, Board
 from compiler.errors import KilnError
 
@@ -136,14 +137,42 @@ def main_c(net: CompiledNet, feeds: dict[str, np.ndarray] | list[dict[str, np.nd
         lines += [f"    {MARKERS[0]}();",
                   f"    status |= {net.name}(NULL, mutable_region, activations);",
                   f"    {MARKERS[1]}();"]
-        for i, tensor in enumerate(net.outputs):
-            ctype, fmt, cast = _C_TYPES[tensor.dtype]
-            count = int(np.prod(tensor.shape, dtype=np.int64))
-            lines += [f"    for (int k = 0; k < {count}; k++)",
-                      f'        printf("{prefix}{i} %d {fmt}\\n", k, {cast}((const {ctype} *)'
-                      f"({region[tensor.region]} + {tensor.offset}))[k]);"]
+        lines += output_prints(net, lambda tensor: f"{region[tensor.region]} + {tensor.offset}",
+                               prefix)
     lines += ["    return status;", "}", ""]
     return "\n".join(lines)
+
+
+def output_prints(net: CompiledNet, address: Callable[[Tensor], str], prefix: str = ""
+                  ) -> list[str]:
+    """C lines printing every output element as `<output index> <element index> <value>`.
+
+    `address(tensor)` is the C expression of the output's first byte. The QEMU tests' main and
+    a bundle's firmware print alike, so `parse_outputs` reads both.
+    """
+    lines = []
+    for i, tensor in enumerate(net.outputs):
+        ctype, fmt, cast = _C_TYPES[tensor.dtype]
+        count = int(np.prod(tensor.shape, dtype=np.int64))
+        lines += [f"    for (int k = 0; k < {count}; k++)",
+                  f'        printf("{prefix}{i} %d {fmt}\\n", k, {cast}((const {ctype} *)'
+                  f"({address(tensor)}))[k]);"]
+    return lines
+
+
+def gcc_flags(board: Board) -> list[str]:
+    """The flags every firmware for `board` is compiled and linked with (tests and bundles).
+
+    Semihosting's C library (rdimon) carries printf to the emulator's stdout; the start-up
+    code is this folder's, so none of the toolchain's.
+    """
+    return [*board.cflags, "-O2", "-nostartfiles", "--specs=rdimon.specs"]
+
+
+def qemu_command(machine: str, elf: str | Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """The qemu-system-arm command that runs `elf` on `machine`, printing over semihosting."""
+    return [QEMU, "-M", machine, "-nographic", "-monitor", "none", "-serial", "none",
+            "-semihosting-config", "enable=on,target=native", *extra, "-kernel", str(elf)]
 
 
 def link(sources: list[Path], machine: str, folder: Path, extra: tuple[str, ...] = ()) -> Path:
@@ -153,9 +182,8 @@ def link(sources: list[Path], machine: str, folder: Path, extra: tuple[str, ...]
     script = folder / "board.ld"
     script.write_text(linker_script(board))
     elf = folder / "fw.elf"
-    command = [GCC, *board.cflags, "-O2", "-nostartfiles", "--specs=rdimon.specs",
-               f"-L{HERE}", "-T", str(script), *extra, str(HERE / "startup.c"),
-               *map(str, sources), "-lm", "-o", str(elf)]
+    command = [GCC, *gcc_flags(board), f"-L{HERE}", "-T", str(script), *extra,
+               str(HERE / "startup.c"), *map(str, sources), "-lm", "-o", str(elf)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         raise KilnError(f"building the {machine} firmware failed (exit {done.returncode}): "
@@ -195,8 +223,7 @@ def run(elf: Path, machine: str, timeout: float = TIMEOUT,
     A non-zero exit or a run past `timeout` is a KilnError that says which and shows the end
     of the output. `extra` holds more QEMU arguments (a plugin).
     """
-    command = [QEMU, "-M", machine, "-nographic", "-monitor", "none", "-serial", "none",
-               "-semihosting-config", "enable=on,target=native", *extra, "-kernel", str(elf)]
+    command = qemu_command(machine, elf, extra)
     start = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)

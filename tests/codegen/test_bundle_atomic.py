@@ -26,7 +26,10 @@ from compiler.passes.runner import run_pipeline
 from tests.conftest import SAMPLE_MODEL, require_tools
 
 M7_FILES = ["net.h", "net.o", "net.report.json"]  # write_bundle's own files
-CLI_M7_FILES = ["net.build.json", *M7_FILES]  # kiln compile's: how it was built, too
+CLI_M7_BUNDLE = ["net.build.json", *M7_FILES]  # kiln compile's: how it was built, too
+# ... and the firmware that builds and runs it under QEMU (`compiler.mcu.firmware_folder`).
+CLI_M7_FILES = sorted([*CLI_M7_BUNDLE, "Makefile", "README.md", "board.ld", "main.c",
+                       "net.input.bin", "sections.ld", "startup.c"])
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +268,11 @@ def test_cli_never_replaces_the_users_own_makefile_even_with_force(tmp_path, cap
     assert main(["compile", str(SAMPLE_MODEL), "-o", str(folder), "--force"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Makefile exists and was not written by Kiln" in err
+    capsys.readouterr()
     assert main(["compile", str(SAMPLE_MODEL), "--target", "cortex-m7", "-o", str(folder),
-                 "--force"]) == 0  # a Cortex-M bundle has no Makefile: it goes beside it
-    assert sorted(_files(folder)) == ["Makefile", *CLI_M7_FILES]
+                 "--force"]) == 0  # the Cortex-M bundle goes beside it, without firmware
+    assert sorted(_files(folder)) == ["Makefile", *CLI_M7_BUNDLE]
     assert (folder / "Makefile").read_text() == "all:\n\techo mine\n"
+    err = capsys.readouterr().err
+    assert ("kiln: note: no firmware written beside the bundle: the folder holds Makefile of "
+            "your own") in err

@@ -15,8 +15,11 @@ from tests.helpers import make_model
 def test_compile_writes_bundle(tmp_path, capsys):
     assert main(["compile", str(SAMPLE_MODEL), "--target", "cortex-m7", "-o", str(tmp_path),
                  "--name", "digits"]) == 0
+    # The bundle, and the firmware folder that builds it for QEMU's Cortex-M7 board.
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "digits.build.json", "digits.h", "digits.o", "digits.report.json"]
+        "Makefile", "README.md", "board.ld", "digits.build.json", "digits.h",
+        "digits.input.bin", "digits.o", "digits.report.json", "main.c", "sections.ld",
+        "startup.c"]
     assert "cortex-m7" in capsys.readouterr().out
     assert (tmp_path / "digits.o").read_bytes()[:4] == b"\x7fELF"
 

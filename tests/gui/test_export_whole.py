@@ -30,7 +30,8 @@ from tests.gui.helpers import check_pictures, make_window, open_and_wait
 from views.export_dialog import ExportDialog, ExportOptions
 
 TIMEOUT = 120000
-M7_FILES = ["net.build.json", "net.h", "net.o", "net.report.json"]
+M7_FILES = ["Makefile", "README.md", "board.ld", "main.c", "net.build.json", "net.h",
+            "net.input.bin", "net.o", "net.report.json", "sections.ld", "startup.c"]
 YES, NO = QMessageBox.StandardButton.Yes, QMessageBox.StandardButton.No
 
 
@@ -87,7 +88,8 @@ def test_export_over_another_bundle_asks_first(qtbot, tmp_path, message_boxes):
 
     message_boxes.answer = YES
     _export_and_wait(qtbot, window, dialog)
-    assert sorted(_files(folder)) == M7_FILES  # the host Makefile and main.c went with it
+    assert sorted(_files(folder)) == M7_FILES  # the host's Makefile and main.c went with it
+    assert "CC = arm-none-eabi-gcc" in (folder / "Makefile").read_text()  # the firmware's
     assert json.loads((folder / "net.report.json").read_text())["target"] == "cortex-m7"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
