@@ -75,6 +75,8 @@ def weight_bytes(units: Units, anchor: int) -> int:
         node = units.nodes[m]
         if node.op == "DequantizeLinear" and m != anchor:
             reads = node.inputs[:1]  # its scale and zero point are quantization, not weights
+        elif node.op == "QuantizeLinear" and m != anchor:
+            reads = []  # the layer's output quantized: a scale and a zero point, no weights
         else:
             reads = node.inputs
         for value in reads:

@@ -176,13 +176,15 @@ def _finite(value):
 def _node_figures(nodes: list[Node]) -> dict:
     """Shapes, types, MACs and bytes of one layer's prepared nodes."""
     macs = weights = floats = 0
+    seen: set[int] = set()  # a constant two of the layer's nodes read counts once
     for node in nodes:
         try:
             macs += ops.lookup(node.op).count_macs(node) or 0
         except KilnError:
             pass  # an operator without a MAC count does no multiply-accumulate work
         for value in node.inputs:
-            if isinstance(value, Constant):
+            if isinstance(value, Constant) and id(value) not in seen:
+                seen.add(id(value))
                 weights += value.data.nbytes
                 floats += 4 * value.data.size
     if not nodes:

@@ -121,6 +121,16 @@ def test_kiln_compile_takes_the_layout_and_switches_to_bytes_for_a_small_board(
     assert compiled.layout_that_fits(Options("cortex-m7"), roomy) == (Options("cortex-m7"), "")
     asked = Options("cortex-m7", lean_weights=False)  # the user's choice stands
     assert compiled.layout_that_fits(asked, small) == (asked, "")
+    # The export (the dialog's and `kiln compile --build`'s path) weighs the board too.
+    from compiler.driver import BuildRequest
+
+    files, written, note = compiled.export(tmp_path / "small", BuildRequest(Options(
+        "cortex-m7"), small))
+    assert written["weight_layout"] == "int8" and "would not fit tiny-m7's flash" in note
+    assert written["board"]["fits"] is True
+    _, roomy_report, roomy_note = compiled.export(tmp_path / "roomy", BuildRequest(Options(
+        "cortex-m7"), roomy))
+    assert roomy_report["weight_layout"] == "int16 pairs" and roomy_note == ""
 
 
 def test_ad01_keeps_its_weights_in_300_kb_of_cortex_m7_flash():
