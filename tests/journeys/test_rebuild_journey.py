@@ -151,7 +151,10 @@ def test_a_tuned_export_rebuilds_byte_for_byte_in_ci(model, qtbot, tmp_path, mon
     assert all(layer in dialog.fallback_label.text() for layer in float_layers)
     dialog.close()
     exported = _hashes(first)
-    assert set(exported) == {"net.build.json", "net.h", "net.o", "net.report.json"}
+    # The bundle, and the firmware that builds and runs it (README.md says how).
+    assert set(exported) == {"net.build.json", "net.h", "net.o", "net.report.json", "main.c",
+                             "Makefile", "README.md", "board.ld", "sections.ld", "startup.c",
+                             "net.input.bin"}
     # The build file goes into a firmware repository: no folder of this machine in it.
     assert str(tmp_path) not in (first / "net.build.json").read_text()
     assert _rebuild_in_a_new_process(path, first, tmp_path / "ci", float_layers) == exported

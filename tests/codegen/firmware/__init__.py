@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -74,3 +75,22 @@ def assert_exact(net, graph, feeds: dict, machine: str, folder: Path, what: str 
     got = outputs_on(net, feeds, machine, folder)
     for name, value in interpret(graph, feeds).items():
         assert np.array_equal(got[name], value), f"{what} output {name}".strip()
+
+
+def readme_commands(readme: str, section: str) -> list[str]:
+    """The shell lines of the first ```sh block under the README's `## section` heading."""
+    assert f"## {section}\n" in readme, f"the README has no {section!r} section"
+    body = readme.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    assert "```sh\n" in body, f"the README's {section!r} section gives no commands"
+    block = body.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def run_as_a_user(commands: list[str], folder) -> str:
+    """Run each command in `folder` as typed in a shell; the stdout of the last one."""
+    done = None
+    for line in commands:
+        done = subprocess.run(line, shell=True, cwd=folder, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, f"{line}: {done.stderr[-2000:]}"
+    return done.stdout
