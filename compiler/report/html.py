@@ -181,7 +181,8 @@ def _layers(report: Report) -> str:
                if ins is not None else "Instructions: not counted for this target.")
     return (f'<h2 id="layers-title">Layers</h2><p class="note">One row per kernel, as '
             f"`kiln bench --target` lists them; click a column header to sort. {counted} "
-            f"Estimated time at {clock:g} MHz: {escape(TIME_NOTE)}. Weight bytes as stored "
+            + (f"Estimated time at {clock:g} MHz: {escape(TIME_NOTE)}. " if ins is not None
+               else "") + "Weight bytes as stored "
             f"and as float32 (4 bytes an element); output bytes are the tensors the kernel "
             f"writes, whole.</p>"
             f'<div class="scroll"><table id="layers" class="sortable"><thead><tr>{head}</tr>'
@@ -249,7 +250,9 @@ def render_html(report: Report) -> str:
         f"<title>Kiln report: {escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(report.model)}</h1>",
         f'<p class="subtitle">Kiln analysis report for {escape(report.target)} '
-        f"({escape(report.triple)}), estimated times at {report.clock_mhz:g} MHz.</p>",
+        f"({escape(report.triple)})" + (
+            f", estimated times at {report.clock_mhz:g} MHz.</p>" if report.instructions
+            else " (no times: instructions are counted on Cortex-M targets only).</p>"),
         _summary(report), _sizes(report), _memory(report), _layers(report),
         _quantization(report), _passes(report),
         (f'<h2 id="absent">Not in this report</h2><ul class="absent">{absent}</ul>'

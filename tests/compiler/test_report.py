@@ -53,3 +53,9 @@ def test_bad_clock_and_board_mismatch_are_one_sentence(digits):
         collect_report(digits, "m", "host", clock_mhz=0)
     with pytest.raises(KilnError, match="nrf52840-dk has a cortex-m4"):
         collect_report(digits, "m", "cortex-m7", BOARDS["nrf52840-dk"])
+
+
+def test_a_report_without_counts_promises_no_times(digits):
+    page = render_html(collect_report(digits, "digits_cnn.onnx", "host", count=False))
+    assert "estimated times at" not in page and "Estimated time at" not in page
+    assert "no times: instructions are counted on Cortex-M targets only" in page

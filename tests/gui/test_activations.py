@@ -198,3 +198,17 @@ def test_a_clicked_node_shows_its_output(qtbot):
     maps = controller.panel.grid.maps
     assert maps.shape[0] == want.shape[1]
     assert all(maps[c].tobytes() == want[0, c].tobytes() for c in range(maps.shape[0]))
+
+
+def test_view_activations_brings_its_tab_to_the_front(qtbot):
+    window = make_window(qtbot)
+    dock = window.activations.dock
+    dock.hide()
+    window.docks["properties"].raise_()
+    action = dock.toggleViewAction()
+    view = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    assert action in view.actions()
+    action.trigger()  # View > Activations
+    qtbot.waitUntil(lambda: not dock.visibleRegion().isEmpty())
+    tabbed = [d for d in window.tabifiedDockWidgets(dock) if d.isVisible()]
+    assert tabbed and all(d.visibleRegion().isEmpty() for d in tabbed)

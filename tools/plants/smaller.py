@@ -1,0 +1,17 @@
+"""Plants in the smaller fixes of the workbench a new user tried: tabs, report wording."""
+
+from __future__ import annotations
+
+from plants import Plant
+
+PLANTS = (
+    Plant("smaller-view-menu-leaves-tab-behind", "app/window/mainwindow.py",
+          "lambda checked, d=dock: checked and d.raise_())",
+          "lambda checked, d=dock: None)", ("tests/gui/test_activations.py",),
+          "View > Activations adds a tab behind Properties, as if nothing happened"),
+    Plant("smaller-report-promises-times", "compiler/report/html.py",
+          'f", estimated times at {report.clock_mhz:g} MHz.</p>" if report.instructions',
+          'f", estimated times at {report.clock_mhz:g} MHz.</p>" if True',
+          ("tests/compiler/test_report.py",),
+          "a report without instruction counts still promises estimated times"),
+)
