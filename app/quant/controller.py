@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QMenu
 from app.document.document import ERROR_OVERLAY
 from app.quant.calibrate_dialog import CalibrateDialog, CalibrationRequest
 from app.quant.calibration import Calibration
+from app.quant.float_cost import FloatCostShown
 from app.quant.follow import Following, stale_text, table_rows
 from app.quant.overlay import edge_texts, node_colors
 from app.quant.ranges import Found, RangeSearch
@@ -78,6 +79,7 @@ class QuantController(QObject):
         self._build_menu(window)
         self._connect()
         self.following = Following(self)  # after _connect: edits re-colour once carried
+        self.float_costs = FloatCostShown(self)  # what Keep float costs the selected tensor
 
     def _build_menu(self, window) -> None:
         def action(text: str, slot, tip: str) -> QAction:
@@ -382,6 +384,7 @@ class QuantController(QObject):
         if s is None or tensor is None or tensor not in s.profile.tensors:
             p.histogram.clear("Not profiled since the edit: Re-profile measures it."
                               if s is not None and tensor in s.unprofiled else "Select a tensor.")
+            self.float_costs.ask(None)
             return
         entry = s.profile.tensors[tensor]
         if tensor in s.profile.overrides:
@@ -404,6 +407,7 @@ class QuantController(QObject):
         p.method.setCurrentText(s.options.method if tensor not in s.profile.overrides
                                 else (methods[0] if methods else MANUAL))
         p.keep_float.setChecked(tensor in s.profile.keep_float)
+        self.float_costs.ask(tensor)
         p.bars.selected = tensor
         p.bars.update()
         self._syncing = was
