@@ -91,10 +91,19 @@ class CalibrateDialog(QDialog):
         self.preview_text.setWordWrap(True)
         self.preview_text.setStyleSheet(f"color: {style.TEXT_MUTED};")
         self.preview_image = QLabel()
-        self.preview_image.hide()
+        self.preview_image.setFixedSize(THUMBNAIL, THUMBNAIL)
+        self.preview_text.setMinimumHeight(THUMBNAIL)
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setStyleSheet(f"color: {style.PROBLEM};")
+        # The preview and the error keep their room while empty or hidden: the buttons stay
+        # where the pointer is when a preview or a message appears.
+        for label in (self.preview_image, self.error):
+            policy = label.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            label.setSizePolicy(policy)
+        self.error.setMinimumHeight(2 * self.error.fontMetrics().lineSpacing())
+        self.preview_image.hide()
         self.error.hide()
         self.method = QComboBox()
         self.method.addItems(METHODS)

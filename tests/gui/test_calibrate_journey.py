@@ -138,6 +138,26 @@ def test_choosing_a_source_previews_its_first_sample(qtbot, tmp_path):
         "calibrated on it will clip real inputs")
 
 
+def test_the_ok_button_stays_under_the_pointer_as_previews_and_errors_come(qtbot, tmp_path):
+    write_labels_npy(tmp_path / "flat")
+    window = make_window(qtbot)
+    dialog = _open_dialog(qtbot, window)
+    _type(qtbot, dialog.data, "")
+    assert not dialog.preview_image.isVisible()
+    qtbot.wait(50)
+    where = _ok(dialog).mapToGlobal(_ok(dialog).rect().center())
+    size = dialog.size()
+    _type(qtbot, dialog.data, str(tmp_path / "flat"))
+    assert dialog.preview_image.isVisible()
+    qtbot.wait(50)
+    assert _ok(dialog).mapToGlobal(_ok(dialog).rect().center()) == where
+    _type(qtbot, dialog.data, str(tmp_path / "missing.npy"))
+    assert dialog.error.isVisible() and dialog.error.text()
+    qtbot.wait(50)
+    assert _ok(dialog).mapToGlobal(_ok(dialog).rect().center()) == where
+    assert dialog.size() == size
+
+
 def test_the_last_source_and_folder_are_remembered(qtbot, tmp_path, monkeypatch):
     write_npz(tmp_path / "d.npz")
     window = make_window(qtbot)

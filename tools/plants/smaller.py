@@ -14,4 +14,8 @@ PLANTS = (
           'f", estimated times at {report.clock_mhz:g} MHz.</p>" if True',
           ("tests/compiler/test_report.py",),
           "a report without instruction counts still promises estimated times"),
+    Plant("smaller-calibrate-ok-jumps", "app/quant/calibrate_dialog.py",
+          "policy.setRetainSizeWhenHidden(True)", "policy.setRetainSizeWhenHidden(False)",
+          ("tests/gui/test_calibrate_journey.py",),
+          "the Calibrate dialog's OK button jumps away when a preview or a message appears"),
 )

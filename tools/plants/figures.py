@@ -1,0 +1,66 @@
+"""Plants in the figures the export, the size report, the dock, the overlay and Compare show."""
+
+from __future__ import annotations
+
+from plants import Plant
+
+FIGURES = "tests/test_workbench_figures.py"
+PINNED = "tests/compiler/test_pinned_figures.py"
+DOCK = "tests/gui/test_dock_figures.py"
+
+PLANTS = (
+    Plant("figures-row-chain-weights-zero", "compiler/codegen/build.py",
+          "names, distinct_bytes(\n                    pair for own",
+          "names, 0 * distinct_bytes(\n                    pair for own", (FIGURES,),
+          "a row chain's kernels claim no weights"),
+    Plant("figures-kernel-weights-per-part", "compiler/codegen/weights.py",
+          "sizes[offset] = max(sizes.get(offset, 0), array.nbytes)",
+          "sizes[len(sizes)] = array.nbytes", (FIGURES,),
+          "a row chain counts a layer's weights once per part (2.6 times what it holds)"),
+    Plant("figures-weights-row-sums-layers", "views/size_report.py",
+          '"Weights": report["weight_bytes"],',
+          '"Weights": sum(layer["weight_bytes"] for layer in report["layers"]),', (FIGURES,),
+          "the side-by-side Weights row adds up the kernels instead of reading the object"),
+    Plant("figures-compare-arena-sums-outputs", "compiler/graphdiff/diff.py",
+          "                p, q = self.arena_sizes", "                pass", (FIGURES,),
+          "Compare's whole-graph arena sums every layer's outputs"),
+    Plant("figures-float-bundle-labelled-int8", "compiler/codegen/bundle.py",
+          '"precision": weight_precision(net.graph),', '"precision": "int8",', (FIGURES,),
+          "a float bundle is labelled int8"),
+    Plant("figures-dock-shows-the-simulation", "app/quant/controller.py",
+          "if s.integer is not None and s.integer_of is s.evaluator.qdq:", "if False:",
+          (DOCK,), "the dock's output SQNR stays the float simulation's"),
+    Plant("figures-dock-counts-disagree", "app/quant/follow.py",
+          'return f"{quantized} of {calibrated} calibrated tensors quantized"',
+          'return f"{calibrated} quantized tensors"', (DOCK,),
+          "the status line counts the calibrated tensors as quantized ones"),
+    Plant("figures-compare-sqnr-summed", "compiler/graphdiff/diff.py",
+          'WORST = {"sqnr": min}', 'WORST = {"sqnr": sum}', (PINNED,),
+          "Compare sums a layer's SQNRs instead of taking the worst"),
+    Plant("figures-names-shared-pair", "compiler/graphdiff/match.py",
+          "return {a: {k for k in ks if count[k] == 1} for a, ks in keys.items()}",
+          "return {a: set(ks) for a, ks in keys.items()}", (PINNED,),
+          "a name two layers share pairs one of them"),
+    Plant("figures-diff-weights-count-qparams", "compiler/graphdiff/changes.py",
+          "reads = []  # the layer's output quantized", "reads = node.inputs  # quantized",
+          (PINNED,), "Compare's weight bytes count the output's scale and zero point"),
+    Plant("figures-report-float-weights-twice", "compiler/report/figures.py",
+          "floats += 4 * value.data.size", "floats += 8 * value.data.size", (PINNED,),
+          "the report's weights as float32 count eight bytes an element"),
+    Plant("figures-report-time-per-thousand", "compiler/report/figures.py",
+          "else self.instructions / clock_mhz", "else self.instructions / clock_mhz / 1000",
+          (PINNED,), "the report's estimated time is a thousand times too short"),
+    Plant("figures-fused-sqnr-first-node", "compiler/report/figures.py",
+          "values = [sqnr[n] for n in reversed(layer.nodes) if n in sqnr]",
+          "values = [sqnr[n] for n in layer.nodes if n in sqnr]", (PINNED,),
+          "a fused layer's SQNR is its first node's, not its output's"),
+    Plant("figures-export-layout-without-board", "compiler/driver.py",
+          "options, note = self.layout_that_fits(request.options.check(), request.board)",
+          "options, note = self.layout_that_fits(request.options.check(), None)",
+          ("tests/codegen/test_weight_layout.py",),
+          "the export picks the weight layout without weighing the board's flash"),
+    Plant("figures-overlay-measures-float", "app/inspect/overlays.py",
+          "recipe = doc.quant.recipe() if key.startswith(OF_THE_INT8_MODEL) else None",
+          "recipe = None", ("tests/gui/test_overlays.py",),
+          "the Layer Metrics overlay measures the float model of a calibrated document"),
+)
