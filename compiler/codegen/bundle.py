@@ -20,7 +20,7 @@ from compiler.codegen.bundle_folder import GENERATED_FILES, check_folder, swap_i
 from compiler.codegen.example import c_comment, example_files
 from compiler.codegen.sizes import ObjectSizes, object_sizes
 from compiler.codegen.targets import BOARDS, Board
-from compiler.codegen.weights import WEIGHT_ALIGNMENT, weights_files
+from compiler.codegen.weights import WEIGHT_ALIGNMENT, weight_precision, weights_files
 from compiler.errors import KilnError
 from compiler.qmath.requant import REQUANT_KEY
 from compiler.stats import node_macs
@@ -141,6 +141,31 @@ def weight_layout(target) -> str:
     return "int16 pairs" if target.int16_pairs else "int8"
 
 
+def stored_weight_bytes(net: CompiledNet, sizes: ObjectSizes) -> int:
+    """Bytes of constant data the bundle stores: the object's weights symbol, or the blob.
+
+    Embedded, that is the `NET.weights` symbol of the object (absent when no code reads a
+    constant); external, the `NET.weights.bin` the caller places. Biases, multipliers and
+    lookup tables count: they are weights the firmware keeps in flash too.
+    """
+    if net.weights == "external":
+        return len(net.constant)
+    return dict(sizes.symbols).get(f"{net.name}.weights", 0)
+
+
+def weights_label(doc: dict) -> str:
+    """How a report's weights are kept, precision and layout apart.
+
+    "embedded, float32", or "embedded, int8 as int16 pairs" for int8 weights widened for
+    a DSP core; the layout is a fact about int8 weights only.
+    """
+    precision = doc.get("precision", "")
+    label = f"{doc['weights']}, {precision}" if precision else doc["weights"]
+    if "int8" in precision and doc.get("weight_layout") == "int16 pairs":
+        label += " (int8 stored as int16 pairs)"
+    return label
+
+
 def _layers(net: CompiledNet) -> list[dict]:
     """One entry per kernel: the nodes it implements, their MACs and the weight bytes it reads.
 
@@ -203,7 +228,9 @@ def report(net: CompiledNet, board: Board | str | None = None) -> dict:
     plan = net.plan
     doc = {"name": net.name, "target": net.target.name, "triple": net.target.triple,
            "weight_layout": weight_layout(net.target),
-           "weights": net.weights, "io_in_arena": bool(plan.io_in_arena),
+           "precision": weight_precision(net.graph),
+           "weights": net.weights, "weight_bytes": stored_weight_bytes(net, sizes),
+           "io_in_arena": bool(plan.io_in_arena),
            "object_bytes": len(net.object),
            "sections": {**sizes.kinds, **sizes.sections},
            "symbols": [{"name": n, "bytes": b} for n, b in sizes.symbols],
