@@ -304,3 +304,27 @@ def test_cancel_while_writing_takes_the_new_folder_back(tmp_path, monkeypatch):
     with pytest.raises(Cancelled):
         work(progress)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_board_list_offers_the_chosen_cores_boards_only(qtbot):
+    from compiler.codegen.targets import BOARDS
+    from tests.gui.test_overlays import _choose_with_mouse
+
+    window = make_window(qtbot)
+    dialog = window.export.open_dialog()
+    for target in ("cortex-m4", "cortex-m7", "host"):
+        _choose_with_mouse(qtbot, dialog.target, target)
+        expected = [name for name, board in BOARDS.items() if board.target == target]
+        assert dialog.offered_boards() == expected
+        qtbot.mouseClick(dialog.board, Qt.MouseButton.LeftButton)  # the list, as it drops
+        view = dialog.board.view()
+        qtbot.waitUntil(view.isVisible)
+        shown = [dialog.board.itemData(r) for r in range(1, dialog.board.count())
+                 if view.visualRect(view.model().index(r, 0)).height() > 0
+                 and not view.isRowHidden(r)]
+        assert shown == expected
+        dialog.board.hidePopup()
+    _choose_with_mouse(qtbot, dialog.target, "cortex-m7")
+    _choose_with_mouse(qtbot, dialog.board, dialog.board.itemText(
+        dialog.board.findData("stm32f746g-disco")))
+    assert dialog.options().board == "stm32f746g-disco"

@@ -18,4 +18,8 @@ PLANTS = (
           "policy.setRetainSizeWhenHidden(True)", "policy.setRetainSizeWhenHidden(False)",
           ("tests/gui/test_calibrate_journey.py",),
           "the Calibrate dialog's OK button jumps away when a preview or a message appears"),
+    Plant("smaller-boards-of-every-core", "views/export_dialog.py",
+          "view.setRowHidden(row, BOARDS[self.board.itemData(row)].target != target)",
+          "view.setRowHidden(row, False)", ("tests/gui/test_export.py",),
+          "the export's board list offers boards of other cores than the chosen target"),
 )
