@@ -146,33 +146,6 @@ class TensorTable(QAbstractTableModel):
         return next((i for i, r in enumerate(self.rows) if r.tensor == tensor), None)
 
 
-class WrappedLabel(QLabel):
-    """A word-wrapped label that keeps the height its lines take at its width.
-
-    A plain one under the histogram gets squeezed to fewer lines than its text needs.
-    """
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setWordWrap(True)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
-
-    def setText(self, text: str) -> None:  # noqa: N802 (Qt override)
-        """Show `text` and ask for its height."""
-        super().setText(text)
-        self._fit()
-
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        """Another width: another number of lines."""
-        super().resizeEvent(event)
-        self._fit()
-
-    def _fit(self) -> None:
-        height = self.heightForWidth(max(self.width(), 1)) if self.text() else 0
-        if height != self.minimumHeight():
-            self.setMinimumHeight(height)
-
-
 class QuantPanel(QWidget):
     """Readouts, worst layers, filter, table, histogram and range editor."""
 
@@ -238,7 +211,9 @@ class QuantPanel(QWidget):
         self.live = QLabel()
         self.live.setStyleSheet(f"color: {style.TEXT_MUTED};")
         # What Keep float costs the selected tensor's int8 model (arena, flash, RAM, MACs).
-        self.float_cost = WrappedLabel()
+        self.float_cost = QLabel()
+        self.float_cost.setWordWrap(True)
+        self.float_cost.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.float_cost.setToolTip("Both int8 models compiled for the document's target: "
                                    "with this tensor quantized → with it kept float")
         self.bars = SqnrBars()

@@ -19,7 +19,7 @@ from compiler.quant.calibration_data import Normalization
 from compiler.quant.float_cost import keep_float_cost
 from tests.gui.helpers import click_row, make_window
 
-TIMEOUT = 120000
+TIMEOUT = 60000  # two compiles of the digits model take a second
 KEPT = "relu2_out"
 
 
