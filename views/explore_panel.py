@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from compiler.codegen.targets import BOARDS, get_target
 from compiler.mcu.firmware import emulated_targets
+from views import style
 from views.explore_scatter import ExploreScatter
 
 NO_BOARD = "(none)"
@@ -49,12 +50,17 @@ class ExplorePanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.calibration = QLineEdit("digits:train")
+        # Empty until the controller fills them from the document's own calibration.
+        self.calibration = QLineEdit()
+        self.calibration.setPlaceholderText("the document's calibration samples")
         self.calibration.setToolTip("Calibration samples: a .npy/.npz file, a folder of "
                                     "images, or digits:train for the sample model")
-        self.evaluation = QLineEdit("digits:test")
-        self.evaluation.setToolTip("Evaluation samples with labels (accuracy); without labels "
-                                   "the score is top-1 agreement with the float model")
+        self.evaluation = QLineEdit()
+        self.evaluation.setPlaceholderText("held-out samples to measure each point on")
+        self.evaluation.setToolTip("The samples every point's accuracy drop is measured on: "
+                                   "with labels the score is accuracy, without it is top-1 "
+                                   "agreement with the float model. One sample is 100/N "
+                                   "points: use more samples than 100 / the bound")
         self.target = QComboBox()
         self.target.addItems(emulated_targets())
         self.target.setCurrentText("cortex-m7")
@@ -78,6 +84,10 @@ class ExplorePanel(QWidget):
         form.addWidget(self.workers, 3, 1)
         form.setColumnStretch(1, 1)
         form.setColumnStretch(3, 1)
+        self.hint = QLabel()
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet(f"color: {style.TEXT_MUTED};")
+        self.hint.hide()
         self.file = QLabel()
         self.file.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.file.setMinimumWidth(40)
@@ -125,6 +135,7 @@ class ExplorePanel(QWidget):
         upper = QVBoxLayout(top)
         upper.setContentsMargins(0, 0, 0, 0)
         upper.addLayout(form)
+        upper.addWidget(self.hint)
         upper.addLayout(row)
         upper.addLayout(buttons)
         upper.addWidget(self.bar)
@@ -133,7 +144,7 @@ class ExplorePanel(QWidget):
         bottom = QWidget()
         lower = QVBoxLayout(bottom)
         lower.setContentsMargins(0, 0, 0, 0)
-        lower.addWidget(QLabel("Pareto front (click a row to pick its point):"))
+        lower.addWidget(QLabel("Pareto front (a click on a row or a point applies it):"))
         lower.addWidget(self.table, 1)
         lower.addLayout(actions)
         split = QSplitter(Qt.Orientation.Vertical)
@@ -151,6 +162,11 @@ class ExplorePanel(QWidget):
         outer.addWidget(self.note)
         self.target.currentTextChanged.connect(self._target_changed)
         self._target_changed(self.target.currentText())
+
+    def set_hint(self, text: str) -> None:
+        """The muted line under the form (hidden when empty)."""
+        self.hint.setText(text)
+        self.hint.setVisible(bool(text))
 
     def set_file(self, path) -> None:
         """Say where the exploration is kept (the folder and file; the whole path on hover)."""

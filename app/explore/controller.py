@@ -4,9 +4,11 @@ The Explore dock runs `kiln explore` as a child process (`app.explore.run`), wat
 progress, and draws every measured trial as it lands in EXPLORE.json. The file is kept per
 document in the user's data folder (a folder named after the model and a hash of its bytes)
 unless the user picks another; Cancel keeps what was measured and Resume goes on from it.
-Clicking a point applies it: its quantization becomes the document's, one undo step. Export
-Bundle… writes a point with its compile options; two Ctrl+clicked points open side by side
-in the compare view.
+The form starts from the document's own calibration data (its evaluation samples, else the
+calibration ones), never another model's. Clicking a point, in the scatter or as a row of
+the front, applies it: its quantization becomes the document's, one undo step. Export
+Bundle… writes the point last clicked with its compile options; two Ctrl+clicked points open
+side by side in the compare view.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.explore.jobs import apply_job, bundle_job, compare_sides
 from app.explore.run import ExploreRun, Settings
+from app.explore.sources import document_sources, hint, missing_data
 from app.window.actions import menu_before_help
 from app.window.workers import Job
 from compiler.errors import KilnError
@@ -73,6 +76,9 @@ class ExploreController(QObject):
         self.job: Job | None = None
         self.applied_number: int | None = None
         self.chosen: int | None = None  # the point Apply and Export Bundle… act on
+        self.typed = False  # the user edited the data fields: the document's stop filling them
+        self.warnings: list[str] = []  # the run's warnings (a coarse evaluation set)
+        self.said = ""  # the status line's own text, below the warnings
         # The graph the document's file holds (opened or saved), held weakly: a closed model
         # must be freed.
         self._on_file = lambda: None
@@ -89,10 +95,13 @@ class ExploreController(QObject):
         p.choose_file.clicked.connect(self.choose_file)
         p.scatter.applyRequested.connect(self.apply)
         p.scatter.selectionChanged.connect(self._selection_changed)
-        p.table.cellClicked.connect(lambda row, _c: self._choose(p.row_number(row)))
+        p.table.cellClicked.connect(self._row_clicked)
         p.apply.clicked.connect(lambda: self.chosen is not None and self.apply(self.chosen))
         p.export.clicked.connect(lambda: self.chosen is not None and self.export(self.chosen))
         p.compare.clicked.connect(lambda: self.compare())
+        for edit in (p.calibration, p.evaluation):
+            edit.textEdited.connect(lambda _text: setattr(self, "typed", True))
+        window.document.quant.sessionChanged.connect(lambda _measured: self._fill_sources())
         self.run.progress.connect(self._progressed)
         self.run.finished.connect(self._finished)
         window.document.modelOpened.connect(self._model_opened)
@@ -153,7 +162,9 @@ class ExploreController(QObject):
             return self.document.path.resolve()
         from compiler.fileio import atomic_write_bytes
 
-        model = output.with_name("model.onnx")
+        # Named as the user's file, so every message of the tool names it.
+        stem = self.document.path.stem if self.document.path else "untitled"
+        model = output.with_name(f"{stem}.onnx")
         atomic_write_bytes(model, self._model_bytes())
         return model
 
@@ -170,10 +181,26 @@ class ExploreController(QObject):
         if self.record is None and not self.run.is_running():
             self.load(self.output(), quiet=True)
 
-    def settings(self, output: Path, model: Path) -> Settings:
-        """The panel's form as the tool's settings."""
+    def _fill_sources(self) -> None:
+        """The data fields from the document, unless the user typed or a file's run shows."""
+        if self.typed or self.record is not None or self.run.is_running():
+            return
         p = self.panel
-        return Settings(model, p.calibration.text().strip(), p.evaluation.text().strip(),
+        data, evaluation = document_sources(self.document)
+        p.calibration.setText(data)
+        p.evaluation.setText(evaluation)
+        p.set_hint(hint(data, evaluation))
+
+    def settings(self, output: Path, model: Path) -> Settings:
+        """The panel's form as the tool's settings (existing files as absolute paths).
+
+        The tool runs in the project's folder, not the one a relative path was typed in.
+        """
+        def absolute(text: str) -> str:
+            return str(Path(text).resolve()) if text and Path(text).exists() else text
+        p = self.panel
+        return Settings(model, absolute(p.calibration.text().strip()),
+                        absolute(p.evaluation.text().strip()),
                         p.target.currentText(), p.chosen_board(), p.max_drop.value(),
                         p.trials.value(), p.chosen_workers(), output)
 
@@ -201,6 +228,11 @@ class ExploreController(QObject):
         return self._launch(output, fresh=False)
 
     def _launch(self, output: Path, fresh: bool) -> bool:
+        p = self.panel
+        missing = missing_data(p.calibration.text(), p.evaluation.text())
+        if missing:
+            self._say(missing)
+            return False
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
             model = self.model_file(output)
@@ -210,6 +242,7 @@ class ExploreController(QObject):
         if not fresh and self.record is not None:
             model = Path(self.record["problem"]["model"])  # resumes the file's own problem
         self.run.start(self.settings(output, model), fresh)
+        self.warnings = []
         self.panel.set_running(True, False)
         self.panel.bar.setRange(0, 0)
         self.panel.progress.setText("Starting kiln explore…")
@@ -227,6 +260,9 @@ class ExploreController(QObject):
         p.progress.setText(shown.progress_text(progress))
         p.bar.setRange(0, max(1, progress["total"]))
         p.bar.setValue(progress["done"])
+        if progress.get("warnings"):
+            self.warnings = list(progress["warnings"])
+            self._say(self.said)
         if progress.get("trial") is not None:
             self.load(self.output(), quiet=True)
         self.progressed.emit(progress)
@@ -235,6 +271,8 @@ class ExploreController(QObject):
         output = self.output()
         self.load(output, quiet=True)
         kept = len(self.record["trials"]) if self.record else 0
+        if self.record is not None:
+            self.warnings = list(self.record.get("warnings", []))
         if state == "failed":
             self._say(f"The exploration failed: {message}")
             self.window.statusBar().showMessage(f"Explore failed: {message}", 10000)
@@ -263,6 +301,7 @@ class ExploreController(QObject):
         """Show and continue the exploration in `path` (a new file starts empty)."""
         self.path = Path(path)
         self.record = None
+        self.typed = False
         self.load(self.path, quiet=not self.path.exists())
 
     def load(self, path: Path | None, quiet: bool = False) -> None:
@@ -286,6 +325,7 @@ class ExploreController(QObject):
             p.scatter.set_points([], None, "instructions", "accuracy (%)",
                                  "No exploration yet: Start measures the first points.")
             p.set_rows([], "accuracy")
+            self._fill_sources()
         else:
             score = shown.score_name(doc)
             p.scatter.set_points(shown.points_of(doc), shown.floor_of(doc),
@@ -295,6 +335,8 @@ class ExploreController(QObject):
             if not self.run.is_running():
                 p.progress.setText(shown.record_text(doc, path))
                 self._fill_form(doc)
+                self.warnings = list(doc.get("warnings", []))
+                self._say(self.said)
         p.set_running(self.run.is_running(), self._resumable())
         self._update_buttons()
 
@@ -314,9 +356,11 @@ class ExploreController(QObject):
 
     # -- points --------------------------------------------------------------------------------
 
-    def _choose(self, number: int | None) -> None:
-        self.chosen = number
-        self._update_buttons()
+    def _row_clicked(self, row: int, _column: int) -> None:
+        """A row of the front applies its point, as a click on the scatter does."""
+        number = self.panel.row_number(row)
+        if number is not None:
+            self.apply(number)
 
     def _selection_changed(self, numbers: list) -> None:
         if numbers:
@@ -434,6 +478,8 @@ class ExploreController(QObject):
         self.run.cancel()
         self._remember_file()
         self.path, self.record = None, None
+        self.typed = False
+        self.warnings = []
         self.applied_number = self.chosen = None
         self.panel.scatter.set_applied(None)
         self.panel.scatter.set_selection([])
@@ -441,7 +487,10 @@ class ExploreController(QObject):
             self.load(self.output(), quiet=True)
 
     def _say(self, text: str) -> None:
-        self.panel.status.setText(text)
+        """The status line, after the run's warnings (they stay until the next run)."""
+        self.said = text
+        self.panel.status.setText("\n".join([*(f"Warning: {w}" for w in self.warnings),
+                                              *([text] if text else [])]))
 
 
 def install(window) -> ExploreController:

@@ -9,7 +9,9 @@ result, not a retry. Ray and Optuna are the optional extra `kiln[explore]`.
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -118,6 +120,8 @@ class RayExecutor:
 
         self._ray = ray
         self._owned = not ray.is_initialized()
+        # ray.init makes SIGTERM exit at once; the caller's handler (save, then stop) stays.
+        stop = signal.getsignal(signal.SIGTERM)
         if self._owned:
             kwargs = dict(include_dashboard=False, log_to_driver=False,
                           logging_level=logging.WARNING, configure_logging=False)
@@ -135,6 +139,9 @@ class RayExecutor:
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise KilnError(f"could not start or reach {where}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else exc}") from None
+            finally:
+                if threading.current_thread() is threading.main_thread() and stop is not None:
+                    signal.signal(signal.SIGTERM, stop)
         self._task = ray.remote(num_cpus=1, max_retries=RETRIES,
                                 name="run_trial")(ray_trial)
 

@@ -151,5 +151,6 @@ def measure(problem: Problem, config: Config,
 
 def feasible(problem: Problem, measured: Measurement) -> bool:
     """Within the drop bound and, with a board, within its flash and RAM."""
-    return measured.fits and problem.float_score - measured.score <= (
-        problem.spec.max_drop + 1e-12)
+    from compiler.explore.accuracy_control import within
+
+    return measured.fits and within(problem.float_score, measured.score, problem.spec.max_drop)

@@ -160,7 +160,8 @@ def _explore(qtbot, window, samples: Path) -> None:
         qtbot.mouseClick(p.start, Qt.MouseButton.LeftButton)
     assert ended.args == ["complete"], p.status.text()
     assert len(p.scatter.points) == 2 and explore.record is not None
-    assert explore.output().with_name("model.onnx").is_file()  # the edited graph, not the file
+    edited = explore.output().with_name(f"{window.document.path.stem}.onnx")
+    assert edited.is_file()  # the edited graph, named as the user's file
 
 
 def _open_another(qtbot, window, monkeypatch, model: str, tmp_path) -> None:
