@@ -43,9 +43,11 @@ class CompareView(QWidget):
 
     Signals:
         rowChosen(int): a row of the differences list was clicked, or Previous/Next pressed.
+        closeRequested(): the Close button was pressed.
     """
 
     rowChosen = Signal(int)
+    closeRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -103,7 +105,13 @@ class CompareView(QWidget):
         body.setStretchFactor(2, 1)
         column = QVBoxLayout(self)
         column.setContentsMargins(6, 6, 6, 6)
-        column.addWidget(self.summary)
+        self.close_button = QPushButton("Close")
+        self.close_button.setToolTip("Close the comparison (Esc)")
+        self.close_button.clicked.connect(self.closeRequested)
+        head = QHBoxLayout()
+        head.addWidget(self.summary, 1)
+        head.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
+        column.addLayout(head)
         column.addWidget(body, 1)
 
         self.rows.currentRowChanged.connect(self._row_changed)

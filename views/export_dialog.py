@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QRegularExpression, Qt, QUrl, Signal
+from PySide6.QtCore import QRegularExpression, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QDesktopServices,
     QFontDatabase,
@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 
 from compiler.codegen.targets import BOARDS, target_names
 from compiler.mcu.firmware import emulated_targets
-from views import style
+from views import screen_fit, style
 from views.size_report import ComparisonTable, SizeReport
 
 WEIGHTS = (("embedded", "Embedded in NET.o (read-only data)"),
@@ -468,13 +468,13 @@ class ExportDialog(QDialog):
         self._fit_result()
 
     def _fit_result(self) -> None:
-        """Grow to the result page's size, never past the screen's height (the report scrolls)."""
+        """Grow to the result page's size, never past the screen (the report scrolls)."""
         width, height = RESULT_SIZE
-        width, height = max(self.width(), width), max(self.height(), height)
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        if screen is not None:  # room for the title bar and the desktop's panels
-            height = min(height, screen.availableGeometry().height() - 80)
-        self.resize(width, height)
+        wanted = QSize(max(self.width(), width), max(self.height(), height))
+        # Its frame and the desktop's panels included: the buttons stay on the screen.
+        self.resize(screen_fit.fitted_size(wanted, screen_fit.room(self), self.minimumSize()))
+        if self.isVisible():
+            screen_fit.fit_window(self)
 
     def folder_url(self) -> QUrl:
         """The URL "Open Folder" opens."""

@@ -27,6 +27,7 @@ class ProblemsPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         self.summary = QLabel()
         self.summary.setContentsMargins(6, 4, 6, 4)
+        self.summary.setWordWrap(True)  # a narrow column wraps the sentence, not widens
         layout.addWidget(self.summary)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Node", "Op", "Reason"])

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSizePolicy,
+    QToolButton,
+    QWidget,
+)
 
 
 class SearchBar(QWidget):
@@ -34,7 +42,7 @@ class SearchBar(QWidget):
         self.query = QLineEdit()
         self.query.setPlaceholderText("node name, op type or tensor name")
         self.query.setClearButtonEnabled(True)
-        self.query.setMinimumWidth(100)  # the bar must fit over the canvas of a small window
+        self.query.setMinimumWidth(60)  # the bar must fit over the canvas of a small window
         self.query.textChanged.connect(self._debounce)
         self.query.returnPressed.connect(self._return)
         layout.addWidget(self.query, 1)
@@ -49,6 +57,8 @@ class SearchBar(QWidget):
         layout.addWidget(self.next_button)
         self.status = QLabel()
         self.status.setMinimumWidth(64)  # "12 of 345"
+        # A long "no match" sentence is cut rather than widening the bar past a small canvas.
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.status)
         close = self._button("✕", "Close (Escape)", self.close_bar)
         layout.addWidget(close)

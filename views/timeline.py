@@ -17,6 +17,9 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 from views import style
 
 LEFT, RIGHT, TOP, BOTTOM = 78, 150, 34, 40  # margins around the plot (axes, labels, legend)
+# Narrower than this, the plot keeps the right margin's room and the arena and lower-bound
+# labels go inside it, right-aligned on their lines (a squeezed plot showed a strip).
+NARROW_PLOT = 240
 LIVE_COLOR = "#1d232a"
 BOUND_COLOR = "#2e7d32"
 ARENA_COLOR = "#c62828"
@@ -153,8 +156,20 @@ class MemoryTimeline(QWidget):
 
     def plot_rect(self) -> QRectF:
         """Where the rectangles go (inside the axes)."""
-        return QRectF(LEFT, TOP, max(self.width() - LEFT - RIGHT, 10),
+        return QRectF(LEFT, TOP, max(self.width() - LEFT - self._right(), 10),
                       max(self.height() - TOP - BOTTOM, 10))
+
+    def _right(self) -> int:
+        """The margin right of the plot: room for the labels, unless that leaves a strip."""
+        return RIGHT if self.width() - LEFT - RIGHT >= NARROW_PLOT else 8
+
+    def axis_steps(self, font_metrics) -> list[int]:
+        """The steps labelled under the plot: every k-th, k such that no labels touch."""
+        steps = self.steps()
+        room = self.plot_rect().width() / max(steps, 1)  # pixels per step
+        label = font_metrics.horizontalAdvance(str(max(steps - 1, 0))) + 8
+        every = max(1, _nice_step(max(steps / 12, label / max(room, 1e-6))))
+        return list(range(0, steps, every))
 
     def _top_bytes(self) -> int:
         return self._top
@@ -262,9 +277,7 @@ class MemoryTimeline(QWidget):
             p.drawText(QRectF(0, y - 8, LEFT - 6, 16),
                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, kib(value))
             value += tick
-        steps = self.steps()
-        every = max(1, _nice_step(steps / 12))
-        for s in range(0, steps, every):
+        for s in self.axis_steps(p.fontMetrics()):
             x = (self._x(s) + self._x(s + 1)) / 2
             p.drawText(QRectF(x - 20, r.bottom() + 3, 40, 14), Qt.AlignmentFlag.AlignCenter,
                        str(s))
@@ -358,10 +371,15 @@ class MemoryTimeline(QWidget):
             p.setPen(QPen(QColor(LIVE_COLOR), 2))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawPath(path)
+        inside = self._right() < RIGHT
         for y, color, text in labels:
             p.setPen(QColor(color))
-            p.drawText(QRectF(r.right() + 6, y, RIGHT - 8, 14),
-                       Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+            if inside:
+                p.drawText(QRectF(r.left(), y, r.width() - 4, 14),
+                           Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
+            else:
+                p.drawText(QRectF(r.right() + 6, y, RIGHT - 8, 14),
+                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
 
     def _paint_legend(self, p: QPainter) -> None:

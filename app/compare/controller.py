@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from html import escape
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QVBoxLayout, QWidget
 
@@ -33,12 +33,14 @@ from compiler.quant.calibrate import METHODS, SCHEMAS
 from compiler.quant.evaluate import evaluate
 from compiler.quant.recipe import QuantRecipe, quantize_with
 from compiler.stage_notes import stage_keys
+from views import screen_fit
 from views.compare_view import STATUS_COLORS, CompareView
 from views.group_layout import lay_out_view
 from views.layout import GraphLayout
 from views.timeline import Bar, window_fields
 
 TARGETS = ("cortex-m7", "cortex-m55")
+WINDOW_SIZE = QSize(1400, 900)  # on a big enough screen
 
 
 @dataclass
@@ -155,8 +157,9 @@ class CompareController(QObject):
         self.groups_b = CanvasGroups(self.view.canvas_b)
         self.window = QWidget(window, Qt.WindowType.Window)
         self.window.setWindowTitle("Compare")
-        self.window.resize(1400, 900)
         QVBoxLayout(self.window).addWidget(self.view)
+        screen_fit.closable(self.window)  # Esc and Ctrl+W, beside the Close button
+        self.view.closeRequested.connect(self.window.close)
         self.result: Compared | None = None
         self.job: Job | None = None
         self._syncing = False
@@ -424,6 +427,8 @@ class CompareController(QObject):
                 timeline.set_plan(*plan)
         v.set_sizes(result.size_a, result.size_b)
         self.window.setWindowTitle(f"Compare: {d.a.label} ↔ {d.b.label}")
+        if not self.window.isVisible():  # a share of the screen: the main window stays in sight
+            self.window.resize(screen_fit.share_of_screen(self.window, WINDOW_SIZE, 0.9))
         self.window.show()
         self.main.statusBar().clearMessage()
         self.shown.emit()

@@ -39,6 +39,11 @@ def screenshots(window, save) -> None:
     if doc.graph is None or doc.path is None or \
             doc.path.name != "digits_cnn.onnx":
         return  # the shots need samples: the sample model has them built in
+    dialog = controller.calibrate_dialog()  # the form first, as Quantize > Calibrate... opens it
+    if dialog is not None:
+        save(dialog, "calibrate.png")
+        dialog.reject()
+        dialog.deleteLater()
     calibrate_now(controller, CalibrationRequest("digits:train", "digits:test", Normalization()))
     controller.dock.show()
     floating = controller.dock.isFloating()

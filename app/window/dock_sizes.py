@@ -174,7 +174,30 @@ class DockSizes(QObject):
             areas = [a for a in want if AREAS[a] == orientation]
             room = self.room(orientation) * (1 - self.share[orientation])
             _fit(want, areas, room - SEPARATOR * len(areas), least)
+        # A side that owns a bottom or top corner runs past that row: the row has the rest of
+        # the width, and Qt lets its docks overlap rather than the side give way.
+        for end, corners in ((Area.BottomDockWidgetArea, (Qt.Corner.BottomLeftCorner,
+                                                          Qt.Corner.BottomRightCorner)),
+                             (Area.TopDockWidgetArea, (Qt.Corner.TopLeftCorner,
+                                                       Qt.Corner.TopRightCorner))):
+            sides = [a for a in (self.window.corner(c) for c in corners)
+                     if a in want and AREAS[a] == HORIZONTAL]
+            if end in docks and sides:
+                room = self.room(HORIZONTAL) - self.row_minimum(docks[end])
+                _fit(want, sides, room - SEPARATOR * (len(sides) + 1), least)
         return want
+
+    @staticmethod
+    def row_minimum(docks: list[QDockWidget]) -> int:
+        """The width docks side by side in a row need: each column's widest minimum, summed.
+
+        Docks at one x are tabs or stacked in a column; each further x is a column beside.
+        """
+        columns: dict[int, int] = {}
+        for dock in docks:
+            least = dock.minimumSizeHint().expandedTo(dock.minimumSize()).width()
+            columns[dock.x()] = max(columns.get(dock.x(), 0), least)
+        return sum(columns.values()) + SEPARATOR * max(len(columns) - 1, 0)
 
     def apply(self) -> None:
         """Give each area its target size and its docks their proportions back."""

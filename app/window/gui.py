@@ -319,4 +319,7 @@ def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
     from app.window.panels import screenshot_all
 
     screenshot_all(window, save)
+    from app.window.workspaces import screenshots as workspace_screenshots
+
+    workspace_screenshots(window, save)  # last: the panels hold what the features showed
     return written

@@ -22,12 +22,13 @@ from app.window.actions import build_actions
 from app.window.dock_sizes import DockSizes
 from app.window.panels import install_all
 from app.window.workers import Job, Loaded, lay_out, load_model
+from app.window.workspaces import Workspaces
 from compiler import bulk, edit
 from compiler.errors import KilnError
 from compiler.frontends.load import MODEL_SUFFIXES
 from compiler.ir.graph import Graph
 from compiler.stats import node_macs
-from views import dialogs, status_bar, style
+from views import dialogs, screen_fit, status_bar, style
 from views.canvas import GraphCanvas
 from views.finder import Finder
 from views.group_layout import lay_out_view
@@ -75,6 +76,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("KilnMainWindow")
         self.remember = remember
         self.dock_sizes = DockSizes(self)  # before any dock is sized
+        screen_fit.install()  # every window inside its screen when shown or resized
         self.resize(1400, 900)  # first: the docks' sizes below are asked for at this size
         self.document = Document(self)
         self.layout_: GraphLayout | None = None
@@ -135,7 +137,7 @@ class MainWindow(QMainWindow):
         self.canvas.viewport().installEventFilter(self)
         for dock in self.findChildren(QDockWidget):
             self.dock_sizes.watch(dock)
-        self.default_state = self.saveState()  # what View > Reset Layout goes back to
+        self.workspaces = Workspaces(self)  # a layout per task (View > Reset Layout: its first)
         if remember:
             self._restore_settings()
         self._update_title()
@@ -366,8 +368,8 @@ class MainWindow(QMainWindow):
     # -- settings -----------------------------------------------------------------------------
 
     def reset_layout(self) -> None:
-        """View > Reset Layout: every dock and toolbar where a first start puts it."""
-        self.restoreState(self.default_state)
+        """View > Reset Layout: the workspace's docks where a first start puts them."""
+        self.workspaces.reset()
 
     def show_guide(self) -> None:
         """Help > User Guide."""
@@ -388,16 +390,16 @@ class MainWindow(QMainWindow):
         geometry = store.value("window/geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)
-        state = store.value("window/state")
-        if state is not None:
-            self.restoreState(state)
+        current, layouts = settings.workspace_layouts()
+        if current or layouts:
+            self.workspaces.restore(current, layouts)
         self.show_constants = store.value("view/showConstants", False, type=bool)
         self.actions_.show_constants.setChecked(self.show_constants)
 
     def _save_settings(self) -> None:
         store = settings.settings()
         store.setValue("window/geometry", self.saveGeometry())
-        store.setValue("window/state", self.saveState())
+        settings.remember_workspace_layouts(*self.workspaces.saved())
         store.setValue("view/showConstants", self.show_constants)
         store.sync()
 

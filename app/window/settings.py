@@ -1,11 +1,11 @@
-"""Where the app keeps what it remembers between runs: recent files, geometry, sources."""
+"""Where the app keeps what it remembers between runs: recent files, geometry, layouts, sources."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QByteArray, QSettings
 
 ORGANIZATION = "Kiln"
 APPLICATION = "Kiln"
@@ -52,3 +52,28 @@ def remember_calibration_sources(data: str, evaluate: str, folder: str) -> None:
     store = settings()
     for key, value in (("data", data), ("evaluate", evaluate), ("folder", folder)):
         store.setValue(f"calibrate/{key}", value)
+
+
+def workspace_layouts() -> tuple[str, dict[str, QByteArray]]:
+    """The workspace shown last and each workspace's saved dock layout ("" and {} at first)."""
+    store = settings()
+    store.beginGroup("workspaces")
+    try:
+        current = str(store.value("current", "") or "")
+        layouts = {key: value for key in store.childKeys() if key != "current"
+                   and isinstance(value := store.value(key), QByteArray)}
+    finally:
+        store.endGroup()
+    return current, layouts
+
+
+def remember_workspace_layouts(current: str, layouts: dict[str, QByteArray]) -> None:
+    """Keep each workspace's dock layout (`QMainWindow.saveState`) and the one shown."""
+    store = settings()
+    store.beginGroup("workspaces")
+    try:
+        store.setValue("current", current)
+        for name, layout in layouts.items():
+            store.setValue(name, layout)
+    finally:
+        store.endGroup()

@@ -1,8 +1,13 @@
-"""GUI tests run offscreen, with settings in a temporary folder and message boxes recorded."""
+"""GUI tests run offscreen on a desktop-sized screen, with settings in a temporary folder and
+message boxes recorded."""
 
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+if os.environ["QT_QPA_PLATFORM"] == "offscreen":  # Qt's default screen is 800x800
+    from tests.gui.screens import DESKTOP, screen_platform
+
+    os.environ["QT_QPA_PLATFORM"] = screen_platform(*DESKTOP)
 
 import pytest  # noqa: E402
 from PySide6.QtCore import QSettings  # noqa: E402

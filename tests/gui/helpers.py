@@ -230,6 +230,8 @@ def run_gui_fresh(args, cwd, env_changes, config):
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["XDG_CONFIG_HOME"] = str(config)
     env.update(env_changes)
+    if env.get("QT_QPA_PLATFORM") == "offscreen":  # the tests' desktop-sized screen
+        env["QT_QPA_PLATFORM"] = os.environ.get("QT_QPA_PLATFORM", "offscreen")
     code = f"import sys; from app.window.gui import run_gui; sys.exit(run_gui({args!r}))"
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
