@@ -14,13 +14,7 @@ from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target, auto_lean_weights
-from compiler.codegen.weights import (
-    WEIGHT_ALIGNMENT,
-    WeightTable,
-    distinct_bytes,
-    embed,
-    int8_weight_bytes,
-)
+from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed, int8_weight_bytes
 from compiler.errors import KilnError
 from compiler.ir.graph import Constant, Graph, Node, Value
 from compiler.ir.state import variables
@@ -509,7 +503,7 @@ class _Builder:
                 places += [(BLOB, offset) for offset, _ in consts]
                 calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
                 self.timed_kernels.append(len(self.kernels))
-                self.kernels.append(KernelInfo(fn.name, instr.op, names, distinct_bytes(
+                self.kernels.append(KernelInfo(fn.name, instr.op, names, WeightTable.distinct_bytes(
                     pair for own in parts.values() for pair in own.values()), instr.fusion))
                 continue
             key = self._shape_key(node, add, weights)
@@ -528,7 +522,8 @@ class _Builder:
             calls.append(Call(fn, tuple(r for r, _ in places), tuple(o for _, o in places)))
             self.timed_kernels.append(len(self.kernels))
             self.kernels.append(KernelInfo(fn.name, instr.op, names,
-                                           distinct_bytes(weights.values()), instr.fusion))
+                                           WeightTable.distinct_bytes(weights.values()),
+                                           instr.fusion))
         ticks = tick_counters(self.module, f"{self.name}_layer_ticks", len(calls) + 1) \
             if self.timed else None
         since = cycle_counter(b) if ticks is not None else None

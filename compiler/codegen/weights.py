@@ -53,6 +53,18 @@ class WeightTable:
         self.size = 0
 
     @staticmethod
+    def distinct_bytes(placed) -> int:
+        """Bytes of the blob slots that `(array, offset)` pairs name, each slot once.
+
+        A row-streamed chain asks its emitters for a layer's arrays once per part (its top rows,
+        its middle and its bottom rows, say): they land in one slot and count once.
+        """
+        sizes = {}
+        for array, offset in placed:
+            sizes[offset] = max(sizes.get(offset, 0), array.nbytes)
+        return sum(sizes.values())
+
+    @staticmethod
     def _digest(data: np.ndarray) -> bytes:
         return hashlib.blake2b(data, digest_size=16).digest()
 
@@ -169,18 +181,6 @@ def weights_files(net) -> dict[str, bytes]:
         return {}
     return {f"{net.name}.weights.bin": net.constant,
             f"{net.name}.weights.h": c_array(net.name, net.constant)}
-
-
-def distinct_bytes(placed) -> int:
-    """Bytes of the blob slots that `(array, offset)` pairs name, each slot once.
-
-    A row-streamed chain asks its emitters for a layer's arrays once per part (its top rows,
-    its middle and its bottom rows, say): they land in one slot and count once.
-    """
-    sizes = {}
-    for array, offset in placed:
-        sizes[offset] = max(sizes.get(offset, 0), array.nbytes)
-    return sum(sizes.values())
 
 
 def weight_precision(graph) -> str:

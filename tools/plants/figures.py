@@ -10,8 +10,8 @@ DOCK = "tests/gui/test_dock_figures.py"
 
 PLANTS = (
     Plant("figures-row-chain-weights-zero", "compiler/codegen/build.py",
-          "names, distinct_bytes(\n                    pair for own",
-          "names, 0 * distinct_bytes(\n                    pair for own", (FIGURES,),
+          "names, WeightTable.distinct_bytes(\n                    pair for own",
+          "names, 0 * WeightTable.distinct_bytes(\n                    pair for own", (FIGURES,),
           "a row chain's kernels claim no weights"),
     Plant("figures-kernel-weights-per-part", "compiler/codegen/weights.py",
           "sizes[offset] = max(sizes.get(offset, 0), array.nbytes)",
