@@ -390,9 +390,7 @@ class MainWindow(QMainWindow):
         geometry = store.value("window/geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)
-        current, layouts = settings.workspace_layouts()
-        if current or layouts:
-            self.workspaces.restore(current, layouts)
+        self.workspaces.restore(*settings.workspace_layouts())  # none at first: as it is
         self.show_constants = store.value("view/showConstants", False, type=bool)
         self.actions_.show_constants.setChecked(self.show_constants)
 
