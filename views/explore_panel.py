@@ -88,6 +88,10 @@ class ExplorePanel(QWidget):
         self.hint.setWordWrap(True)
         self.hint.setStyleSheet(f"color: {style.TEXT_MUTED};")
         self.hint.hide()
+        self.warning = QLabel()  # beside the form: the dock's bottom may be scrolled away
+        self.warning.setWordWrap(True)
+        self.warning.setStyleSheet(f"color: {style.PROBLEM};")
+        self.warning.hide()
         self.file = QLabel()
         self.file.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.file.setMinimumWidth(40)
@@ -111,6 +115,8 @@ class ExplorePanel(QWidget):
         self.bar.setMaximumHeight(8)
         self.progress = QLabel("Not started.")
         self.progress.setWordWrap(True)
+        # Room for two lines: inside the splitter a label is not given its wrapped height.
+        self.progress.setMinimumHeight(2 * self.progress.fontMetrics().lineSpacing() + 4)
         self.scatter = ExploreScatter()
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -136,6 +142,7 @@ class ExplorePanel(QWidget):
         upper.setContentsMargins(0, 0, 0, 0)
         upper.addLayout(form)
         upper.addWidget(self.hint)
+        upper.addWidget(self.warning)
         upper.addLayout(row)
         upper.addLayout(buttons)
         upper.addWidget(self.bar)
@@ -167,6 +174,11 @@ class ExplorePanel(QWidget):
         """The muted line under the form (hidden when empty)."""
         self.hint.setText(text)
         self.hint.setVisible(bool(text))
+
+    def set_warnings(self, warnings) -> None:
+        """The run's warnings (a coarse evaluation set), in the problem colour; none hides it."""
+        self.warning.setText("\n".join(f"Warning: {w}" for w in warnings))
+        self.warning.setVisible(bool(warnings))
 
     def set_file(self, path) -> None:
         """Say where the exploration is kept (the folder and file; the whole path on hover)."""

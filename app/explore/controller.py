@@ -77,8 +77,6 @@ class ExploreController(QObject):
         self.applied_number: int | None = None
         self.chosen: int | None = None  # the point Apply and Export Bundle… act on
         self.typed = False  # the user edited the data fields: the document's stop filling them
-        self.warnings: list[str] = []  # the run's warnings (a coarse evaluation set)
-        self.said = ""  # the status line's own text, below the warnings
         # The graph the document's file holds (opened or saved), held weakly: a closed model
         # must be freed.
         self._on_file = lambda: None
@@ -242,7 +240,7 @@ class ExploreController(QObject):
         if not fresh and self.record is not None:
             model = Path(self.record["problem"]["model"])  # resumes the file's own problem
         self.run.start(self.settings(output, model), fresh)
-        self.warnings = []
+        self.panel.set_warnings([])
         self.panel.set_running(True, False)
         self.panel.bar.setRange(0, 0)
         self.panel.progress.setText("Starting kiln explore…")
@@ -261,8 +259,7 @@ class ExploreController(QObject):
         p.bar.setRange(0, max(1, progress["total"]))
         p.bar.setValue(progress["done"])
         if progress.get("warnings"):
-            self.warnings = list(progress["warnings"])
-            self._say(self.said)
+            p.set_warnings(progress["warnings"])
         if progress.get("trial") is not None:
             self.load(self.output(), quiet=True)
         self.progressed.emit(progress)
@@ -271,8 +268,6 @@ class ExploreController(QObject):
         output = self.output()
         self.load(output, quiet=True)
         kept = len(self.record["trials"]) if self.record else 0
-        if self.record is not None:
-            self.warnings = list(self.record.get("warnings", []))
         if state == "failed":
             self._say(f"The exploration failed: {message}")
             self.window.statusBar().showMessage(f"Explore failed: {message}", 10000)
@@ -335,8 +330,7 @@ class ExploreController(QObject):
             if not self.run.is_running():
                 p.progress.setText(shown.record_text(doc, path))
                 self._fill_form(doc)
-                self.warnings = list(doc.get("warnings", []))
-                self._say(self.said)
+                p.set_warnings(doc.get("warnings", []))
         p.set_running(self.run.is_running(), self._resumable())
         self._update_buttons()
 
@@ -479,7 +473,7 @@ class ExploreController(QObject):
         self._remember_file()
         self.path, self.record = None, None
         self.typed = False
-        self.warnings = []
+        self.panel.set_warnings([])
         self.applied_number = self.chosen = None
         self.panel.scatter.set_applied(None)
         self.panel.scatter.set_selection([])
@@ -487,10 +481,7 @@ class ExploreController(QObject):
             self.load(self.output(), quiet=True)
 
     def _say(self, text: str) -> None:
-        """The status line, after the run's warnings (they stay until the next run)."""
-        self.said = text
-        self.panel.status.setText("\n".join([*(f"Warning: {w}" for w in self.warnings),
-                                              *([text] if text else [])]))
+        self.panel.status.setText(text)
 
 
 def install(window) -> ExploreController:

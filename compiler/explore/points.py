@@ -127,8 +127,8 @@ def progress_text(progress: dict) -> str:
     return "; ".join(parts)
 
 
-STAGES = {"checking": "compiled and scored", "ranking": "ranking tensors by what float gives back",
-          "searching": "searching how many to keep float"}
+STAGES = {"checking": "compiled", "ranking": "ranking tensors",
+          "searching": "how many float"}
 
 
 def control_text(control: dict | None, total: int) -> str:
@@ -139,9 +139,9 @@ def control_text(control: dict | None, total: int) -> str:
     floor = 100 * (control["float_score"] - control["max_drop"])
     what = ("every tensor int8" if kept == 0 else
             f"{kept} tensor{'s' if kept != 1 else ''} float")
-    return (f"Accuracy control, {STAGES.get(control['stage'], control['stage'])}: "
-            f"{control['measured']} measured ({control['candidates']} candidates); "
-            f"{100 * control['score']:.2f} % with {what}, the bound is {floor:.2f} %")
+    return (f"Accuracy control ({STAGES.get(control['stage'], control['stage'])}): "
+            f"{control['measured']} measured, {control['candidates']} candidates; "
+            f"{100 * control['score']:.2f} % with {what}, bound {floor:.2f} %")
 
 
 def record_text(doc: dict, path: Path) -> str:

@@ -50,15 +50,16 @@ def _start_from_defaults(qtbot, model: Path, samples: Path):
     assert p.hint.isVisibleTo(p) and "calibration samples" in p.hint.text()
     seen, texts = [], []
     c.progressed.connect(seen.append)
-    c.progressed.connect(lambda _s: texts.append(p.progress.text()))  # what the panel said
+    c.progressed.connect(lambda _s: texts.append((p.progress.text(), p.warning.text())))
     started = time.perf_counter()
     qtbot.mouseClick(p.start, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: any(s["trial"] and s["trial"]["feasible"] for s in seen) or
                     not c.run.is_running(), timeout=TIMEOUT)
     seconds = time.perf_counter() - started
     assert c.run.is_running(), p.status.text()
-    with qtbot.waitSignal(c.runEnded, timeout=60000):
+    with qtbot.waitSignal(c.runEnded, timeout=60000) as ended:
         qtbot.mouseClick(p.cancel, Qt.MouseButton.LeftButton)
+    assert ended.args == ["stopped"], p.status.text()  # Ray's own SIGTERM exit is a failure
     record = read_record(c.output())
     print(f"{model.name}: first feasible point {seconds:.1f} s after Start "
           f"({record['first_feasible_seconds']:.1f} s inside kiln explore)")
@@ -69,11 +70,12 @@ def _start_from_defaults(qtbot, model: Path, samples: Path):
     warned = [w for s in seen for w in s.get("warnings", [])]
     assert warned == [w for w in record["warnings"]] and len(warned) == 1
     assert f"{one_sample:.2f} points" in warned[0] and samples.name in warned[0]
-    assert f"Warning: {warned[0]}" in p.status.text()
+    assert p.warning.isVisibleTo(p) and p.warning.text() == f"Warning: {warned[0]}"
     control = [s["control"] for s in seen if s.get("control")]
     assert control and control[0]["compiled"] and control[0]["float_tensors"] == 0
     assert [e["measured"] for e in control] == sorted(e["measured"] for e in control)
-    said = [t for t in texts if t.startswith("Accuracy control, ")]
+    said = [t for t, _ in texts if t.startswith("Accuracy control (")]
+    assert all(w == f"Warning: {warned[0]}" for _, w in texts)  # from the first line on
     assert len(said) == len(control) and f"{control[-1]['measured']} measured" in said[-1]
     return window, c, record, control
 
