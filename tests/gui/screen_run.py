@@ -2,7 +2,8 @@
 
 Run as `python -m tests.gui.screen_run FOLDER` under an offscreen platform with the screen
 wanted (`tests.gui.screens.screen_platform`): the main window in every workspace, the export
-result, Compare (then Esc), Layer Metrics, Explore and Calibrate. FOLDER gets a PNG of each
+result, Compare (then Esc), Layer Metrics, Explore and Calibrate, and in the main window
+each dock shown at no less than its readable minimum. FOLDER gets a PNG of each
 and `report.json`: {"problems": [...], "escape_closed_compare": bool, "screen": [w, h]}.
 """
 
@@ -44,8 +45,8 @@ def main(folder: Path) -> int:
     gui._quiet_window_system_notes()
     from app.export.controller import run_export
     from app.window.mainwindow import MainWindow
-    from app.window.workspaces import NAMES
-    from tests.gui.screen_check import outside
+    from app.window.workspaces import MINIMUM, NAMES
+    from tests.gui.screen_check import docks_on_screen, outside
     from views.export_dialog import ExportDialog, ExportOptions
 
     window = MainWindow(remember=False)
@@ -59,6 +60,12 @@ def main(folder: Path) -> int:
     def look(widget, name: str) -> None:
         _settle(app, window)
         problems.extend(outside(widget, name))
+        if widget is window:  # every panel shown at a size it can be read at
+            for dock in docks_on_screen(window):
+                least = MINIMUM[dock.windowTitle()]
+                if dock.width() < least.width() or dock.height() < least.height():
+                    problems.append(f"{name}: {dock.windowTitle()} is {dock.width()}x"
+                                    f"{dock.height()}, under {least.width()}x{least.height()}")
         widget.grab().save(str(folder / f"{name}.png"))
 
     for name in NAMES:
