@@ -11,6 +11,7 @@ import json
 import pytest
 
 from compiler.errors import KilnError
+from compiler.explore.accuracy_control import final_step
 from compiler.explore.config import Config
 from compiler.explore.engine import Exploration
 from compiler.explore.executors import InProcess
@@ -58,7 +59,7 @@ def test_the_first_trial_is_accuracy_controls_point_and_the_front_reproduces(exp
     assert [t["number"] for t in doc["trials"]] == list(range(8))
     first = doc["trials"][0]
     assert first["source"] == "accuracy control" and first["feasible"]
-    assert doc["accuracy_control"]["steps"][-1]["keep_float"] == first["config"]["keep_float"]
+    assert final_step(doc["accuracy_control"])["keep_float"] == first["config"]["keep_float"]
     assert doc["first_feasible_seconds"] is not None
     assert len(executor.ran) == len({t["key"] for t in doc["trials"]})  # no key run twice
     assert set(doc["best_feasible"]) == {"accuracy", "instructions", "flash", "ram"}
