@@ -32,13 +32,26 @@ def show_refusal(parent: QWidget | None, message: str) -> None:
     QMessageBox.warning(parent, "Edit not allowed", one_line(message))
 
 
-def ask_save_changes(parent: QWidget | None, name: str) -> str:
-    """Ask whether to save unsaved edits: SAVE, DISCARD or CANCEL."""
+def save_changes_question(name: str, graph_edited: bool) -> tuple[str, object]:
+    """The unsaved-changes question about `name` and its default button.
+
+    Save is the default only for a graph the user edited: when only ranges, float tensors or
+    notes changed, Save means a session and the default is Cancel, so Enter never rewrites a
+    model file (often someone else's) that nobody edited.
+    """
+    if graph_edited:
+        return f"{name} has unsaved edits. Save them first?", QMessageBox.StandardButton.Save
+    return (f"Your changes to {name} (ranges, tensors kept float, notes) are in no file yet; "
+            "the model itself is unchanged. Save them as a session first? Save asks where "
+            "and leaves the model file as it is.", QMessageBox.StandardButton.Cancel)
+
+
+def ask_save_changes(parent: QWidget | None, name: str, graph_edited: bool = True) -> str:
+    """Ask whether to save unsaved changes: SAVE, DISCARD or CANCEL."""
     buttons = (QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
                | QMessageBox.StandardButton.Cancel)
-    answer = QMessageBox.question(parent, "Unsaved changes",
-                                  f"{name} has unsaved edits. Save them first?", buttons,
-                                  QMessageBox.StandardButton.Save)
+    text, default = save_changes_question(name, graph_edited)
+    answer = QMessageBox.question(parent, "Unsaved changes", text, buttons, default)
     if answer == QMessageBox.StandardButton.Save:
         return SAVE
     if answer == QMessageBox.StandardButton.Discard:

@@ -122,6 +122,9 @@ class Document(QObject):
         self._compiled: Compilation | None = None
         self.overlay = ""  # the canvas overlay shown: "", "error" or an Overlay menu key
         self.last_export: dict | None = None  # the report of the last bundle exported
+        # The graph whose content the file at `path` holds (None: no graph is, as after a
+        # crash's edits came back): what tells an edited model from unsaved ranges or notes.
+        self._file_graph: Graph | None = None
 
     def _clean_changed(self, clean: bool) -> None:
         self.dirtyChanged.emit(not clean)
@@ -131,7 +134,11 @@ class Document(QObject):
     def load(self, graph: Graph, path: str | os.PathLike | None) -> None:
         """Make `graph` (just read from `path`) the document, with an empty, clean history."""
         self.undo_stack.clear()  # emits dirtyChanged(False) when there were unsaved edits
+        # clear() leaves an empty history's clean state alone: the unsaved mark of a restored
+        # session (`mark_unsaved`) would stay on every model opened after it.
+        self.undo_stack.setClean()
         self.path = Path(path) if path is not None else None
+        self._file_graph = graph
         self.select(None)
         self.quant.set_session(None)  # the last model's calibration describes nothing here
         self.set_stage_notes({})  # notes on the last model's stages
@@ -236,8 +243,25 @@ class Document(QObject):
             self.problemsChanged.emit()
 
     def is_dirty(self) -> bool:
-        """True when the graph has edits the file does not have."""
+        """True when there are unsaved changes: edits, ranges, float tensors, notes."""
         return not self.undo_stack.isClean()
+
+    def graph_edited(self) -> bool:
+        """True when the graph differs from its file's (a range or a note alone is no edit).
+
+        Edits never mutate a graph and undo brings back the very object, so identity says it.
+        """
+        return self.graph is not None and self.graph is not self._file_graph
+
+    def mark_unsaved(self, graph_edited: bool) -> None:
+        """Hold what no file holds yet (a crash's work brought back) as unsaved changes.
+
+        `graph_edited`: the graph is not the one in the document's file either. Only this
+        model carries the mark: `load` clears it.
+        """
+        if graph_edited:
+            self._file_graph = None
+        self.undo_stack.resetClean()
 
     def title(self) -> str:
         """The file name, or "untitled", with the dirty marker `*` when there are unsaved edits."""
@@ -298,6 +322,7 @@ class Document(QObject):
                 from None
         path_changed = target != self.path
         self.path = target
+        self._file_graph = self.graph
         self.undo_stack.setClean()
         if path_changed:
             self.pathChanged.emit()

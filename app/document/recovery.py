@@ -1,16 +1,20 @@
 """Autosave and recovery: a crash never costs the edits and the ranges tuned by hand.
 
-While the document has unsaved changes, the session (`app.document.sessions`) is written every 30
-seconds, and within a second of the first unsaved change, to a per-user recovery folder, as
-`PID.kiln` (each write atomic: write, fsync, rename). The window is read on the GUI thread and
-the file written by a worker thread a moment after the edit, once the re-evaluation the edit
-started has had the processor, so an edit never waits for the disk; a write still pending when
-the file is removed is dropped, never written back. A normal close, and a save that leaves
-nothing unsaved, remove it at once. At the next start, a recovery file whose process is
-gone is a crash's: the window offers to restore it, discard it, or keep it for later, naming
-the model and when it was last autosaved (the PID means nothing to a user). A restored file
-belongs to the window from then on: it is removed once restored, or at the window's normal
-close if that comes first, so it is never offered twice.
+While the document has unsaved changes, every change (an edit, a range, a tensor kept float, an
+applied exploration point, a note, an option) is journaled within a second: the session
+(`app.document.sessions`) is written JOURNAL_MS after the first change of a burst (the ones
+that come meanwhile go with it) to a per-user recovery folder, as `PID.kiln` (each write
+atomic: write, fsync, rename). The window is read on the GUI thread and the file written by a
+worker thread, so an edit never waits for the disk; a write overtaken by a newer one, or still
+pending when the file is removed, is dropped, never written back. A session's quantization
+being restored is not journaled half done: its arrival is a change. A normal close, and a save
+that leaves nothing unsaved, remove the file at once. At the next start, a recovery file whose
+process is gone is a crash's: the window offers to restore it, discard it, or keep it for
+later, naming the model and when it was last autosaved (the PID means nothing to a user). A
+restored file belongs to the window from then on: once restored it is journaled as the
+window's own (unsaved changes to its model, which a later model does not inherit) and
+removed, or removed at the window's normal close if that comes first, so it is never offered
+twice.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from app.document.sessions import SUFFIX, Snapshot, snapshot_session, write_sess
 from app.window.workers import SerialWorker
 from compiler.errors import KilnError
 
-AUTOSAVE_MS = 30_000
-SETTLE_MS = 750  # from the first unsaved change to its autosave
+AUTOSAVE_MS = 30_000  # a failed write is tried again at the latest this much later
+JOURNAL_MS = 400  # from a change to its journal entry: a burst of changes is written once
 TITLE = "Recover unsaved work"
 BUTTONS = (QMessageBox.StandardButton.Open | QMessageBox.StandardButton.Discard
            | QMessageBox.StandardButton.Ignore)
@@ -127,8 +131,11 @@ class RecoveryController(QObject):
         super().__init__(window)
         self.window = window
         self.path = recovery_dir() / f"{os.getpid()}{SUFFIX}"
-        self._written: int | None = None  # undo index of the last write (or the one pending)
-        # Removing the file bumps the generation: a write asked for before then is dropped.
+        # Changes counted since start (undo steps alone miss a merged note, and an undo then
+        # a new edit returns to an index already written).
+        self._changes = 0
+        self._written: int | None = None  # the change count last written (or being written)
+        # Removing the file, and each newer write, bump the generation: older writes drop.
         self._lock = threading.Lock()
         self._generation = 0
         self._writer = SerialWorker("autosave", self)
@@ -137,61 +144,84 @@ class RecoveryController(QObject):
         self.timer.setInterval(AUTOSAVE_MS)
         self.timer.timeout.connect(self.autosave_soon)
         self.timer.start()
-        self._soon = QTimer(self, singleShot=True, interval=SETTLE_MS)
+        self._soon = QTimer(self, singleShot=True, interval=JOURNAL_MS)
         self._soon.timeout.connect(self.autosave_soon)
         # A crash's session this window restores: removed once restored or at a normal close.
         self._claimed: Path | None = None
-        window.document.undo_stack.cleanChanged.connect(self._clean_changed)
-        window.document.modelOpened.connect(self._forget)
-        window.sessions.restored.connect(self._release)
+        doc = window.document
+        doc.undo_stack.cleanChanged.connect(self._clean_changed)
+        # Every edit, range, float tensor, applied point and note is an undo step (a note
+        # typed on merges into its step); notes a session sets, options and a restored
+        # quantization are none.
+        for signal in (doc.undo_stack.indexChanged, doc.notesChanged, doc.optionsChanged,
+                       doc.pipelineChanged, doc.quant.sessionChanged, doc.quant.edited):
+            signal.connect(self._changed)
+        doc.modelOpened.connect(self._forget)
+        window.sessions.restored.connect(self._restored)
 
     def _clean_changed(self, clean: bool) -> None:
         """Saved: the file goes at once. Unsaved from now on: written in a moment."""
         if clean:
             self.autosave_soon()
         else:
+            self._changed()
+
+    def _changed(self, *_args) -> None:
+        """Something the session holds changed: journal it within JOURNAL_MS."""
+        self._changes += 1
+        if not self._soon.isActive():  # not restarted: a stream of changes still gets written
             self._soon.start()
 
     def _due(self) -> int | None:
-        """The undo index to write now, or None (the file removed when nothing is unsaved)."""
+        """The change count to write now, or None (the file removed when nothing is unsaved)."""
         doc = self.window.document
         if doc.graph is None or not doc.is_dirty():
             self._forget()
             return None
-        index = doc.undo_stack.index()  # every edit and range change is an undo step
-        if index == self._written and self.path.is_file():
+        if doc.quant.restoring:
+            return None  # half a session: its arrival is a change, written then
+        if self._changes == self._written and self.path.is_file():
             return None  # nothing new since the last write
-        return index
+        return self._changes
 
     def autosave(self) -> Path | None:
         """Write the recovery session now, in this thread, if something is unsaved.
 
         Returns the file (None when nothing is unsaved, or the write failed).
         """
-        index = self._due()
-        if index is None:
+        self._soon.stop()
+        count = self._due()
+        if count is None:
             return self.path if self._written is not None and self.path.is_file() else None
-        with self._lock:
-            self._generation += 1  # newer than any write still pending: those are dropped
         try:
-            saved = self._write(snapshot_session(self.window, self.path), self._generation)
+            snapshot = snapshot_session(self.window, self.path)
         except KilnError as exc:  # never in the user's way: say it, go on
             self._failed(str(exc))
             return None
-        self._written = index
+        with self._lock:
+            self._generation += 1  # newer than any write still pending: those are dropped
+        try:
+            saved = self._write(snapshot, self._generation)
+        except KilnError as exc:
+            self._failed(str(exc))
+            return None
+        self._written = count
         return saved
 
     def autosave_soon(self) -> None:
         """Read the window now and write the recovery session in a worker, if something is due."""
-        index = self._due()
-        if index is None:
+        count = self._due()
+        if count is None:
             return
         try:
             snapshot = snapshot_session(self.window, self.path)
         except KilnError as exc:
             self._failed(str(exc))
             return
-        generation, self._written = self._generation, index
+        with self._lock:
+            self._generation += 1  # a write still queued is older than this one: dropped
+            generation = self._generation
+        self._written = count
         self._writer.submit(lambda: self._write(snapshot, generation))
 
     def is_busy(self) -> bool:
@@ -199,7 +229,7 @@ class RecoveryController(QObject):
         return self._soon.isActive() or self._writer.is_busy()
 
     def _write(self, snapshot: Snapshot, generation: int) -> Path | None:
-        """Write `snapshot` unless the file was removed since it was taken (any thread)."""
+        """Write `snapshot` unless the file was removed or a newer one asked for (any thread)."""
         with self._lock:
             if generation != self._generation:
                 return None
@@ -225,6 +255,15 @@ class RecoveryController(QObject):
             self._generation += 1
             discard(self.path)
         self._written = None
+
+    def _restored(self) -> None:
+        """A crash's session came back whole: journal it as this window's, then drop its file.
+
+        Written here and now, so no moment passes with neither file on disk.
+        """
+        if self._claimed is not None:
+            self.autosave()
+        self._release()
 
     def _release(self) -> None:
         """The crash's session restored here is this window's state now: remove its file.

@@ -1,7 +1,8 @@
 """File > Save Session / Open Session: a `.kiln` file that brings a working day back.
 
-The session is versioned JSON: the model (its path and SHA-256), the edited graph when there
-are edits (written beside the session as MODEL.edited.onnx, atomically), the pass pipeline,
+The session is versioned JSON: the model (its path and SHA-256), the edited graph when the
+graph was edited (written beside the session as MODEL.edited.onnx, atomically; ranges, float
+tensors and notes alone leave the model referenced by path and hash), the pass pipeline,
 target, board and arena option, the quantization profile with every hand-tuned range and the
 samples it was measured on, the teacher's notes on the pipeline's stages (version 2; a
 version 1 file, without them, still opens), and the view (zoom, centre, selection, dock
@@ -28,10 +29,10 @@ from PySide6.QtCore import QByteArray, QObject, QPointF, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog
 
-from app.inspect.lessons import only_notes_changed
 from app.quant.calibrate_dialog import CalibrationRequest
 from app.quant.session import Weights, session_from_profile
 from app.quant.state import session_recipe
+from app.window import folders
 from app.window.workers import Job
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes
@@ -90,8 +91,7 @@ def snapshot_session(window, path: str | Path) -> Snapshot:
     if doc.graph is None:
         raise KilnError("there is no model to keep in a session")
     model = doc.path
-    edited = model is None or (doc.is_dirty() and not only_notes_changed(doc)) or \
-        model.suffix.lower() == ".tflite"
+    edited = model is None or doc.graph_edited()  # else the file itself, by path and hash
     canvas = window.canvas
     centre = canvas.visible_scene_rect().center()
     qs = doc.quant.session
@@ -268,30 +268,37 @@ class SessionController(QObject):
         self._job: Job | None = None
         window.modelLoaded.connect(self._model_loaded)
 
-    def save_dialog(self) -> None:
-        """Ask where, then save."""
-        path, _ = QFileDialog.getSaveFileName(self.window, "Save Session", "",
+    def save_dialog(self) -> bool:
+        """Ask where (from the folder last used, never the model's), then save; True if saved."""
+        model = self.window.document.path
+        start = folders.start_folder("session") / f"{model.stem if model else 'model'}{SUFFIX}"
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save Session", str(start),
                                               f"Kiln sessions (*{SUFFIX})")
-        if path:
-            try:
-                saved = save_session(self.window, path)
-            except (KilnError, OSError) as exc:
-                show_error(self.window, "Save session", str(exc))
-                return
-            self.window.statusBar().showMessage(f"Saved session {saved}", 6000)
+        if not path:
+            return False
+        try:
+            saved = save_session(self.window, path)
+        except (KilnError, OSError) as exc:
+            show_error(self.window, "Save session", str(exc))
+            return False
+        folders.remember("session", saved)
+        self.window.statusBar().showMessage(f"Saved session {saved}", 6000)
+        return True
 
     def open_dialog(self) -> None:
         """Ask which, then open."""
-        path, _ = QFileDialog.getOpenFileName(self.window, "Open Session", "",
+        path, _ = QFileDialog.getOpenFileName(self.window, "Open Session",
+                                              str(folders.start_folder("session")),
                                               f"Kiln sessions (*{SUFFIX})")
         if path:
+            folders.remember("session", path)
             self.open_session(path)
 
     def open_session(self, path: str | Path, recovered: bool = False) -> bool:
         """Open the session's model; the rest is applied once it is on the canvas.
 
         A `recovered` session (autosaved before a crash) comes back as unsaved changes to
-        its model's own file.
+        its model's own file, edits, ranges and notes alike.
         """
         try:
             doc, model = read_session(path)
@@ -309,18 +316,18 @@ class SessionController(QObject):
             return
         window, document = self.window, self.window.document
         original = doc["model"].get("path")
-        if doc.get("recovered") and doc.get("edited") and original:
-            document.path = Path(original)  # Save goes to the model, not the recovery folder
-            document.pathChanged.emit()
-            document.undo_stack.resetClean()  # not saved yet: the title says so, close asks
+        if doc.get("recovered"):
+            edited = bool(doc.get("edited"))
+            if edited and original:
+                document.path = Path(original)  # Save goes to the model, not the recovery folder
+                document.pathChanged.emit()
+            # In no file yet: the title says so, close asks; this model only (`load` clears it).
+            document.mark_unsaved(graph_edited=edited)
         document.set_pipeline(Pipeline.from_json(doc["pipeline"], "session pipeline"))
         document.set_target(doc["target"], doc.get("board"))
         document.set_io_in_arena(bool(doc.get("io_in_arena")))
         document.set_disabled_lowering(doc.get("disabled_lowering", []))
-        notes = check_notes(doc.get("notes", {}))  # checked when the file was read
-        document.set_stage_notes(notes)
-        if doc.get("recovered") and notes:
-            document.undo_stack.resetClean()  # notes live only in sessions: not saved yet
+        document.set_stage_notes(check_notes(doc.get("notes", {})))  # checked when read
         view = doc["view"]
         window.restoreState(QByteArray(base64.b64decode(view["docks"])))
         window.canvas.set_zoom(float(view["zoom"]))
@@ -343,19 +350,30 @@ class SessionController(QObject):
         job = Job(lambda _progress: session_from_profile(
             graph, profile, request, base=bases(graph, profile.equalized), weights=weights),
                   "Restoring the quantization", self)
-        job.succeeded.connect(self._quant_restored)
-        job.failed.connect(self._fail)
+        job.succeeded.connect(lambda session: self._quant_restored(job, session))
+        job.failed.connect(lambda message: self._quant_failed(job, message))
         self._job = job
+        # Until it is current, the dock says what is coming instead of "Not calibrated".
+        document.quant.set_restoring(
+            f"Restoring the session's calibration ({len(profile.tensors)} tensors)…")
         job.start()
 
     def _fail(self, message: str) -> None:
         show_error(self.window, "Open session", message)
         self.failed.emit(message)
 
-    def _quant_restored(self, session) -> None:
+    def _quant_failed(self, job: Job, message: str) -> None:
+        if job is self._job:
+            self.window.document.quant.set_restoring("")
+        self._fail(message)
+
+    def _quant_restored(self, job: Job, session) -> None:
         document = self.window.document
+        if job is not self._job:
+            return  # another session's restore started since
         if session.graph is document.graph:  # else another model or an edit came meanwhile
             document.quant.set_session(session, measured=True)
+        document.quant.set_restoring("")
         self.restored.emit()
 
 

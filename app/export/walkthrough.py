@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from app.window import folders
 from app.window.actions import menu_named
 from app.window.workers import Job, Progress
 from compiler.driver import Compilation, Options
@@ -57,10 +58,14 @@ class WalkthroughController(QObject):
     def _ask_folder(self) -> Path | None:
         doc = self.document
         stem = doc.path.stem if doc.path else "model"
-        start = (doc.path.parent if doc.path else Path.home()) / f"{stem}-walkthrough"
+        # The folder last written to, else documents or home: the model's is often read-only.
+        start = folders.start_folder("walkthrough") / f"{stem}-walkthrough"
         chosen, _ = QFileDialog.getSaveFileName(self.window, "Export Walkthrough (a new folder)",
                                                 str(start))
-        return Path(chosen) if chosen else None
+        if not chosen:
+            return None
+        folders.remember("walkthrough", chosen)
+        return Path(chosen)
 
     def _may_write(self, folder: Path) -> bool | None:
         """True to replace a walkthrough there, False for a free folder, None to stop."""

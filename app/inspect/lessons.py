@@ -52,19 +52,6 @@ class NoteCommand(QUndoCommand):
         self.document.set_stage_note(self.key, self.before)
 
 
-def only_notes_changed(document) -> bool:
-    """Whether every step between the saved state and now is a note edit (the graph is the file's).
-
-    A session then names the model itself instead of writing an edited copy beside it.
-    """
-    stack = document.undo_stack
-    clean, index = stack.cleanIndex(), stack.index()
-    if clean < 0:
-        return False  # the saved state was dropped from the history: nothing is known
-    low, high = sorted((clean, index))
-    return all(isinstance(stack.command(i), NoteCommand) for i in range(low, high))
-
-
 class LessonsController(QObject):
     """The note editor of the Passes panel and presentation mode."""
 

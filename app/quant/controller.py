@@ -35,6 +35,7 @@ from compiler.quant.calibrate import METHODS, histogram_error, params_for
 from views.quant_panel import MANUAL, QuantPanel
 
 WORST = 5  # tensors in the worst-layers list
+NOT_CALIBRATED = "Not calibrated. Quantize > Calibrate… measures every tensor."
 DRAWN_MS = 20  # from an edit to its evaluation: the window draws the edit first
 
 
@@ -118,6 +119,7 @@ class QuantController(QObject):
             lambda item: self.show_tensor(item.data(Qt.ItemDataRole.UserRole)))
         doc.modelOpened.connect(self._model_opened)
         self.state.sessionChanged.connect(self._session_changed)
+        self.state.restoringChanged.connect(self._restoring)
         self.state.edited.connect(self._edited)
         self.ranges.found.connect(self._range_found)
         doc.selectionChanged.connect(self._canvas_selected)
@@ -482,5 +484,13 @@ class QuantController(QObject):
         """Another model (the document has dropped the session): forget this one's work."""
         self.calibration.cancel(redraw=False)
         self.panel.overlay.setChecked(False)  # a new model opens without the last one's overlay
+        self.panel.forget_model()  # nor its filter text and method
         self._show()
-        self.panel.status.setText("Not calibrated. Quantize > Calibrate… measures every tensor.")
+        self.panel.status.setText(NOT_CALIBRATED)
+
+    def _restoring(self, text: str) -> None:
+        """A session file's calibration is being rebuilt: say so, not "Not calibrated"."""
+        if self.session is not None:
+            return  # the session it brings is shown already (or one calibrated meanwhile)
+        self.panel.status.setText(text or NOT_CALIBRATED)
+        self.panel.histogram.clear(text or "Not calibrated.")

@@ -109,11 +109,14 @@ class QuantState(QObject):
         edited(str): the range of that tensor, or whether it stays float, changed.
         replaced(str): the user made another session current as a whole (an exploration
             point applied; the text is its undo step's): the Quantization dock shows it.
+        restoringChanged(str): a session file's quantization is being rebuilt (the text says
+            so, "" once it is current or given up): `restoring`.
     """
 
     sessionChanged = Signal(bool)
     edited = Signal(str)
     replaced = Signal(str)
+    restoringChanged = Signal(str)
 
     def __init__(self, document):
         # The document is the parent, asked for with `parent()`: an attribute holding it would
@@ -121,6 +124,9 @@ class QuantState(QObject):
         # in an order that crashes the binding.
         super().__init__(document)
         self.session: Session | None = None
+        # What a session file's quantization being rebuilt is ("" when none is): the dock
+        # says it instead of "Not calibrated", the autosave waits for it.
+        self.restoring = ""
         self._bases: weakref.WeakKeyDictionary[Graph, dict[bool, Graph]] = \
             weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -140,9 +146,16 @@ class QuantState(QObject):
     # -- the session ----------------------------------------------------------------------------
 
     def set_session(self, session: Session | None, measured: bool = False) -> None:
-        """Make `session` current (None: nothing is calibrated)."""
+        """Make `session` current (None: nothing is calibrated); a restore under way is over."""
         self.session = session
+        self.set_restoring("")
         self.sessionChanged.emit(measured)
+
+    def set_restoring(self, text: str) -> None:
+        """Say that a session's quantization is being rebuilt (`text`), or no longer ("")."""
+        if text != self.restoring:
+            self.restoring = text
+            self.restoringChanged.emit(text)
 
     def current(self) -> Session | None:
         """The session, if it describes the document's graph as it is now."""
