@@ -340,13 +340,14 @@ class MainWindow(QMainWindow):
         return True
 
     def maybe_save(self) -> bool:
-        """Ask about unsaved edits; True when it is fine to drop the current graph."""
+        """Ask about unsaved changes; True to go on (ranges alone are saved as a session)."""
         if not self.document.is_dirty():
             return True
         name = self.document.path.name if self.document.path else "The model"
-        answer = dialogs.ask_save_changes(self, name)
+        edited = self.document.graph_edited()  # else Save would rewrite an unedited model
+        answer = dialogs.ask_save_changes(self, name, edited)
         if answer == dialogs.SAVE:
-            return self.save()
+            return self.save() if edited else self.sessions.save_dialog()
         return answer == dialogs.DISCARD
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: D102 (Qt override)
