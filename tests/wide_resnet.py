@@ -4,7 +4,9 @@ MLPerf Tiny's ResNet-8 topology as `pretrainedResnet.onnx` lays it out (an NHWC 
 transposed to NCHW, a 3 x 3 stem, one residual block per stack, the second and third stacks
 halving the image with a 1 x 1 shortcut, average pool, MatMul, Softmax) at stack widths
 `width`, 2 x and 4 x `width`. The weights are He-initialised from a fixed seed, so a fresh
-clone builds the same model the shared folder's users saw, without the shared folder.
+clone builds it without the shared folder. Its answers mean nothing: figures of sizes,
+arenas and exactness use it. Where accuracy matters, `tests.explore.wide_resnet` widens the
+trained ResNet-8 of the shared models instead.
 """
 
 from __future__ import annotations
