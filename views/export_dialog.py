@@ -219,6 +219,7 @@ class ExportDialog(QDialog):
         self.progress.hide()
         self.board.currentIndexChanged.connect(self._board_changed)
         self.target.currentTextChanged.connect(self._target_changed)
+        self._offer_boards_of(self.target.currentText())
         self._update_applicable()
         return page
 
@@ -236,7 +237,20 @@ class ExportDialog(QDialog):
         name = self.board.currentData()
         if name is not None and BOARDS[name].target != target:
             self.board.setCurrentIndex(0)  # the board's CPU differs: no budget to check
+        self._offer_boards_of(target)
         self._update_applicable()
+
+    def _offer_boards_of(self, target: str) -> None:
+        """List only the boards with the chosen target's core (and "None")."""
+        view = self.board.view()
+        for row in range(1, self.board.count()):
+            view.setRowHidden(row, BOARDS[self.board.itemData(row)].target != target)
+
+    def offered_boards(self) -> list[str]:
+        """The boards the list offers now, in order (without "None")."""
+        view = self.board.view()
+        return [self.board.itemData(row) for row in range(1, self.board.count())
+                if not view.isRowHidden(row)]
 
     def _update_applicable(self) -> None:
         """Disable (and clear) the options the chosen target cannot have.

@@ -25,10 +25,18 @@ from app.document.document import ERROR_OVERLAY
 from app.quant.calibrate_dialog import CalibrateDialog, CalibrationRequest
 from app.quant.calibration import Calibration
 from app.quant.float_cost import FloatCostShown
-from app.quant.follow import Following, stale_text, table_rows
+from app.quant.follow import Following, quantized_of_calibrated, stale_text, table_rows
 from app.quant.overlay import edge_texts, node_colors
 from app.quant.ranges import Found, RangeSearch
-from app.quant.session import Evaluated, SampleOutputs, Session, evaluate_job, sample_outputs
+from app.quant.session import (
+    Evaluated,
+    Measured,
+    SampleOutputs,
+    Session,
+    evaluate_job,
+    measure_job,
+    sample_outputs,
+)
 from app.window.actions import menu_before_help
 from app.window.workers import Job, SerialWorker
 from compiler.quant.calibrate import METHODS, histogram_error, params_for
@@ -49,6 +57,7 @@ class QuantController(QObject):
     """
 
     evaluated = Signal()
+    measured = Signal()  # the integer model's figures of the current ranges are shown
     calibrationEnded = Signal(bool)
     outputsShown = Signal()
 
@@ -69,6 +78,12 @@ class QuantController(QObject):
         self._worker.succeeded.connect(self._evaluated)
         self._worker.failed.connect(
             lambda message: self.panel.status.setText(f"Evaluation failed: {message}"))
+        # The compiled integer model runs apart: a drag's fast evaluation never waits for it.
+        self._measurer = SerialWorker("integer model", self)
+        self._measurer.succeeded.connect(self._measured)
+        self._measurer.failed.connect(
+            lambda message: self.panel.output_sqnr.setText(f"not measured: {message}"))
+        self._measure_again = False
         self.ranges = RangeSearch(self)
         self.ranges.failed.connect(
             lambda message: self.panel.status.setText(f"Range search failed: {message}"))
@@ -292,7 +307,7 @@ class QuantController(QObject):
     def is_busy(self) -> bool:
         """True while a calibration, an evaluation or a range search runs or is due."""
         return (self._worker.is_busy() or self._soon.isActive() or self.ranges.is_busy()
-                or self.calibration.is_running())
+                or self.calibration.is_running() or self._measurer.is_busy())
 
     def _evaluate_soon(self) -> None:
         """Evaluate the ranges in a moment, once the window has drawn the edit.
@@ -352,8 +367,7 @@ class QuantController(QObject):
             return
         e = s.evaluation
         selected = self._show_rows(s)
-        p.output_sqnr.setText(", ".join(f"{v:.1f} dB" for v in e.output_sqnr.values()))
-        p.agreement.setText(f"{100 * e.top1_agreement:.1f} % of {s.evaluator.count}")
+        self._show_integer(s)
         if s.int8_accuracy is not None:
             p.accuracy.setText(f"{100 * s.int8_accuracy:.2f} % (float "
                                f"{100 * s.float_accuracy:.2f} %)")
@@ -365,12 +379,50 @@ class QuantController(QObject):
         for t in sorted(e.tensors.values(), key=lambda t: t.sqnr)[:WORST]:
             p.worst.addItem(f"{t.sqnr:6.1f} dB  {t.name}")
             p.worst.item(p.worst.count() - 1).setData(Qt.ItemDataRole.UserRole, t.name)
-        p.status.setText(f"{len(e.tensors)} quantized tensors; {s.live.source}, "
+        p.status.setText(f"{quantized_of_calibrated(s)}; {s.live.source}, "
                          f"{e.recomputed} nodes re-run in {1000 * e.seconds:.0f} ms")
         self._show_selected()
         self.show_overlay()
         self.request_outputs()
+        self._measure(s)
         self.evaluated.emit()
+
+    def _measure(self, s: Session) -> None:
+        """Run the current integer model compiled, unless it is measured (or being measured)."""
+        if s.integer_of is s.evaluator.qdq:
+            return
+        if self._measurer.is_busy():
+            self._measure_again = True  # the latest graph goes next
+            return
+        self._measurer.submit(measure_job(s))
+
+    def _measured(self, result: Measured) -> None:
+        s = result.session
+        s.integer, s.integer_of = result.figures, result.qdq
+        if self._measure_again:
+            self._measure_again = False
+            if s is self.session and s.evaluator is not None:
+                self._measure(s)
+        if s is self.session:
+            self._show_integer(s)
+            if s.integer_of is s.evaluator.qdq:
+                self.measured.emit()
+
+    def _show_integer(self, s: Session) -> None:
+        """Output SQNR and top-1 agreement: the compiled integer model's, the bundle's figures.
+
+        Until it is measured for the current ranges, the float simulation's, marked as such.
+        """
+        p, e = self.panel, s.evaluation
+        if s.integer is not None and s.integer_of is s.evaluator.qdq:
+            i = s.integer
+            p.output_sqnr.setText(", ".join(f"{v:.1f} dB" for v in i.output_sqnr.values())
+                                  + f" (integer model, {i.samples} samples)")
+            p.agreement.setText(f"{100 * i.top1_agreement:.1f} % of {i.samples}")
+            return
+        p.output_sqnr.setText(", ".join(f"≈ {v:.1f} dB" for v in e.output_sqnr.values())
+                              + " (simulated; measuring the integer model…)")
+        p.agreement.setText(f"≈ {100 * e.top1_agreement:.1f} % of {s.evaluator.count}")
 
     def _show_rows(self, s: Session) -> str | None:
         """Fill the table, keeping the selected tensor selected; returns it."""
