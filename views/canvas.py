@@ -75,6 +75,7 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setScene(QGraphicsScene(self))
+        self._opening_view = False  # the view reset_view made, untouched since: it follows size
         self.setRenderHints(QPainter.RenderHint.Antialiasing
                             | QPainter.RenderHint.TextAntialiasing)
         self.setBackgroundBrush(style.color(style.BACKGROUND))
@@ -308,6 +309,7 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
     def set_zoom(self, zoom: float, anchor: QPointF | None = None) -> None:
         """Zoom to `zoom`, keeping the scene point under `anchor` (viewport coords) in place."""
         zoom = max(MIN_ZOOM, min(MAX_ZOOM, zoom))
+        self._opening_view = False
         pivot = anchor if anchor is not None else QPointF(self.viewport().rect().center())
         scene_point = self.mapToScene(pivot.toPoint())
         self.resetTransform()
@@ -343,14 +345,17 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
 
     def fit(self) -> None:
         """Show the whole graph."""
+        self._opening_view = False
         rect = self.scene().sceneRect()
         if rect.isEmpty():
             return
+        # Measured against the viewport without scroll bars: fitted, the graph needs none,
+        # so the zoom does not depend on whether they were showing before.
+        room = self.maximumViewportSize()
+        zoom = min((room.width() - 4) / rect.width(), (room.height() - 4) / rect.height())
         self.resetTransform()
-        self.fitInView(rect, Qt.AspectRatioMode.KeepAspectRatio)
+        self.scale(min(zoom, 1.0), min(zoom, 1.0))  # a tiny graph is not blown up
         self._sync_cache()
-        if self.zoom_level() > 1.0:  # a tiny graph is not blown up
-            self.set_zoom(1.0)
         self.centerOn(rect.center())
         self.viewportChanged.emit()
 
@@ -359,20 +364,23 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
         rect = self.scene().sceneRect()
         if rect.isEmpty():
             return
-        view = self.viewport().rect()
+        view = self.maximumViewportSize()
         fit = min(view.width() / rect.width(), view.height() / rect.height())
         if fit >= 0.6:
             self.fit()
+            self._opening_view = True
             return
         self.set_zoom(min(1.0, max(READABLE_ZOOM, fit)))
         first = min(self._boxes.values(), key=lambda i: (i.pos().y(), i.pos().x()))
         x = first.pos().x() + first.rect.width() / 2
         half_h = self.viewport().height() / 2 / self.zoom_level()  # scroll bars now shown
         self.centerOn(QPointF(x, rect.top() + half_h))
+        self._opening_view = True
         self.viewportChanged.emit()
 
     def center_on(self, key: Key) -> None:
         """Bring a box to the middle of the view, zooming in first if text would be unreadable."""
+        self._opening_view = False
         item = self._boxes.get(key)
         if item is None:
             return
@@ -404,6 +412,8 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
 
     def resizeEvent(self, event) -> None:  # noqa: D102 - Qt override
         super().resizeEvent(event)
+        if self._opening_view:  # docks still settling after an open: the opening view again
+            self.reset_view()
         self.viewportChanged.emit()
 
     # -- mouse ------------------------------------------------------------------------------
@@ -424,6 +434,7 @@ class GraphCanvas(CanvasMarks, QGraphicsView):
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         """Start a possible drag (pan) or click."""
+        self._opening_view = False
         if event.button() == Qt.MouseButton.LeftButton:
             self._press = event.position().toPoint()
             self._dragged = False

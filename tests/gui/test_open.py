@@ -133,11 +133,11 @@ def test_cancel_loading_keeps_the_current_model(qtbot):
 def test_recent_files_and_geometry_are_remembered(qtbot):
     window = make_window(qtbot)
     assert settings.recent_files() == [str(SAMPLE_MODEL.resolve())]
-    window.resize(780, 640)  # within the offscreen screen (800 × 800), above the minimum
+    window.resize(1000, 700)  # within the tests' offscreen screen, above the minimum
     window.close()
     again = MainWindow()
     qtbot.addWidget(again)
-    assert (again.width(), again.height()) == (780, 640)
+    assert (again.width(), again.height()) == (1000, 700)
     recent = again.actions_.recent
     recent.aboutToShow.emit()
     texts = [a.text() for a in recent.actions()]

@@ -253,8 +253,9 @@ def test_fit_zoom_in_out_and_limits(qtbot, densenet):
     assert canvas.zoom_level() == pytest.approx(canvas_module.MAX_ZOOM)
 
 
-def test_fit_does_not_blow_up_a_small_graph(qtbot, sample):
-    canvas = _make_canvas(qtbot, sample, size=(1600, 1600))
+def test_fit_does_not_blow_up_a_small_graph(qtbot):
+    # Six nodes (606 px tall at 1:1) in a window bigger than they need, inside any test screen.
+    canvas = _make_canvas(qtbot, diamond(), size=(760, 760))
     canvas.fit()
     assert canvas.zoom_level() == pytest.approx(1.0)
 
@@ -337,3 +338,18 @@ def test_minimap_redraws_when_the_canvas_changes(qtbot, sample):
     qtbot.wait(150)
     after = minimap.grab().toImage()
     assert before != after
+
+
+def test_the_opening_view_follows_a_resize_until_the_user_moves_it(qtbot, densenet):
+    canvas = _make_canvas(qtbot, densenet, size=(700, 500))
+    canvas.resize(560, 420)  # the docks settle after the model opened
+    qtbot.wait(20)
+    opened = (canvas.zoom_level(), canvas.visible_scene_rect().center())
+    canvas.reset_view()  # what a model opens with at this size
+    assert canvas.zoom_level() == opened[0]
+    moved = canvas.visible_scene_rect().center() - opened[1]
+    assert abs(moved.x()) < 2 and abs(moved.y()) < 2
+    canvas.set_zoom(1.5)  # the user zooms: a resize keeps the user's view
+    canvas.resize(600, 460)
+    qtbot.wait(20)
+    assert canvas.zoom_level() == pytest.approx(1.5)
