@@ -8,11 +8,17 @@ answer is kept for as long as the choices it depends on stay the same.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QObject, Signal
 
 from app.window.workers import SerialWorker
 from compiler.driver import Options
-from compiler.quant.float_cost import FloatCost, keep_float_cost
+from compiler.errors import KilnError
+from compiler.mcu.firmware import emulated_targets
+from compiler.quant.float_cost import FloatCost, keep_float_cost, keep_float_instructions
+
+COUNTING = "counting both under QEMU…"
 
 
 class FloatCostShown(QObject):
@@ -70,7 +76,12 @@ class FloatCostShown(QObject):
         options, pipeline = key[3], self.document.pipeline
 
         def job() -> tuple[tuple, FloatCost]:
-            return key, keep_float_cost(graph, recipe, tensor, options, pipeline)
+            cost = keep_float_cost(graph, recipe, tensor, options, pipeline)
+            counted = cost.target in emulated_targets()
+            return key, replace(cost, instructions_note=COUNTING if counted else
+                                f"not counted: no emulated board runs {cost.target}"), (
+                lambda: _counted(cost, graph, recipe, tensor, options, pipeline)) \
+                if counted else None
         if self._running is not None:
             self._next = (key, job)  # replaces an older wait: only the latest counts
             return
@@ -80,10 +91,13 @@ class FloatCostShown(QObject):
         self._running = key
         self._worker.submit(job)
 
-    def _done(self, result: tuple[tuple, FloatCost]) -> None:
-        key, cost = result
+    def _done(self, result) -> None:
+        key, cost, then = result
         self._known[key] = cost
-        self._after()
+        if then is not None:  # the instructions next, in the same worker: shown when counted
+            self._worker.submit(lambda: (key, then(), None))
+        else:
+            self._after()
         if key == self._wanted:
             self._show(cost)
 
@@ -106,3 +120,12 @@ class FloatCostShown(QObject):
     def is_busy(self) -> bool:
         """True while a cost is being compiled or waits to be."""
         return self._running is not None or self._next is not None
+
+
+def _counted(cost: FloatCost, graph, recipe, tensor: str, options, pipeline) -> FloatCost:
+    """`cost` with its instructions counted, or with the reason they could not be."""
+    try:
+        return replace(cost, instructions=keep_float_instructions(
+            graph, recipe, tensor, options, pipeline), instructions_note="")
+    except KilnError as exc:
+        return replace(cost, instructions_note=f"not counted: {exc}")

@@ -10,16 +10,14 @@ interpreter's integer path). So a point re-applied by hand gives the same number
 from __future__ import annotations
 
 import copy
-import tempfile
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from compiler.driver import Options as CompileOptions
 from compiler.driver import compilation
-from compiler.errors import KilnError
 from compiler.explore.config import Config
 from compiler.explore.problem import Problem
 from compiler.ir.graph import Graph
+from compiler.mcu.counting import inference_instructions
 from compiler.quant.calibrate import choose_range
 from compiler.quant.recipe import QuantRecipe, quantize_with
 
@@ -104,24 +102,6 @@ def float_layer_count(final: Graph) -> int:
     return sum(1 for n in final.nodes if n.op in WEIGHTED)
 
 
-def count_instructions(net) -> int:
-    """Instructions of one inference of `net` on its target's emulated board."""
-    from compiler.inputs import random_inputs
-    from compiler.mcu import counting, firmware
-
-    missing = firmware.missing_tools()
-    if missing:
-        raise KilnError(f"counting instructions needs {' and '.join(missing)} (Debian "
-                        f"packages: {firmware.PACKAGES})")
-    board = firmware.board_for(net.target.name)
-    feeds = random_inputs(net.graph, INPUT_SEED)
-    with tempfile.TemporaryDirectory(prefix="kiln-explore-") as folder:
-        elf = firmware.build(net, firmware.main_c(net, feeds), board.qemu_machine,
-                             Path(folder))
-        counts, _ = counting.count(elf, board.qemu_machine)
-    return counts.total
-
-
 def score_of(problem: Problem, qdq: Graph) -> float:
     """Accuracy of `qdq`'s compiled host code, or its top-1 agreement with float."""
     from compiler.explore.accuracy_control import score_of as scored
@@ -145,7 +125,7 @@ def measure(problem: Problem, config: Config,
     flash, ram = footprint(net, object_sizes(net.object))
     board = problem.board
     fits = board is None or (flash <= board.flash and ram <= board.ram)
-    return Measurement(score_of(problem, qdq), count_instructions(net), flash, ram,
+    return Measurement(score_of(problem, qdq), inference_instructions(net, INPUT_SEED), flash, ram,
                        float_layer_count(compiled.final), fits)
 
 

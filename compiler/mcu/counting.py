@@ -181,3 +181,23 @@ def count_net(shipped: CompiledNet, separate: CompiledNet, feeds: dict[str, np.n
         layers.append(LayerCount(kernel.symbol, kernel.op, kernel.nodes, instructions))
     return NetCount(board.qemu_machine, shipped.target.name, shipped_counts.total, layers,
                     split_counts.total, code_bytes(shipped.object))
+
+
+def inference_instructions(net: CompiledNet, seed: int = 0) -> int:
+    """Instructions of one inference of `net` on its target's emulated board, as shipped.
+
+    On inputs drawn from `seed` (as `kiln bench --target` draws them), marker to marker.
+    """
+    from compiler.inputs import random_inputs
+
+    missing = firmware.missing_tools()
+    if missing:
+        raise KilnError(f"counting instructions needs {' and '.join(missing)} (Debian "
+                        f"packages: {firmware.PACKAGES})")
+    board = firmware.board_for(net.target.name)
+    feeds = random_inputs(net.graph, seed)
+    with tempfile.TemporaryDirectory(prefix="kiln-count-") as folder:
+        elf = firmware.build(net, firmware.main_c(net, feeds), board.qemu_machine,
+                             Path(folder))
+        counts, _ = count(elf, board.qemu_machine)
+    return counts.total

@@ -1,4 +1,4 @@
-"""What keeping one tensor in float costs an int8 model: arena, flash, RAM and float MACs.
+"""What keeping one tensor in float costs an int8 model: arena, flash, RAM, MACs, instructions.
 
 Keeping a tensor float leaves the layers around it float too, with float32 weights, float
 activations four times wider and float arithmetic: one 1x1 convolution kept float grew one
@@ -16,6 +16,7 @@ from compiler.codegen.bundle import footprint as bundle_footprint
 from compiler.codegen.sizes import object_sizes
 from compiler.driver import Options, compilation, float_fallbacks
 from compiler.ir.graph import Graph
+from compiler.mcu.counting import inference_instructions
 from compiler.passes.pipeline import Pipeline
 from compiler.quant.recipe import QuantRecipe, quantize_with
 from compiler.stats import node_macs
@@ -48,6 +49,8 @@ class FloatCost:
     target: str
     quantized: Footprint
     kept: Footprint
+    instructions: tuple[int, int] | None = None  # one inference, quantized and kept float
+    instructions_note: str = ""  # why they are not counted, or that they are being counted
 
     @property
     def layers(self) -> tuple[str, ...]:
@@ -66,8 +69,12 @@ class FloatCost:
                 + ", ".join([change("arena", q.arena, k.arena, " B"),
                              change("flash", q.flash, k.flash, " B"),
                              change("RAM", q.ram, k.ram, " B"),
-                             change("float MACs", q.float_macs, k.float_macs, "")])
-                + f"; layers it leaves float: {layers}.")
+                             change("float MACs", q.float_macs, k.float_macs, ""),
+                             *([change("instructions", *self.instructions, "")]
+                               if self.instructions else [])])
+                + f"; layers it leaves float: {layers}."
+                + (f" Instructions: {self.instructions_note}." if self.instructions_note
+                   and not self.instructions else ""))
 
 
 def footprint(graph: Graph, recipe: QuantRecipe, options: Options,
@@ -91,12 +98,29 @@ def keep_float_cost(graph: Graph, recipe: QuantRecipe, tensor: str, options: Opt
     float; every other choice of the recipe is the same in both. Compiles both (seconds on a
     big model: call it off the GUI thread).
     """
+    without, with_it = _both(recipe, tensor)
+    return FloatCost(tensor, options.resolved_target().name,
+                     footprint(graph, without, options, pipeline),
+                     footprint(graph, with_it, options, pipeline))
+
+
+def _both(recipe: QuantRecipe, tensor: str) -> tuple[QuantRecipe, QuantRecipe]:
+    """The recipe with `tensor` quantized and with it kept float, all else the same."""
     kept = set(recipe.keep_float) | set(recipe.profile.keep_float)
     others = [t for t in recipe.profile.keep_float if t != tensor]
     without = recipe.but(profile=replace(recipe.profile, keep_float=others),
                          keep_float=tuple(t for t in recipe.keep_float if t != tensor))
     with_it = recipe if tensor in kept else recipe.but(
         keep_float=(*recipe.keep_float, tensor))
-    return FloatCost(tensor, options.resolved_target().name,
-                     footprint(graph, without, options, pipeline),
-                     footprint(graph, with_it, options, pipeline))
+    return without, with_it
+
+
+def keep_float_instructions(graph: Graph, recipe: QuantRecipe, tensor: str, options: Options,
+                            pipeline: Pipeline | None = None) -> tuple[int, int]:
+    """Instructions of one inference with `tensor` quantized and kept float, under QEMU.
+
+    The counts `kiln bench --target` gives: the shipped build on the target's emulated board
+    (KilnError without the cross tools or a board for the target). Seconds to a minute.
+    """
+    return tuple(inference_instructions(compilation(quantize_with(graph, r), pipeline).net(
+        options)) for r in _both(recipe, tensor))

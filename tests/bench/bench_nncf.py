@@ -161,8 +161,9 @@ def kiln_figures(path: Path, evaluation: Path) -> dict:
     from compiler.codegen.bundle import footprint
     from compiler.codegen.sizes import object_sizes
     from compiler.driver import Options, compilation
-    from compiler.explore.measure import count_instructions, float_layer_count
+    from compiler.explore.measure import INPUT_SEED, float_layer_count
     from compiler.frontends.load import load_model
+    from compiler.mcu.counting import inference_instructions
     from compiler.quant.accuracy import answers
     from compiler.quant.calibration_data import load_calibration
 
@@ -170,7 +171,7 @@ def kiln_figures(path: Path, evaluation: Path) -> dict:
     compiled = compilation(graph)
     net = compiled.net(Options("cortex-m7"))
     flash, ram = footprint(net, object_sizes(net.object))
-    return {"instructions": count_instructions(net), "flash": flash, "ram": ram,
+    return {"instructions": inference_instructions(net, INPUT_SEED), "flash": flash, "ram": ram,
             "float_layers": float_layer_count(compiled.final),
             "accuracy": answers(graph, load_calibration(evaluation, graph)).accuracy}
 

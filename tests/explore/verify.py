@@ -13,8 +13,9 @@ from pathlib import Path
 
 from compiler.driver import compilation
 from compiler.explore.apply import apply_point
-from compiler.explore.measure import count_instructions, float_layer_count, score_of
+from compiler.explore.measure import INPUT_SEED, float_layer_count, score_of
 from compiler.explore.problem import ProblemSpec, load_problem
+from compiler.mcu.counting import inference_instructions
 
 
 def bundle_footprint(report: dict) -> tuple[int, int]:
@@ -38,7 +39,8 @@ def verify_front(doc: dict, folder: Path) -> list[int]:
         report = json.loads((where / f"{point.options.name}.report.json").read_text())
         flash, ram = bundle_footprint(report)
         net = compiled.net(point.options)
-        got = {"score": score_of(problem, point.qdq), "instructions": count_instructions(net),
+        got = {"score": score_of(problem, point.qdq),
+               "instructions": inference_instructions(net, INPUT_SEED),
                "flash": flash, "ram": ram, "float_layers": float_layer_count(compiled.final)}
         want = {k: point.reported[k] for k in got}
         assert got == want, f"trial {number}: re-applied {got}, reported {want}"

@@ -9,14 +9,16 @@ is the cost of what is now kept), and another target is another answer.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 
 from app.quant.calibrate_dialog import CalibrationRequest
+from app.quant.float_cost import COUNTING
 from compiler.driver import Options
 from compiler.quant.calibration_data import Normalization
-from compiler.quant.float_cost import keep_float_cost
+from compiler.quant.float_cost import keep_float_cost, keep_float_instructions
 from tests.gui.helpers import click_row, make_window
 
 TIMEOUT = 60000  # two compiles of the digits model take a second
@@ -41,7 +43,13 @@ def test_the_dock_shows_what_keeping_a_tensor_float_costs(qtbot, tmp_path):
     shown = _shown(qtbot, window, KEPT, lambda: click_row(qtbot, panel, KEPT))
     recipe, graph = window.document.quant.recipe(), window.document.graph
     cost = keep_float_cost(graph, recipe, KEPT, Options("cortex-m7"), window.document.pipeline)
-    assert shown == cost.text() and cost.kept.arena > cost.quantized.arena
+    assert shown == replace(cost, instructions_note=COUNTING).text()
+    assert cost.kept.arena > cost.quantized.arena
+    # Then the instructions, counted under QEMU in the same worker.
+    cost = replace(cost, instructions=keep_float_instructions(
+        graph, recipe, KEPT, Options("cortex-m7"), window.document.pipeline))
+    qtbot.waitUntil(lambda: panel.float_cost.text() == cost.text(), timeout=TIMEOUT)
+    assert "instructions +" in cost.text()
     assert panel.float_cost.isVisible()
     qtbot.wait(50)  # the layout gives the label its lines
     label, live = panel.float_cost, panel.live
@@ -60,6 +68,7 @@ def test_the_dock_shows_what_keeping_a_tensor_float_costs(qtbot, tmp_path):
     other = "pool1_out"
     text = _shown(qtbot, window, other, lambda: click_row(qtbot, panel, other))
     assert text.startswith(f"Keeping {other} float on cortex-m7:") and text != cost.text()
+    qtbot.waitUntil(lambda: not quant.float_costs.is_busy(), timeout=TIMEOUT)
     click_row(qtbot, panel, KEPT)
     assert panel.float_cost.text() == cost.text() and not quant.float_costs.is_busy()
 

@@ -79,3 +79,18 @@ def test_the_cost_is_the_same_whether_the_recipe_keeps_the_tensor_or_not(digits)
     cost = keep_float_cost(graph, both, KEPT, OPTIONS)
     assert cost.layers == ("conv2",) and "conv3" in cost.quantized.float_layers
     assert cost.kept.float_macs - cost.quantized.float_macs == _conv_macs(graph, "conv2")
+
+
+def test_the_instructions_of_keeping_a_tensor_float_are_kiln_bench_counts(digits):
+    from compiler.harness.cortex_m_bench import bench_compilation
+    from compiler.quant.float_cost import keep_float_instructions
+    from tests.codegen import firmware as test_firmware
+
+    test_firmware.require_tools()
+    graph, recipe = digits
+    quantized, kept = keep_float_instructions(graph, recipe, KEPT, OPTIONS)
+    with_it = recipe.but(profile=replace(recipe.profile, keep_float=[KEPT]))
+    benched = [bench_compilation(compilation(quantize_with(graph, r)), "cortex-m7",
+                                 peer=False).kiln.total for r in (recipe, with_it)]
+    assert [quantized, kept] == benched
+    assert kept > quantized  # the layer kept float computes in float32 on a core without DSP dot

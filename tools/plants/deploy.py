@@ -69,4 +69,13 @@ PLANTS = (
           "return tuple(n for n in self.kept.float_layers if n in self.quantized.float_layers)",
           (COST_TESTS,),
           "the dock names the layers float without the tensor, not the ones it leaves float"),
+    Plant("deploy-float-cost-instructions-swapped", "compiler/quant/float_cost.py",
+          "options)) for r in _both(recipe, tensor))",
+          "options)) for r in reversed(_both(recipe, tensor)))",
+          ("tests/quant/test_float_cost.py",),
+          "keeping a tensor float reports the instructions of the two models the wrong way round"),
+    Plant("deploy-float-cost-never-counted", "app/quant/float_cost.py",
+          "counted = cost.target in emulated_targets()", "counted = False",
+          ("tests/gui/test_quant_float_cost.py",),
+          "the dock never counts what keeping a tensor float costs in instructions"),
 )
