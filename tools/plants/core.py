@@ -118,7 +118,7 @@ PLANTS = (
           "if step.steered_by and not int8_residual and not step.needs:",
           ("tests/codegen/test_lowering_passes.py",),
           "the record says the pair ran on Helium, whose target forbids it"),
-    Plant("reference-engine-runs-the-float-qdq-graph", "app/cli/__init__.py",
+    Plant("reference-engine-runs-the-float-qdq-graph", "app/cli/run.py",
           "graph = compiled.reference if args.stage is None else compiled.stage(args.stage)",
           "graph = graph if args.stage is None else compiled.stage(args.stage)", (EXACTNESS,),
           "kiln run's reference engine rounds a quantized model once, not as its rule (issue 50)"),
