@@ -527,6 +527,7 @@ def screenshots(window, save) -> None:
         controller.dock.resize(760, 820)
         save(controller.dock, "explore.png")
         controller.dock.setFloating(floating)
+        window.workspaces.switch("Explore")  # applying the point showed the Quantize one
         controller.dock.raise_()
         from PySide6.QtWidgets import QApplication
 

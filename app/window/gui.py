@@ -15,6 +15,8 @@ from pathlib import Path
 
 from compiler.errors import KilnError, one_line
 
+SCREENSHOT_SIZE = (1440, 900)  # the window of `kiln --screenshot`, and a headless run's screen
+
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 SAMPLE_MODEL = RESOURCES / "models" / "digits_cnn.onnx"
 
@@ -87,7 +89,9 @@ def run_gui(argv: Sequence[str] | None = None) -> int:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
     if headless and not os.environ.get("QT_QPA_PLATFORM"):
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        # Qt's offscreen screen is 800x800 by default: the screenshots' window would be
+        # squeezed into it, so the screen is the size the pictures are taken at.
+        os.environ["QT_QPA_PLATFORM"] = offscreen_platform(*SCREENSHOT_SIZE)
     app = _application()
     from app.window.mainwindow import MainWindow
 
@@ -263,13 +267,34 @@ def _representative_node(graph):
     return graph.nodes[0] if graph.nodes else None
 
 
+def offscreen_platform(width: int, height: int, folder: Path | None = None) -> str:
+    """A `QT_QPA_PLATFORM` value: Qt's offscreen platform with one screen of that size.
+
+    The screen is described in a JSON file in `folder` (a temporary folder, removed when
+    the process ends, when None).
+    """
+    import atexit
+    import json
+    import shutil
+    import tempfile
+
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="kiln-screen-"))
+        atexit.register(shutil.rmtree, folder, True)
+    config = Path(folder) / f"screen-{width}x{height}.json"
+    config.write_text(json.dumps({"screens": [{
+        "name": f"offscreen {width}x{height}", "x": 0, "y": 0, "width": width,
+        "height": height, "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}))
+    return f"offscreen:configfile={config}"
+
+
 def _screenshot_flow(window, model: Path, folder: Path) -> list[Path]:
     """Open the model or session, then write the window, the canvas at two zooms and each panel."""
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance()
     folder.mkdir(parents=True, exist_ok=True)
-    window.resize(1440, 900)
+    window.resize(*SCREENSHOT_SIZE)
     window.show()
     _settle(app)
     _wait_for_load(window, model)

@@ -280,6 +280,11 @@ def test_the_offscreen_main_flow_runs_twice_over_its_built_bundle(tmp_path):
         assert "No display found" in done.stdout
         assert f"{shown(base / 'screenshots')}/" in done.stdout
         check_pictures(base / "screenshots", ["main_window"])
+        if platform is None:  # the screen Kiln sets up is the pictures' 1440x900
+            from PySide6.QtGui import QImage
+
+            picture = QImage(str(base / "screenshots" / "main_window.png"))
+            assert picture.width() >= 1400 and picture.height() >= 860, picture.size()
         assert f"host bundle written to {shown(bundle)}/" in done.stdout
         assert sorted(p.name for p in here.iterdir()) == ([] if not args else ["out"])
         assert {p.name for p in bundle.iterdir()} >= {"net.o", "net.h", "net.report.json",

@@ -26,4 +26,9 @@ PLANTS = (
           "        if self._opening_view:  # docks still settling",
           "        if False:  # docks still settling", ("tests/views/test_canvas.py",),
           "a model opened while the docks settle keeps a view fitted to the old canvas size"),
+    Plant("smaller-headless-screen-800", "app/window/gui.py",
+          "os.environ[\"QT_QPA_PLATFORM\"] = offscreen_platform(*SCREENSHOT_SIZE)",
+          "os.environ[\"QT_QPA_PLATFORM\"] = \"offscreen\"",
+          ("tests/gui/test_export_whole.py",),
+          "a headless run's screenshots are squeezed into Qt's 800x800 offscreen screen"),
 )
