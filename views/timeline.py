@@ -67,6 +67,10 @@ def op_colors(ops: list[str]) -> dict[str, QColor]:
     return colors
 
 
+# The object name of the Memory Timeline dock's own timeline (Compare and Passes draw others).
+TIMELINE_NAME = "memoryTimeline"
+
+
 class MemoryTimeline(QWidget):
     """Draws an arena plan; click a rectangle to select its buffer, hover for its details.
 

@@ -17,7 +17,7 @@ from app.export.controller import add_to_file_menu
 from compiler.errors import KilnError
 from views.picture_dialog import SUBJECTS, PictureDialog, PictureRequest
 from views.size_report import SizeReport
-from views.timeline import MemoryTimeline
+from views.timeline import TIMELINE_NAME, MemoryTimeline
 from views.vector_export import (
     Picture,
     canvas_region,
@@ -75,7 +75,7 @@ class PictureController(QObject):
 
     def _timeline(self) -> MemoryTimeline:
         """The window's memory timeline widget (the Memory Timeline dock draws into it)."""
-        return self.window.findChild(MemoryTimeline)
+        return self.window.findChild(MemoryTimeline, TIMELINE_NAME)  # not Compare's or Passes'
 
     def _report(self) -> dict | None:
         return self.window.document.last_export  # the last bundle exported, if any

@@ -31,7 +31,7 @@ from compiler.memory.buffers import align_up
 from views import style
 from views.flow_layout import FlowLayout
 from views.signals import signals_blocked
-from views.timeline import Bar, MemoryTimeline, kib, window_fields
+from views.timeline import TIMELINE_NAME, Bar, MemoryTimeline, kib, window_fields
 
 
 @dataclass
@@ -149,6 +149,7 @@ class MemoryPanel(QWidget):
         for label in (self.summary, self.delta):
             label.setMinimumWidth(40)
         self.timeline = MemoryTimeline()
+        self.timeline.setObjectName(TIMELINE_NAME)  # File > Export Picture finds it by name
         # The controls wrap in a narrow dock: in one row they would set the bottom dock's
         # minimum width, and with it the window's.
         controls = QWidget()

@@ -43,8 +43,9 @@ def _row_rect(panel, name):
 
 
 def _check_box_point(panel, item) -> QPoint:
-    """The centre of the check box drawn in column 0 of `item`'s line."""
+    """The centre of the check box drawn in column 0 of `item`'s line, scrolled into view."""
     table = panel.table
+    table.scrollToItem(item)  # the docks may have been laid out again since the last click
     rect = table.visualRect(table.indexFromItem(item, 0))
     option = QStyleOptionViewItem()
     option.rect = rect
