@@ -175,10 +175,6 @@ class MainWindow(QMainWindow):
             scroll.setFrameShape(QScrollArea.Shape.NoFrame)
             widget = scroll
         dock = self._dock(title, widget, area)
-        # Shown from the View menu, a tabbed dock comes to the front: a new tab behind
-        # another would look as if nothing happened.
-        dock.toggleViewAction().triggered.connect(
-            lambda checked, d=dock: checked and d.raise_())
         for action in self.menuBar().actions():
             if action.text() == "&View" and action.menu() is not None:
                 actions = action.menu().actions()  # the toolbar's toggle stays last

@@ -5,9 +5,10 @@ from __future__ import annotations
 from plants import Plant
 
 PLANTS = (
-    Plant("smaller-view-menu-leaves-tab-behind", "app/window/mainwindow.py",
-          "lambda checked, d=dock: checked and d.raise_())",
-          "lambda checked, d=dock: None)", ("tests/gui/test_activations.py",),
+    Plant("smaller-view-menu-leaves-tab-behind", "app/window/workspaces.py",
+          "if self.window.tabifiedDockWidgets(dock):\n                    dock.raise_()",
+          "if self.window.tabifiedDockWidgets(dock):\n                    pass",
+          ("tests/gui/test_activations.py",),
           "View > Activations adds a tab behind Properties, as if nothing happened"),
     Plant("smaller-report-promises-times", "compiler/report/html.py",
           'f", estimated times at {report.clock_mhz:g} MHz.</p>" if report.instructions',
