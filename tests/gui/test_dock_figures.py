@@ -83,3 +83,31 @@ def test_the_docks_sqnr_and_agreement_are_the_exported_bundles(qtbot, tmp_path):
     header = panel.model.headerData
     assert COLUMNS[2].endswith("as int8")
     assert header(2, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole) == NUDGED_TIP
+
+
+def test_the_docks_accuracy_is_the_exported_bundles_on_the_evaluation_set(qtbot, tmp_path):
+    from compiler.quant.calibration_data import load_calibration
+
+    window = make_window(qtbot)
+    quant = window.quant
+    with qtbot.waitSignal(quant.measured, timeout=TIMEOUT):
+        quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
+    shown = quant.panel.accuracy.text()
+    dock = float(shown.split(" %")[0])
+    dialog = window.export.open_dialog()
+    dialog.set_options(ExportOptions("host", None, "net", "embedded", False,
+                                     tmp_path / "bundle"))
+    dialog.precision.setCurrentIndex(1)
+    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
+        pass
+    dialog.close()
+    data = load_calibration("digits:test", window.document.graph)
+    bundle = HostNet.from_bundle(tmp_path / "bundle")
+    try:
+        answers = [int(np.argmax(bundle.run(feeds)["logits"])) for feeds in
+                   data.feeds(0, len(data))]
+    finally:
+        bundle.close()
+    accuracy = 100 * np.mean(np.array(answers) == np.asarray(data.labels))
+    assert f"{accuracy:.2f} %" == f"{dock:.2f} %", (shown, accuracy)
