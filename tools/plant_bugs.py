@@ -71,7 +71,9 @@ def run_plant(plant: Plant) -> tuple[str, str, float]:
             found = text.count(plant.old)
             return "STALE", f"{plant.path} holds the planted line {found} times", 0.0
         target.write_text(text.replace(plant.old, plant.new))
-        env = {**os.environ, "CI": "true", "KILN_NO_CACHE": "1",
+        # PYTHONPATH: a test's own child processes import the copy too, not the checkout
+        # the virtualenv's editable install points at.
+        env = {**os.environ, "CI": "true", "KILN_NO_CACHE": "1", "PYTHONPATH": str(copy),
                "QT_QPA_PLATFORM": "offscreen", "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                                "-n", "2", *plant.tests], cwd=copy, env=env, capture_output=True,

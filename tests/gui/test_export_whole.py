@@ -25,7 +25,7 @@ from compiler.driver import compilation
 from compiler.errors import KilnError
 from compiler.frontends.onnx import load_onnx
 from compiler.quant.calibration_data import Normalization
-from tests.conftest import SAMPLE_MODEL, require_tools, shared_models
+from tests.conftest import ROOT, SAMPLE_MODEL, require_tools, shared_models
 from tests.gui.helpers import check_pictures, make_window, open_and_wait
 from views.export_dialog import ExportDialog, ExportOptions
 
@@ -261,6 +261,7 @@ def test_the_offscreen_main_flow_runs_twice_over_its_built_bundle(tmp_path):
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env["PYTHONPATH"] = str(ROOT)  # this tree's code, whatever the virtualenv points at
     code = "import sys; from app.window.gui import run_gui; sys.exit(run_gui(sys.argv[1:]))"
     here = tmp_path / "here"  # the folder `kiln` is typed in: nothing is written there
     here.mkdir()
