@@ -44,3 +44,17 @@ def test_a_dequantized_graph_output_survives_lowering():
     want, got = run(graph, {"x": x}), run(final, {"x": x})
     for name in ("x_dq", "y"):
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_a_dequantized_graph_output_stays_out_of_the_canvas_unit():
+    """The canvas folds a QDQ unit into one box: a DequantizeLinear the model returns stays a
+    node of its own beside it (folded, the edge to the model's output would vanish)."""
+    from compiler.hierarchy import QDQ, build_hierarchy
+
+    graph = load_onnx(_model())
+    h = build_hierarchy(graph)
+    names = {n.id: n.name for n in graph.nodes}
+    units = [{names[m] for m in h.members(g.id)} for g in h.walk() if g.kind == QDQ]
+    conv = next(u for u in units if "conv" in u)
+    assert "dq_w" in conv and "dq_b" in conv and "q_out" in conv  # its weights and output
+    assert "dq_in" not in conv  # the graph output x_dq

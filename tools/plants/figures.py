@@ -63,4 +63,9 @@ PLANTS = (
           "recipe = doc.quant.recipe() if key.startswith(OF_THE_INT8_MODEL) else None",
           "recipe = None", ("tests/gui/test_overlays.py",),
           "the Layer Metrics overlay measures the float model of a calibrated document"),
+    Plant("figures-dequantized-output-folded", "compiler/hierarchy.py",
+          "return self.succs[node.id] == [reader] and node.id not in self.is_output",
+          "return self.succs[node.id] == [reader]",
+          ("tests/passes/test_dequantized_outputs.py",),
+          "a DequantizeLinear that is a graph output folds into the QDQ unit reading it"),
 )
