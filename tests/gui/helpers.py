@@ -235,3 +235,15 @@ def run_gui_fresh(args, cwd, env_changes, config):
     code = f"import sys; from app.window.gui import run_gui; sys.exit(run_gui({args!r}))"
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
+
+
+def refuse_file_dialogs(monkeypatch) -> None:
+    """Make any file dialog fail the test: one no test answers would wait forever."""
+    from PySide6.QtWidgets import QFileDialog
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a file dialog opened: {args[1] if len(args) > 1 else args}")
+
+    for name in ("getSaveFileName", "getOpenFileName", "getExistingDirectory"):
+        monkeypatch.setattr(QFileDialog, name, staticmethod(refuse))
+

@@ -32,6 +32,17 @@ def _db(text: str) -> float:
     return float(re.match(r"(-?[\d.]+) dB", text).group(1))
 
 
+def _export_int8_host(qtbot, window, folder) -> None:
+    """Export the document's int8 model for the host from the Export dialog, with a click."""
+    dialog = window.export.open_dialog()
+    dialog.set_options(ExportOptions("host", None, "net", "embedded", False, folder))
+    dialog.precision.setCurrentIndex(1)
+    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
+        pass
+    dialog.close()
+
+
 def test_the_docks_sqnr_and_agreement_are_the_exported_bundles(qtbot, tmp_path):
     model = write_wide_resnet8(tmp_path)
     images = smooth_images(SAMPLES, seed=3).reshape(SAMPLES, 32, 32, 3)
@@ -46,14 +57,7 @@ def test_the_docks_sqnr_and_agreement_are_the_exported_bundles(qtbot, tmp_path):
     dock_db = _db(panel.output_sqnr.text())
     dock_agree = float(panel.agreement.text().split(" %")[0])
 
-    dialog = window.export.open_dialog()
-    dialog.set_options(ExportOptions("host", None, "net", "embedded", False,
-                                     tmp_path / "bundle"))
-    dialog.precision.setCurrentIndex(1)
-    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
-    with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
-        pass
-    dialog.close()
+    _export_int8_host(qtbot, window, tmp_path / "bundle")
 
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     bundle = HostNet.from_bundle(tmp_path / "bundle")
@@ -94,14 +98,7 @@ def test_the_docks_accuracy_is_the_exported_bundles_on_the_evaluation_set(qtbot,
         quant.calibrate(CalibrationRequest("digits:train", "digits:test", Normalization()))
     shown = quant.panel.accuracy.text()
     dock = float(shown.split(" %")[0])
-    dialog = window.export.open_dialog()
-    dialog.set_options(ExportOptions("host", None, "net", "embedded", False,
-                                     tmp_path / "bundle"))
-    dialog.precision.setCurrentIndex(1)
-    qtbot.mouseClick(dialog.export_button, Qt.MouseButton.LeftButton)
-    with qtbot.waitSignal(window.export.job.succeeded, timeout=TIMEOUT):
-        pass
-    dialog.close()
+    _export_int8_host(qtbot, window, tmp_path / "bundle")
     data = load_calibration("digits:test", window.document.graph)
     bundle = HostNet.from_bundle(tmp_path / "bundle")
     try:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QMessageBox
 
 from app.document import recovery
 from app.document.sessions import save_session
@@ -27,7 +27,14 @@ from app.quant.screens import calibrate_now
 from app.window.mainwindow import MainWindow
 from compiler import edit
 from compiler.quant.calibration_data import Normalization
-from tests.gui.helpers import CHILD_OPENS_MODEL, copy_sample, make_window, node_id, open_and_wait
+from tests.gui.helpers import (
+    CHILD_OPENS_MODEL,
+    copy_sample,
+    make_window,
+    node_id,
+    open_and_wait,
+    refuse_file_dialogs,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120000
@@ -37,11 +44,7 @@ KILL_AFTER_S = 2.0
 @pytest.fixture(autouse=True)
 def no_file_dialog(monkeypatch):
     """A file dialog no test answers would wait forever: it fails the test instead."""
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"a file dialog opened: {args[1] if len(args) > 1 else args}")
-
-    for name in ("getSaveFileName", "getOpenFileName", "getExistingDirectory"):
-        monkeypatch.setattr(QFileDialog, name, staticmethod(refuse))
+    refuse_file_dialogs(monkeypatch)
 
 # A Kiln window in another process: calibrate, tune relu1_out (journaled at once, so the drag
 # is not the first unsaved change), then click relu2_out's row and drag its top handle to

@@ -24,7 +24,14 @@ from app.window.mainwindow import MainWindow
 from compiler import edit
 from compiler.quant.calibrate import METHODS
 from compiler.quant.calibration_data import Normalization
-from tests.gui.helpers import click_row, copy_sample, make_window, node_id, open_and_wait
+from tests.gui.helpers import (
+    click_row,
+    copy_sample,
+    make_window,
+    node_id,
+    open_and_wait,
+    refuse_file_dialogs,
+)
 
 TIMEOUT = 120000
 DIGITS = CalibrationRequest("digits:train", "digits:test", Normalization())
@@ -33,11 +40,7 @@ DIGITS = CalibrationRequest("digits:train", "digits:test", Normalization())
 @pytest.fixture(autouse=True)
 def no_file_dialog(monkeypatch):
     """A file dialog no test answers would wait forever: it fails the test instead."""
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"a file dialog opened: {args[1] if len(args) > 1 else args}")
-
-    for name in ("getSaveFileName", "getOpenFileName", "getExistingDirectory"):
-        monkeypatch.setattr(QFileDialog, name, staticmethod(refuse))
+    refuse_file_dialogs(monkeypatch)
 
 
 def _press_enter_on_questions(monkeypatch, qtbot) -> list[str]:
