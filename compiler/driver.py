@@ -51,8 +51,10 @@ class Options:
         weights: "embedded" (read-only data in the object) or "external" (a blob to place).
         separate_kernels: Keep every kernel a function of its own instead of inlining it into
             the entry point, so per-layer instruction counts can tell its code apart.
-        timed_kernels: On a host, kernels kept apart and each call's time-stamp counter
-            advance added up in `NAME_layer_ticks` (the per-layer host time overlay).
+        timed_kernels: Kernels kept apart and each call's counter advance added up in
+            `NAME_layer_ticks`: the time-stamp counter on a host (the per-layer host time
+            overlay), the port's `kiln_port_ticks` on a microcontroller (the runner firmware's
+            per-layer timing on the board).
         fast_compile: Compile in a fraction of LLVM's usual time for code a few percent
             slower (compact kernels): for a network run once over a data set, as profiling
             does.

@@ -21,11 +21,13 @@ from app.cli import (
     diff,
     explore,
     explore_export,
+    firmware,
     memory,
     passes,
     profile,
     quantize,
     report,
+    validate,
     walkthrough,
 )
 from app.cli import compile as compile_command
@@ -40,7 +42,8 @@ EXIT_USAGE = 2
 COMMANDS = {"inspect": inspect_command, "run": run_command, "passes": passes, "memory": memory,
             "compile": compile_command, "bench": bench, "profile": profile,
             "quantize": quantize, "diff": diff, "walkthrough": walkthrough, "report": report,
-            "explore": explore, "explore-export": explore_export}
+            "explore": explore, "explore-export": explore_export, "firmware": firmware,
+            "validate": validate}
 
 
 def build_parser() -> argparse.ArgumentParser:

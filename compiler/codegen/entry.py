@@ -87,11 +87,22 @@ def tick_counters(module: ir.Module, name: str, count: int) -> ir.GlobalVariable
     return ticks
 
 
+PORT_TICKS = "kiln_port_ticks"  # a microcontroller's counter: the runner firmware's port
+
+
 def cycle_counter(b: ir.IRBuilder) -> ir.Value:
-    """The processor's time-stamp counter now (`llvm.readcyclecounter`: RDTSC on x86)."""
-    fn = b.module.globals.get("llvm.readcyclecounter")
+    """The processor's counter now: `llvm.readcyclecounter` (RDTSC on x86) on a host.
+
+    A microcontroller has no counter LLVM can read for every board (DWT CYCCNT is optional,
+    SysTick needs setting up), so a timed Cortex-M build calls `uint64_t kiln_port_ticks(void)`,
+    which the runner firmware's porting layer defines (`compiler/device/kiln_port.h`).
+    """
+    name = PORT_TICKS if b.module.triple.startswith("thumb") else "llvm.readcyclecounter"
+    fn = b.module.globals.get(name)
     if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(I64, []), "llvm.readcyclecounter")
+        fn = ir.Function(b.module, ir.FunctionType(I64, []), name)
+        if name == PORT_TICKS:
+            fn.attributes.add("nounwind")
     return b.call(fn, [])
 
 

@@ -10,7 +10,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from compiler.cache import cached_object
-from compiler.codegen.armattrs import mark_vfp_args_compatible
+from compiler.codegen.armattrs import NEUTRAL_CALLS, mark_vfp_args_compatible
 from compiler.codegen.helium_fence import fence_fixed_point_products
 from compiler.codegen.targets import Target
 
@@ -79,9 +79,11 @@ def emit_object(module: ir.Module | str, target: Target, level: int = 3,
     strength-reduced, save nothing measurable on a host.
     """
     text = str(module)
+    eabihf = target.triple.endswith("eabihf")  # marked after emission (armattrs)
     key = (f"{'.'.join(map(str, llvm.llvm_version_info))}|{target.triple}|{target.cpu}|"
            f"{target.features}|O{level}{'|fast' if fast else ''}"
-           f"{'|fenced' if '+mve' in target.features else ''}")
+           f"{'|fenced' if '+mve' in target.features else ''}"
+           f"{'|vfp-compatible:' + ','.join(NEUTRAL_CALLS) if eabihf else ''}")
     return cached_object(key, text, lambda: _emit_object(text, target, level, fast))
 
 

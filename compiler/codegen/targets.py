@@ -176,6 +176,10 @@ class Board:
         flash_origin: Address of flash in the emulated board's memory map.
         ram_origin: Address of RAM in the emulated board's memory map.
         cflags: arm-none-eabi-gcc flags the emulated board's firmware is built with.
+        uart: Base address of the emulated board's first CMSDK UART (the serial link the
+            runner firmware speaks over; QEMU hands it to `-serial`).
+        uart_clock: That UART's APB clock in Hz (it divides it by BAUDDIV).
+        cpu_hz: The core clock SysTick counts, in Hz.
     """
 
     name: str
@@ -186,6 +190,9 @@ class Board:
     flash_origin: int | None = None
     ram_origin: int | None = None
     cflags: tuple[str, ...] = ()
+    uart: int | None = None
+    uart_clock: int = 25_000_000
+    cpu_hz: int = 25_000_000
 
     def __post_init__(self):
         """Refuse a half-filled row: an emulated board needs its memory map and flags."""
@@ -282,18 +289,18 @@ BOARDS = {b.name: b for b in (
     Board("imxrt1060-evk", "cortex-m7", 8 * _MIB, 1 * _MIB),
     # QEMU's Arm FPGA images. AN385 and AN500: 4 MB ZBT SSRAM1 at 0 (code), 4 MB SSRAM2/3.
     Board("mps2-an385", "cortex-m3", 4 * _MIB, 4 * _MIB, "mps2-an385", 0x0, 0x2000_0000,
-          ("-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft")),
+          ("-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft"), 0x4000_4000),
     # AN386: AN385's memory map with a Cortex-M4 (single-precision FPU).
     Board("mps2-an386", "cortex-m4", 4 * _MIB, 4 * _MIB, "mps2-an386", 0x0, 0x2000_0000,
-          ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")),
+          ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"), 0x4000_4000),
     Board("mps2-an500", "cortex-m7", 4 * _MIB, 4 * _MIB, "mps2-an500", 0x0, 0x2000_0000,
-          ("-mcpu=cortex-m7", *_HARD_FPV5)),
+          ("-mcpu=cortex-m7", *_HARD_FPV5), 0x4000_4000),
     # AN505 and AN547 start the core in the secure aliases. AN505: 4 MB SSRAM0 (code), 2 MB
     # SSRAM1; AN547: 512 KB ITCM (vectors, code, weights), DDR (data, arena, heap and stack).
     Board("mps2-an505", "cortex-m33", 4 * _MIB, 2 * _MIB, "mps2-an505", 0x1000_0000,
-          0x3800_0000, ("-mcpu=cortex-m33", *_HARD_FPV5)),
+          0x3800_0000, ("-mcpu=cortex-m33", *_HARD_FPV5), 0x4020_0000, 20_000_000, 20_000_000),
     Board("mps3-an547", "cortex-m55", 512 * _KIB, 4 * _MIB, "mps3-an547", 0x1000_0000,
-          0x7000_0000, ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard")),
+          0x7000_0000, ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"), 0x4930_3000),
 )}
 
 

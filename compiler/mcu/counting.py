@@ -22,7 +22,7 @@ import numpy as np
 from elftools.elf.elffile import ELFFile
 
 from compiler.cache import cache_dir
-from compiler.codegen.build import CompiledNet
+from compiler.codegen.build import CompiledNet, KernelInfo
 from compiler.errors import KilnError
 from compiler.lowir.ir import Fusion
 from compiler.mcu import firmware
@@ -111,10 +111,11 @@ def count(elf: Path, machine: str, regions: list[tuple[int, int]] = (),
         options = f"{plugin()},begin={begin:#x},end={end:#x},regions={ranges}"
         stdout, _ = firmware.run(elf, machine, extra=("-plugin", options, "-d", "plugin",
                                                       "-D", str(log)))
-        return _parse(log.read_text()), stdout
+        return parse_log(log.read_text()), stdout
 
 
-def _parse(text: str) -> Counts:
+def parse_log(text: str) -> Counts:
+    """The counts in the plugin's log."""
     total, segments, regions = None, {}, {}
     for line in text.splitlines():
         words = line.split()
@@ -160,25 +161,7 @@ def count_net(shipped: CompiledNet, separate: CompiledNet, feeds: dict[str, np.n
     for name, value in shipped_out.items():
         if not np.array_equal(value, split_out[name]):
             raise KilnError(f"output {name} differs between the shipped and the per-layer build")
-    seen: dict[str, int] = {}
-    layers = []
-    rows: dict[tuple[str, tuple[str, ...]], int] = {}  # a chain's layer -> index in `layers`
-    for kernel, instructions in zip(kernels, split_counts.regions):
-        if kernel.symbol in seen:  # a shared kernel: its count covers every call
-            continue
-        seen[kernel.symbol] = instructions
-        if kernel.fusion is Fusion.ROW_CHAIN and not kernel.part_of:
-            # A chain's driver: its own instructions walk the schedule; its layers follow.
-            layers.append(LayerCount(kernel.symbol, kernel.op, (), instructions))
-            continue
-        key = (kernel.part_of, kernel.nodes)
-        if kernel.part_of and key in rows:  # another one-row kernel of the same layer
-            known = layers[rows[key]]
-            layers[rows[key]] = replace(known, instructions=known.instructions + instructions)
-            continue
-        if kernel.part_of:
-            rows[key] = len(layers)
-        layers.append(LayerCount(kernel.symbol, kernel.op, kernel.nodes, instructions))
+    layers = layer_counts(kernels, split_counts.regions)
     return NetCount(board.qemu_machine, shipped.target.name, shipped_counts.total, layers,
                     split_counts.total, code_bytes(shipped.object))
 
@@ -201,3 +184,31 @@ def inference_instructions(net: CompiledNet, seed: int = 0) -> int:
                              Path(folder))
         counts, _ = count(elf, board.qemu_machine)
     return counts.total
+
+
+def layer_counts(kernels: list[KernelInfo], counts: list[int]) -> list[LayerCount]:
+    """Per-kernel counts (`counts[i]` for `kernels[i]`) as the bench's layer rows.
+
+    A kernel shared by several calls appears once (its count covers every call); a row
+    chain's driver is a row of its own, and the one-row kernels of one layer add up.
+    """
+    seen: set[str] = set()
+    layers: list[LayerCount] = []
+    rows: dict[tuple[str, tuple[str, ...]], int] = {}  # a chain's layer -> index in `layers`
+    for kernel, instructions in zip(kernels, counts):
+        if kernel.symbol in seen:  # a shared kernel: its count covers every call
+            continue
+        seen.add(kernel.symbol)
+        if kernel.fusion is Fusion.ROW_CHAIN and not kernel.part_of:
+            # A chain's driver: its own instructions walk the schedule; its layers follow.
+            layers.append(LayerCount(kernel.symbol, kernel.op, (), instructions))
+            continue
+        key = (kernel.part_of, kernel.nodes)
+        if kernel.part_of and key in rows:  # another one-row kernel of the same layer
+            known = layers[rows[key]]
+            layers[rows[key]] = replace(known, instructions=known.instructions + instructions)
+            continue
+        if kernel.part_of:
+            rows[key] = len(layers)
+        layers.append(LayerCount(kernel.symbol, kernel.op, kernel.nodes, instructions))
+    return layers
