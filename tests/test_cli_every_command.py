@@ -32,11 +32,13 @@ def _arguments(tmp) -> dict[str, list[str]]:
         "explore": [MODEL, "--data", "digits:train", "--eval", "digits:test", "--trials", "2",
                     "--population", "2", "--workers", "0", "-o", explore],
         "explore-export": [explore, "--point", "0", "-o", str(tmp / "point")],
+        "firmware": [MODEL, "--target", "cortex-m7", "-o", str(tmp / "firmware")],
+        "validate": [MODEL, "--target", "cortex-m7", "--port", "qemu", "-n", "1"],
     }
 
 
 ORDER = ["inspect", "run", "passes", "memory", "compile", "bench", "profile", "quantize",
-         "diff", "walkthrough", "report", "explore", "explore-export"]
+         "diff", "walkthrough", "report", "explore", "explore-export", "firmware", "validate"]
 
 
 def test_the_walk_covers_the_command_table(tmp_path):
