@@ -297,10 +297,13 @@ BOARDS = {b.name: b for b in (
           ("-mcpu=cortex-m7", *_HARD_FPV5), 0x4000_4000),
     # AN505 and AN547 start the core in the secure aliases. AN505: 4 MB SSRAM0 (code), 2 MB
     # SSRAM1; AN547: 512 KB ITCM (vectors, code, weights), DDR (data, arena, heap and stack).
+    # QEMU clocks AN505's core and APB at 20 MHz, AN547's core (so SysTick) at 32 MHz and its
+    # APB at 25 MHz (hw/arm/mps2-tz.c).
     Board("mps2-an505", "cortex-m33", 4 * _MIB, 2 * _MIB, "mps2-an505", 0x1000_0000,
           0x3800_0000, ("-mcpu=cortex-m33", *_HARD_FPV5), 0x4020_0000, 20_000_000, 20_000_000),
     Board("mps3-an547", "cortex-m55", 512 * _KIB, 4 * _MIB, "mps3-an547", 0x1000_0000,
-          0x7000_0000, ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"), 0x4930_3000),
+          0x7000_0000, ("-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"), 0x4930_3000,
+          25_000_000, 32_000_000),
 )}
 
 
