@@ -109,6 +109,9 @@ class CompiledNet:
     kernels: list[KernelInfo] = field(default_factory=list)
     state: list[StateSlot] = field(default_factory=list)
     timed: tuple[int, ...] = ()  # with timed kernels: the kernel (index) of each tick slot
+    # A timed microcontroller build's row chains: each one's counters (an exported u64 array)
+    # and the kernel (index) of each of its slots.
+    chain_timed: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def ticks_symbol(self) -> str:
@@ -202,6 +205,8 @@ class _Builder:
         self.separate_kernels = separate_kernels or timed
         self.timed = timed
         self.timed_kernels: list[int] = []  # per call: its kernel's index in `kernels`
+        # Per timed chain on a microcontroller: its counters' symbol, each slot's kernel.
+        self.chain_ticks: list[tuple[str, tuple[int, ...]]] = []
         self.compact = compact
         self.external = weights == "external"
         self.module = new_module(name, target)
@@ -465,8 +470,13 @@ class _Builder:
         driver = self._driver(symbol, places, consts)
         own_weights = {c: list(driver.args[places + first[c]:places + first[c] + count[c]])
                        for c in kernels}
+        ticks = None
+        if self.timed and self.target.mcu:  # a board's per-layer time inside the chain
+            ticks = tick_counters(self.module, f"{self.name}_k{step}_ticks", len(kernels))
+            self.chain_ticks.append((ticks.name, tuple(range(len(self.kernels) - len(kernels),
+                                                             len(self.kernels)))))
         emit_chain_driver(driver, code, kernels, own_weights, places,
-                          f"{self.name}.k{step}")
+                          f"{self.name}.k{step}", ticks)
         return driver, consts
 
     def build(self) -> ir.Module:
@@ -588,6 +598,7 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     text = str(builder.build())
     blob, kernels = builder.table.blob(), builder.kernels
     timed_calls = tuple(builder.timed_kernels) if timed else ()
+    chain_timed = tuple(builder.chain_ticks)
     del builder  # the prepared weight arrays: the blob holds their bytes now
     obj = emit_object(text, target, fast=fast_compile)
     if weights == "embedded":
@@ -595,4 +606,4 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     return CompiledNet(name, target, graph, plan, text, obj,
                        [_tensor(plan, v) for v in graph.inputs],
                        [_tensor(plan, v) for v in graph.outputs], weights, blob, kernels,
-                       _state_slots(graph, plan), timed_calls)
+                       _state_slots(graph, plan), timed_calls, chain_timed)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from compiler.codegen.entry import add_ticks, cycle_counter
 from compiler.codegen.kernel import I32, Kernel
 from compiler.codegen.pair import one_row, row_add
 from compiler.codegen.qpool import emit_qgap_finish, emit_qgap_row_sums
@@ -142,11 +143,16 @@ def _add_row(node: Node) -> Node:
 
 
 def emit_chain_driver(fn: ir.Function, code: ChainCode, kernels: dict[int, ir.Function],
-                      weights: dict[int, list[ir.Value]], places: int, name: str) -> None:
+                      weights: dict[int, list[ir.Value]], places: int, name: str,
+                      ticks: ir.GlobalVariable | None = None) -> None:
     """The body of `fn(places..., weights...)`: the walk over the table, a call per event.
 
     `kernels[c]` is case c's function, `weights[c]` the weight arguments it takes after its
     pointers; the first `places` arguments of `fn` are the chain's tensors, windows and sums.
+    With `ticks` (one i64 per kernel, in the order of `kernels`), each call adds the
+    counter's advance across it to its kernel's slot: a timed build's per-layer time inside
+    the chain. The counting sits in a wrapper per kernel, so the driver's own code is the
+    untimed build's (per-layer instruction counts stay comparable).
     """
     module = fn.module
     entry_ty = ir.ArrayType(I32, 4)
@@ -180,17 +186,32 @@ def emit_chain_driver(fn: ir.Function, code: ChainCode, kernels: dict[int, ir.Fu
         b.position_at_end(move)
         b.call(memmove, [where(1), where(2), word(3), ir.Constant(ir.IntType(1), 0)])
         b.branch(done)
-        for c, kernel in kernels.items():
+        for slot, (c, kernel) in enumerate(kernels.items()):
             block = fn.append_basic_block(f"case{c}")
             switch.add_case(I32(c), block)
             b.position_at_end(block)
             pointers = len(kernel.args) - len(weights[c])
             args = [b.bitcast(where(j + 1), a.type) for j, a in zip(range(pointers),
                                                                    kernel.args)]
-            b.call(kernel, args + weights[c])
+            callee = kernel if ticks is None else _timed(kernel, ticks, slot)
+            b.call(callee, args + weights[c])
             b.branch(done)
         b.position_at_end(done)
     k.finish()
+
+
+def _timed(kernel: ir.Function, ticks: ir.GlobalVariable, slot: int) -> ir.Function:
+    """`kernel` called between two reads of the counter, its advance added to `slot`."""
+    fn = ir.Function(kernel.module, kernel.function_type, f"{kernel.name}.timed")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    since = cycle_counter(b)
+    b.call(kernel, list(fn.args))
+    add_ticks(b, ticks, I32(slot), since)
+    b.ret_void()
+    return fn
 
 
 def sums_kernel(module: ir.Module, name: str, part: ChainPart, target) -> ir.Function:

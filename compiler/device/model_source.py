@@ -59,8 +59,14 @@ def input_bytes(net: CompiledNet) -> int:
 
 
 def layer_slots(net: CompiledNet) -> int:
-    """Tick counters of the timed build: one per kernel call, then the whole entry point."""
-    return len(net.timed) + 1
+    """Tick counters the runner prints: one per kernel call of the entry point, the whole
+    entry point, then one per kernel of each row chain (`CompiledNet.chain_timed`)."""
+    return len(net.timed) + 1 + sum(len(slots) for _, slots in net.chain_timed)
+
+
+def slot_kernels(net: CompiledNet) -> list[int | None]:
+    """The kernel (index into `net.kernels`) of each printed slot; None for the whole."""
+    return [*net.timed, None, *(k for _, slots in net.chain_timed for k in slots)]
 
 
 def _string(text: str) -> str:
@@ -111,7 +117,8 @@ def source(net: CompiledNet) -> str:
              f"__attribute__((aligned({up}_ALIGNMENT)));",
              f"static uint8_t kiln_activations[NONZERO({up}_ACTIVATIONS_SIZE)] "
              f"__attribute__((aligned({up}_ALIGNMENT)));",
-             f"extern uint64_t {net.ticks_symbol}[{layer_slots(net)}];"]
+             f"extern uint64_t {net.ticks_symbol}[{len(net.timed) + 1}];",
+             *(f"extern uint64_t {name}[{len(slots)}];" for name, slots in net.chain_timed)]
     if net.state:
         lines.append(f"void {net.reset_symbol}(uint8_t *);")
     lines += ["", "const struct kiln_input kiln_inputs[] = {"]
@@ -145,7 +152,13 @@ def source(net: CompiledNet) -> str:
         lines.append(f"    case {o}: return {value};")
     lines += ["    default: return 0.0f;", "    }", "}", "",
               "void kiln_model_clear_ticks(void)", "{",
-              f"    memset({net.ticks_symbol}, 0, sizeof {net.ticks_symbol});", "}", "",
-              "uint64_t kiln_model_ticks(unsigned slot)", "{",
-              f"    return slot < {layer_slots(net)}u ? {net.ticks_symbol}[slot] : 0;", "}", ""]
+              *(f"    memset({name}, 0, sizeof {name});"
+                for name in (net.ticks_symbol, *(c for c, _ in net.chain_timed))), "}", "",
+              "uint64_t kiln_model_ticks(unsigned slot)", "{"]
+    start = 0
+    for name, count in ((net.ticks_symbol, len(net.timed) + 1),
+                        *((c, len(slots)) for c, slots in net.chain_timed)):
+        lines += [f"    if (slot < {start + count}u)", f"        return {name}[slot - {start}u];"]
+        start += count
+    lines += ["    return 0;", "}", ""]
     return "\n".join(lines)

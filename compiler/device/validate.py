@@ -213,7 +213,8 @@ def layer_ticks(link: Link, net: CompiledNet, timeout: float) -> tuple[list[int]
     count = model_source.layer_slots(net)
     if sorted(slots) != list(range(count)):
         raise LinkError(f"{link.where}: kiln-layers gave {len(slots)} of {count} counters")
-    return [slots[k] for k in range(count - 1)], slots[count - 1]
+    whole = len(net.timed)  # the entry point's slot, between the calls' and the chains'
+    return [slots[k] for k in range(count) if k != whole], slots[whole]
 
 
 def measured_kernels(net: CompiledNet, symbols: dict[str, tuple[int, int]] | None = None
@@ -229,13 +230,18 @@ def layer_rows(compiled: Compilation, net: CompiledNet, ticks: list[int],
                instructions: dict[str, int] | None) -> list[LayerTime]:
     """Per layer as `kiln bench --target` groups kernels: device ticks, QEMU instructions, MACs.
 
-    `ticks` holds one count per timed call (a chain's driver counts its whole walk);
-    `instructions` the plugin's count per kernel symbol, when QEMU counted.
+    `ticks` holds one count per slot of `model_source.slot_kernels` but the whole: each
+    entry-point call (a chain's driver counts its whole walk), then each chain kernel;
+    `instructions` the plugin's count per kernel symbol, when QEMU counted. A driver's row
+    keeps its own ticks: its walk less its kernels'.
     """
     per_symbol: dict[str, int] = {}
-    for slot, value in zip(net.timed, ticks):
-        symbol = net.kernels[slot].symbol
-        per_symbol[symbol] = per_symbol.get(symbol, 0) + value
+    slots = [k for k in model_source.slot_kernels(net) if k is not None]
+    for index, value in zip(slots, ticks):
+        kernel = net.kernels[index]
+        per_symbol[kernel.symbol] = per_symbol.get(kernel.symbol, 0) + value
+        if index not in net.timed and kernel.part_of:  # inside a chain's walk
+            per_symbol[kernel.part_of] = per_symbol.get(kernel.part_of, 0) - value
     kernels = measured_kernels(net)
     tick_rows = counting.layer_counts(kernels, [per_symbol.get(k.symbol, 0) for k in kernels])
     insn_rows = counting.layer_counts(kernels, [instructions.get(k.symbol, 0) for k in kernels]
