@@ -59,8 +59,11 @@ def input_bytes(net: CompiledNet) -> int:
 
 
 def layer_slots(net: CompiledNet) -> int:
-    """Tick counters the runner prints: one per kernel call of the entry point, the whole
-    entry point, then one per kernel of each row chain (`CompiledNet.chain_timed`)."""
+    """Tick counters the runner prints.
+
+    One per kernel call of the entry point, the whole entry point, then one per kernel of
+    each row chain (`CompiledNet.chain_timed`).
+    """
     return len(net.timed) + 1 + sum(len(slots) for _, slots in net.chain_timed)
 
 
