@@ -30,6 +30,7 @@ RUNNER = ("kiln_runner.c", "kiln_port.h", "kiln_startup.c", "kiln_port_template.
 QEMU_PORT = "kiln_port_qemu.c"
 TEMPLATE_PORT = "kiln_port_template.c"
 ELF, BIN, MAP, MANIFEST = "firmware.elf", "firmware.bin", "firmware.map", "firmware.json"
+FLAGS_FILE = "firmware.flags"  # the Makefile's record of the last build's port and flags
 OBJCOPY = "arm-none-eabi-objcopy"
 
 
@@ -92,48 +93,76 @@ def qemu_command(board: Board, port: int | str = "PORT") -> list[str]:
             "-kernel", ELF]
 
 
-def makefile(net: CompiledNet, board: Board, port: str) -> str:
-    """The Makefile: `make` builds the ELF, BIN and map; `make run` starts QEMU."""
+def _for_board(net: CompiledNet, board: Board, chosen: Board | None) -> str:
+    """The first line of the build files: whose firmware this is, and what it is linked for."""
+    user = chosen is not None and chosen.name != board.name
+    where = f"{chosen.name}, linked for {board.name}'s memory" if user else board.name
+    return f"# Kiln's runner firmware for {net.name} on {where} ({net.target.name})."
+
+
+def makefile(net: CompiledNet, board: Board, port: str, chosen: Board | None = None) -> str:
+    """The Makefile: `make` builds the ELF, BIN and map; `make run` starts QEMU.
+
+    Plain `=` everywhere: make's built-in CC (`cc`) would win over `CC ?=`, and an exported
+    PORT or CFLAGS from the user's shell would replace the cross build's; the command line
+    still overrides any of them.
+    """
     command = gcc_command(net, board, port)
-    cc_flags = command[1:command.index("-T")]
-    lines = [f"# Kiln's runner firmware for {net.name} on {board.name} ({net.target.name}).",
-             "# make: firmware.elf, firmware.bin and firmware.map; make PORT=your_port.c for "
-             "your board;", "# make run: the firmware under QEMU, its UART on TCP port "
-             "$(TCP_PORT) of 127.0.0.1.",
-             "CC ?= arm-none-eabi-gcc", "OBJCOPY ?= arm-none-eabi-objcopy",
-             f"PORT ?= {port}", "TCP_PORT ?= 5555",
-             f"CFLAGS ?= {shlex.join(c for c in cc_flags if not c.startswith('-DKILN_'))}",
-             f"PORT_FLAGS ?= {shlex.join(port_defines(board))}",
-             f"SOURCES = {' '.join(sources(net, '$(PORT)'))}", "",
-             ".PHONY: all run clean", f"all: {ELF} {BIN}", "",
+    cc_flags = [c for c in command[1:command.index("-T")] if not c.startswith("-DKILN_")]
+    lines = [_for_board(net, board, chosen),
+             "# make: firmware.elf, firmware.bin and firmware.map.",
+             "# make PORT=my_port.c PORT_FLAGS='-DNAME=VALUE ...': with your port and its "
+             "defines.",
+             "# make run: the firmware under QEMU, its UART on TCP port $(TCP_PORT) of "
+             "127.0.0.1.",
+             f"CC = {firmware.GCC}", f"OBJCOPY = {OBJCOPY}", f"PORT = {port}", "PORT_FLAGS =",
+             "TCP_PORT = 5555", f"CFLAGS = {shlex.join(cc_flags)}",
+             "# kiln_port_qemu.c's board: the UART's address and clock, the core clock.",
+             f"QEMU_PORT_FLAGS = {shlex.join(port_defines(board))}",
+             f"SOURCES = {' '.join(sources(net, '$(PORT)'))}",
+             f"FLAGS = $(CFLAGS) $(if $(filter {QEMU_PORT},$(PORT)),$(QEMU_PORT_FLAGS)) "
+             "$(PORT_FLAGS)", "",
+             ".PHONY: all run clean FORCE", f"all: {ELF} {BIN}", "",
+             "# The port and flags of the last build: another PORT or PORT_FLAGS rebuilds, "
+             "as a changed file does.",
+             f"{FLAGS_FILE}: FORCE",
+             "\t@if [ \"$$(cat $@ 2>/dev/null)\" != '$(PORT) $(FLAGS)' ]; then "
+             "echo '$(PORT) $(FLAGS)' > $@; fi", "",
              f"{ELF}: $(SOURCES) {net.name}.o kiln_model.h kiln_port.h {net.name}.h board.ld "
-             "sections.ld",
-             "\t$(CC) $(CFLAGS) $(if $(filter kiln_port_qemu.c,$(PORT)),$(PORT_FLAGS)) "
-             f"-T board.ld -Wl,--gc-sections -Wl,-Map={MAP} $(SOURCES) {net.name}.o -o $@", "",
+             f"sections.ld {FLAGS_FILE}",
+             f"\t$(CC) $(FLAGS) -T board.ld -Wl,--gc-sections -Wl,-Map={MAP} $(SOURCES) "
+             f"{net.name}.o -o $@", "",
              f"{BIN}: {ELF}", "\t$(OBJCOPY) -O binary $< $@", ""]
     if board.qemu_machine:
         run = shlex.join(qemu_command(board, "TCP_PORT")).replace("TCP_PORT", "$(TCP_PORT)")
         lines += [f"run: {ELF}", f"\t{run}", ""]
-    lines += ["clean:", f"\trm -f {ELF} {BIN} {MAP}", ""]
+    lines += ["clean:", f"\trm -f {ELF} {BIN} {MAP} {FLAGS_FILE}", ""]
     return "\n".join(lines)
 
 
-def cmake_file(net: CompiledNet, board: Board, port: str) -> str:
+def cmake_file(net: CompiledNet, board: Board, port: str, chosen: Board | None = None) -> str:
     """CMakeLists.txt building the same ELF with CMake and the Arm GNU toolchain."""
     command = gcc_command(net, board, port)
     flags = [c for c in command[1:command.index("-T")] if not c.startswith("-DKILN_")]
     link = [c for c in flags if c.startswith(("-m", "--specs", "-nostartfiles"))]
     return "\n".join([
-        f"# Kiln's runner firmware for {net.name} on {board.name} ({net.target.name}).",
-        "# cmake -B build -DCMAKE_TOOLCHAIN_FILE=arm-none-eabi.cmake && cmake --build build",
+        _for_board(net, board, chosen),
+        "# cmake -B build && cmake --build build  (-DKILN_PORT=my_port.c "
+        "-DKILN_PORT_DEFINES='NAME=VALUE;...' for your port)",
         "cmake_minimum_required(VERSION 3.16)",
+        "# The Arm GNU toolchain unless another is given: the host's compiler cannot build it.",
+        "if(NOT CMAKE_TOOLCHAIN_FILE)",
+        "  set(CMAKE_TOOLCHAIN_FILE ${CMAKE_CURRENT_SOURCE_DIR}/arm-none-eabi.cmake)",
+        "endif()",
         "project(kiln_runner C)",
         f'set(KILN_PORT "{port}" CACHE STRING "the porting layer\'s C file")',
+        'set(KILN_PORT_DEFINES "" CACHE STRING "the port\'s definitions, NAME=VALUE;...")',
         f"add_executable({ELF} {' '.join(sources(net, '${KILN_PORT}'))})",
         f"target_compile_options({ELF} PRIVATE {' '.join(flags)})",
         f'if(KILN_PORT STREQUAL "{QEMU_PORT}")',
         f"  target_compile_definitions({ELF} PRIVATE "
         f"{' '.join(d[2:] for d in port_defines(board))})", "endif()",
+        f"target_compile_definitions({ELF} PRIVATE ${{KILN_PORT_DEFINES}})",
         f"target_link_options({ELF} PRIVATE {' '.join(link)} "
         f"-T${{CMAKE_CURRENT_SOURCE_DIR}}/board.ld -L${{CMAKE_CURRENT_SOURCE_DIR}} "
         f"-Wl,--gc-sections -Wl,-Map=${{CMAKE_CURRENT_BINARY_DIR}}/{MAP})",
@@ -147,37 +176,76 @@ def toolchain_file() -> str:
     return "\n".join([
         "# CMake toolchain for arm-none-eabi-gcc (Debian: gcc-arm-none-eabi).",
         "set(CMAKE_SYSTEM_NAME Generic)", "set(CMAKE_SYSTEM_PROCESSOR arm)",
-        "set(CMAKE_C_COMPILER arm-none-eabi-gcc)", "set(CMAKE_OBJCOPY arm-none-eabi-objcopy)",
+        f"set(CMAKE_C_COMPILER {firmware.GCC})", f"set(CMAKE_OBJCOPY {OBJCOPY})",
         "set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)", ""])
 
 
-def readme(net: CompiledNet, board: Board, port: str, model: str) -> str:
-    """README.md: what the folder is and the exact commands to build, run and validate it."""
-    emulated = board.qemu_machine is not None and port == QEMU_PORT
-    lines = [f"# Kiln runner firmware: {net.name} ({model}) on {board.name}", "",
+def _your_board(net: CompiledNet, board: Board, chosen: Board | None, model: str) -> list[str]:
+    """The README's steps from the template port to a firmware on the user's own board."""
+    user = chosen is not None and chosen.name != board.name
+    name = chosen.name if user else "your board"
+    memory = (f"{chosen.name} has {chosen.flash // 1024:,} KiB of flash and "
+              f"{chosen.ram // 1024:,} KiB of RAM (Kiln's board table); put their addresses "
+              "from its reference manual" if user else "put your board's flash and RAM")
+    return [
+        f"## Your own board{f': {chosen.name}' if user else ''}", "",
+        f"`{TEMPLATE_PORT}` is the porting layer to fill in (`kiln_port.h` states the "
+        f"contract; `{QEMU_PORT}` is a complete port to compare with). Copy it to "
+        "`my_port.c` and replace each `TODO` with your vendor HAL's calls:", "",
+        "- `kiln_port_init`: the clocks (`HAL_Init`, `SystemClock_Config`), then the UART the "
+        "host is cabled to, 8N1 at 115200 baud, receiver and transmitter on;",
+        "- `kiln_port_read_byte`: wait for one received byte and return it;",
+        "- `kiln_port_write`: send the bytes;",
+        "- `kiln_port_microseconds`: a microsecond timer (the cycle counter serves);",
+        "- `KILN_CPU_HZ`: the core clock (pass `-DKILN_CPU_HZ=...` in `PORT_FLAGS`).", "",
+        "`kiln_port_ticks` reads the DWT cycle counter; a core without one (Cortex-M0/M0+, "
+        "QEMU) counts a timer instead and names it in `kiln_port_tick_unit`.", "",
+        f"`board.ld`'s MEMORY block is {board.name}'s (flash at {board.flash_origin:#x}, "
+        f"RAM at {board.ram_origin:#x}): {memory} there. `kiln_startup.c` sets up the C "
+        "runtime and its vector table has the core's 16 entries; a HAL that counts time "
+        "with SysTick needs `SysTick_Handler` defined in your port (ST's calls "
+        "`HAL_IncTick()`). Then, with your core clock (216 MHz here):", "", "```",
+        "make PORT=my_port.c PORT_FLAGS='-DKILN_CPU_HZ=216000000u'",
+        "# or: cmake -B build -DKILN_PORT=my_port.c "
+        "-DKILN_PORT_DEFINES='KILN_CPU_HZ=216000000u' && cmake --build build", "```", "",
+        f"Flash `{BIN}` on {name} and run `kiln validate {model} --target "
+        f"{net.target.name} --port /dev/ttyACM0` (the device your board's UART appears as; "
+        "`--baud` if not 115200).", ""]
+
+
+def readme(net: CompiledNet, board: Board, port: str, model: str,
+           chosen: Board | None = None) -> str:
+    """README.md: what the folder is and the exact commands to build, run and validate it.
+
+    `chosen` is the user's board when QEMU does not emulate it and `board` only lends its
+    memory map: then the README leads with what to fill in.
+    """
+    user = chosen is not None and chosen.name != board.name
+    lines = [f"# Kiln runner firmware: {net.name} ({model}) on "
+             f"{chosen.name if user else board.name}", "",
              f"Kiln's compiled network for {net.target.name}, the runner `kiln_runner.c` "
              "(MLPerf Tiny's benchmark protocol and Kiln's own commands over a serial link) "
-             f"and the porting layer `{port}`.", "",
-             "## Build", "", "```", "make            # firmware.elf, firmware.bin, "
-             "firmware.map", "```", "",
-             "or with CMake:", "", "```",
-             "cmake -B build -DCMAKE_TOOLCHAIN_FILE=arm-none-eabi.cmake && cmake --build build",
-             "```", "",
-             f"Needs arm-none-eabi-gcc (Debian: {PACKAGES.split(' qemu')[0]}).", ""]
-    if emulated:
-        lines += ["## Run under QEMU", "", "```", "make run TCP_PORT=5555", "```", "",
-                  "QEMU waits for a client on 127.0.0.1:5555; then:", "", "```",
+             f"and the porting layer `{port}`.", ""]
+    if user:
+        lines += [f"QEMU does not emulate {chosen.name}: the firmware is linked for "
+                  f"{board.name}'s memory map (the same core) and built with the port "
+                  f"template, whose UART functions do nothing until you fill them in (see "
+                  f"*Your own board*).", ""]
+    lines += ["## Build", "", "```", "make            # firmware.elf, firmware.bin, "
+              "firmware.map", "```", "", "or with CMake:", "", "```",
+              "cmake -B build && cmake --build build", "```", "",
+              f"Needs {firmware.GCC} (Debian: {PACKAGES.split(' qemu')[0]}).", ""]
+    if board.qemu_machine:
+        qemu = "" if port == QEMU_PORT else f" PORT={QEMU_PORT}"
+        lines += ["## Run under QEMU", "", "```", f"make run{qemu} TCP_PORT=5555", "```", "",
+                  f"`make run` starts `{firmware.QEMU} -M {board.qemu_machine}` on "
+                  f"`{ELF}`{' built with the QEMU port' if qemu else ''}; it waits for a "
+                  "client on 127.0.0.1:5555. Then:", "", "```",
                   f"kiln validate {model} --target {net.target.name} "
                   "--port socket://127.0.0.1:5555", "```", "",
                   "`kiln validate MODEL --target T --port qemu` starts QEMU itself.", ""]
-    lines += ["## Your own board", "",
-              f"Copy `{TEMPLATE_PORT}`, fill in its six functions with your vendor HAL's "
-              "calls (clock and UART set-up, read a byte, write bytes, a microsecond timer, "
-              "a cycle counter), put your board's memory in `board.ld`, and build with "
-              f"`make PORT=your_port.c`. Flash `{BIN}` and run `kiln validate {model} --target "
-              f"{net.target.name} --port /dev/ttyACM0` (the port your board's UART appears "
-              "as; `--baud` if not 115200).", "",
-              "## Protocol", "",
+    lines += _your_board(net, board, chosen, model)
+    lines += ["## Protocol", "",
               "Commands end with `%`; every reply ends with `m-ready`. MLPerf Tiny's: `name`, "
               "`profile`, `timestamp`, `db load N`, `db HEX`, `db print`, `infer N W`, "
               "`results`. Kiln's: `kiln-id` (the network's hash, Kiln's version, every input "
@@ -205,10 +273,10 @@ def write_sources(net: CompiledNet, board: Board, folder: Path, model: str,
     atomic_write_text(folder / "kiln_model.h",
                       model_source.header(net, net.target.name, board.name, model_id))
     atomic_write_text(folder / "kiln_model.c", model_source.source(net))
-    atomic_write_text(folder / "Makefile", makefile(net, board_row, port))
-    atomic_write_text(folder / "CMakeLists.txt", cmake_file(net, board_row, port))
+    atomic_write_text(folder / "Makefile", makefile(net, board_row, port, board))
+    atomic_write_text(folder / "CMakeLists.txt", cmake_file(net, board_row, port, board))
     atomic_write_text(folder / "arm-none-eabi.cmake", toolchain_file())
-    atomic_write_text(folder / "README.md", readme(net, board_row, port, model))
+    atomic_write_text(folder / "README.md", readme(net, board_row, port, model, board))
     return port
 
 
