@@ -12,6 +12,9 @@ from compiler.codegen.entry import Call, add_ticks, cycle_counter, emit_calls, t
 from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
+from compiler.codegen.state_reset import emit_reset_state
+from compiler.codegen.state_reset import location as _location
+from compiler.codegen.state_reset import memcpy as _memcpy
 from compiler.codegen.table import lookup
 from compiler.codegen.targets import Target, auto_lean_weights
 from compiler.codegen.weights import WEIGHT_ALIGNMENT, WeightTable, embed, int8_weight_bytes
@@ -147,23 +150,6 @@ class StateSlot:
     def nbytes(self) -> int:
         """The variable's size in bytes."""
         return len(self.initial)
-
-
-
-def _location(plan: MemoryPlan, value: Value | str) -> tuple[int, int]:
-    """(argument index of the region, byte offset) of a runtime value (or its name)."""
-    storage, offset = plan.lowir.values[value if isinstance(value, str) else value.name]
-    if storage in plan.mutable_offsets:
-        return 1, plan.mutable_offsets[storage] + offset
-    return 2, plan.arena.offsets[storage] + offset
-
-
-def _memcpy(b: ir.IRBuilder, dest: ir.Value, source: ir.Value, nbytes: int) -> None:
-    module = b.module
-    name = "llvm.memcpy.p0i8.p0i8.i32"
-    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(
-        ir.VoidType(), [I8P, I8P, I32, ir.IntType(1)]), name)
-    b.call(fn, [dest, source, I32(nbytes), ir.Constant(ir.IntType(1), 0)])
 
 
 def _copy(b: ir.IRBuilder, regions, source: tuple[int, int], dest: tuple[int, int],
@@ -545,34 +531,8 @@ class _Builder:
                 _copy(b, entry.args, _location(self.plan, var.output),
                       _location(self.plan, var.input), var.initial.nbytes)
         b.ret(I32(0))
-        self._reset_state()
+        emit_reset_state(self.module, self.graph, self.plan, self.name)
         return self.module
-
-    def _reset_state(self) -> None:
-        """`void NAME_reset_state(uint8_t *mutable)`: every state input's initial bytes."""
-        state = variables(self.graph)
-        if not state:
-            return
-        data = b"".join(np.ascontiguousarray(v.initial).tobytes() for v in state)
-        array = ir.ArrayType(ir.IntType(8), len(data))
-        initial = ir.GlobalVariable(self.module, array, f"{self.name}.initial_state")
-        initial.initializer = ir.Constant(array, bytearray(data))
-        initial.global_constant = True
-        initial.linkage = "internal"
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8P]),
-                         f"{self.name}_reset_state")
-        fn.attributes.add("nounwind")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        source = b.bitcast(initial, I8P)
-        start = 0
-        for var in state:
-            region, offset = _location(self.plan, var.input)
-            if region != 1:
-                raise KilnError(f"state {var.name} is not in the mutable region")
-            _memcpy(b, b.gep(fn.args[0], [I32(offset)], inbounds=True),
-                    b.gep(source, [I32(start)], inbounds=True), var.initial.nbytes)
-            start += var.initial.nbytes
-        b.ret_void()
 
 
 def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
