@@ -9,7 +9,9 @@ what was seen, never a hang.
 
 from __future__ import annotations
 
+import errno
 import re
+import select
 import time
 from dataclasses import dataclass
 
@@ -18,7 +20,17 @@ from compiler.errors import KilnError
 DEFAULT_BAUD = 115200
 COMMAND_TIMEOUT = 5.0  # MLPerf Tiny's runner waits 5 s for a reply
 READY = "m-ready"
+BOOT = "m-init-done"  # what the runner prints when it (re)starts
 MLPERF_CHUNK = 31  # bytes per `db` command in MLPerf Tiny's runner (80-character buffer)
+COMPUTING = ("m-warmup-start", "m-infer-start", "m-lap-us")  # lines a run follows
+POLL = 0.05  # longest wait for bytes before looking at the deadline again
+BANNER_LIMIT = 1.0  # seconds of boot banner drained at most: a port that never stops talking
+MAX_LINE = 64 * 1024  # no runner line is this long; a stream of bytes without a newline ends
+MAX_REPLY = 8 * 1024 * 1024  # characters of one reply: more than any MCU's outputs in hex
+
+# What pyserial says when the other end went away (a socket closed, a USB port unplugged).
+_GONE = ("socket disconnected", "returned no data", "Input/output error", "Broken pipe",
+         "Connection reset", "Bad file descriptor")
 
 
 class LinkError(KilnError):
@@ -26,26 +38,43 @@ class LinkError(KilnError):
 
 
 def seen(lines: list[str], raw: bytes = b"") -> str:
-    """What arrived, shortened for a message."""
-    if not lines and not raw:
+    """What arrived (the last lines and any line begun), shortened for a message."""
+    parts = lines[-4:] + ([raw[-60:].decode("latin-1")] if raw else [])
+    if not parts:
         return "nothing arrived"
-    text = " | ".join(lines[-4:]) if lines else raw[-120:].decode("latin-1")
-    return f"last seen: {text[-200:]!r}"
+    return f"last seen: {' | '.join(parts)[-200:]!r}"
 
 
-def open_port(url: str, baud: int = DEFAULT_BAUD):
-    """A pyserial port for a device name or a pyserial URL (`socket://HOST:PORT`)."""
+def _open_failure(exc: Exception) -> str:
+    """Why a port did not open, in a few words (pyserial repeats the port in its text)."""
+    text = str(exc)
+    code = getattr(exc, "errno", None)
+    if "lock" in text.lower() or code in (errno.EBUSY, errno.EAGAIN):
+        return "it is in use by another program"
+    if "refused" in text.lower():
+        return "nothing listens there (connection refused)"
+    if code == errno.ENOENT or "No such file" in text:
+        return "no such device"
+    if code == errno.EACCES or "Permission denied" in text:
+        return "permission denied (is the user in the dialout group?)"
+    return re.sub(r"^(\[Errno \d+\] )?[Cc]ould not open port [^:]*: ?", "", text) or repr(exc)
+
+
+def open_port(url: str, baud: int = DEFAULT_BAUD, write_timeout: float = COMMAND_TIMEOUT):
+    """A pyserial port for a device name or a pyserial URL (`socket://HOST:PORT`).
+
+    Reads never block (the Link waits with select, so a reply is taken the moment it
+    arrives); a write that cannot drain within `write_timeout` fails instead of hanging.
+    """
     import serial
 
     try:
-        port = serial.serial_for_url(url, baudrate=baud, timeout=0.05, exclusive=True,
-                                     do_not_open=True)
+        port = serial.serial_for_url(url, baudrate=baud, timeout=0, exclusive=True,
+                                     write_timeout=write_timeout, do_not_open=True)
         port.open()
         return port
     except (serial.SerialException, ValueError, OSError) as exc:
-        reason = str(exc).split(": ", 1)[-1] if "could not open port" in str(exc) else exc
-        busy = "in use" if "lock" in str(exc).lower() or "busy" in str(exc).lower() else ""
-        raise LinkError(f"{url}: cannot open the port ({busy or reason})") from None
+        raise LinkError(f"{url}: cannot open the port: {_open_failure(exc)}") from None
 
 
 @dataclass
@@ -59,72 +88,145 @@ class Link:
     def __post_init__(self):
         self._pending = b""
 
-    def _read_lines(self, deadline: float, until: str) -> list[str]:
+    def _receive(self, deadline: float, doing: str, lines: list[str]) -> bytes:
+        """Whatever bytes arrive before `deadline` (at most POLL seconds of waiting)."""
+        wait = max(0.0, min(POLL, deadline - time.monotonic()))
+        try:
+            fileno = self.port.fileno()
+        except Exception:  # a URL handler without a descriptor: poll gently
+            fileno = None
+        try:
+            if fileno is None:
+                time.sleep(min(wait, 0.002))
+            else:
+                select.select([fileno], [], [], wait)
+            return self.port.read(4096)
+        except Exception as exc:  # pyserial's and the socket's errors alike
+            what = ("the connection closed (the board or QEMU went away)"
+                    if any(gone in str(exc) for gone in _GONE) else f"reading failed ({exc})")
+            raise LinkError(f"{self.where}: {what} while waiting for {doing}; "
+                            f"{seen(lines, self._pending)}") from None
+
+    def _read_lines(self, timeout: float, doing: str, boot_ok: bool = False) -> list[str]:
+        """The lines up to one holding `m-ready`; a restarted board or a deadline ends it.
+
+        Time beyond the link's own timeout is for computing: the board may stay silent that
+        long only before its first line or after one saying a run started; a reply that
+        stops anywhere else (mid-line too) ends after the link's timeout of silence.
+        """
+        start = last = time.monotonic()
+        quiet = min(timeout, self.timeout)
         lines: list[str] = []
+        size = 0
         while True:
             while b"\n" in self._pending:
                 raw, self._pending = self._pending.split(b"\n", 1)
                 text = raw.replace(b"\r", b"").replace(b"\0", b"").decode("latin-1")
-                if text:
-                    lines.append(text)
-                    if until in text:
-                        return lines
+                if not text:
+                    continue
+                lines.append(text)
+                size += len(text)
+                if BOOT in text and not boot_ok:
+                    raise LinkError(f"{self.where}: the board restarted (it printed {BOOT}) "
+                                    f"while answering {doing}; {seen(lines)}")
+                if READY in text:
+                    return lines
+            if len(self._pending) > MAX_LINE or size > MAX_REPLY:
+                big = max(size, len(self._pending)) // 1024
+                raise LinkError(f"{self.where}: over {big} KiB "
+                                f"arrived for {doing} without the reply ending: not a runner "
+                                f"firmware talking; {seen(lines[-4:], self._pending[-120:])}")
+            computing = not self._pending and (not lines or lines[-1].startswith(COMPUTING))
+            deadline = start + timeout if computing else min(start + timeout, last + quiet)
             if time.monotonic() > deadline:
-                raise LinkError(f"{self.where}: no {until!r} within the time allowed; "
-                                f"{seen(lines, self._pending)}")
-            try:
-                chunk = self.port.read(4096)
-            except Exception as exc:  # pyserial's and the socket's errors alike
-                raise LinkError(f"{self.where}: the link broke ({exc}); "
-                                f"{seen(lines, self._pending)}") from None
+                if lines or self._pending:
+                    raise LinkError(f"{self.where}: the reply to {doing} stopped before "
+                                    f"'{READY}' (nothing more for {quiet:g} s); "
+                                    f"{seen(lines, self._pending)}")
+                raise LinkError(f"{self.where}: no reply to {doing} within {timeout:g} s")
+            chunk = self._receive(deadline, doing, lines)
             if chunk:
                 self._pending += chunk
-            elif not getattr(self.port, "is_open", True):
-                raise LinkError(f"{self.where}: the port closed; {seen(lines)}")
+                last = time.monotonic()
 
     def write(self, data: bytes) -> None:
         """Send raw bytes (a command with its `%`)."""
         try:
             self.port.write(data)
-            self.port.flush()
         except Exception as exc:
-            raise LinkError(f"{self.where}: writing failed ({exc})") from None
+            what = ("the connection closed (the board or QEMU went away)"
+                    if any(gone in str(exc) for gone in _GONE) else f"writing failed ({exc})")
+            raise LinkError(f"{self.where}: {what} while sending {_name(data)}") from None
 
     def command(self, text: str, timeout: float | None = None) -> list[str]:
         """Send `text%`; the reply's lines up to and including `m-ready`.
 
-        A reply holding an `e-[...]` line is a LinkError quoting it.
+        A `timeout` above the link's own is time the board may spend computing. A reply
+        holding an `e-[...]` line is a LinkError quoting it; so is a reply in which the
+        board boots again (it was reset, or crashed and restarted, mid-command).
         """
         self.write(text.encode("ascii") + b"%")
-        lines = self._read_lines(time.monotonic() + (timeout or self.timeout), READY)
+        lines = self._read_lines(timeout or self.timeout, _name(text.encode("ascii")))
         errors = [line for line in lines if line.startswith("e-[")]
         if errors:
-            raise LinkError(f"{self.where}: the firmware refused {text.split()[0]!r}: "
+            raise LinkError(f"{self.where}: the firmware refused {_name(text.encode())}: "
                             f"{errors[0][3:].rstrip(']')}")
         return lines
+
+    def _drain(self, quiet: float) -> bytes:
+        """What the port says until it stays quiet for `quiet` s (BANNER_LIMIT s at most)."""
+        got = b""
+        start = time.monotonic()
+        until = start + quiet
+        while time.monotonic() < min(until, start + BANNER_LIMIT):
+            chunk = self._receive(until, "the boot banner", [])
+            if chunk:
+                got = (got + chunk)[-4096:]
+                until = time.monotonic() + quiet
+        return got
 
     def synchronize(self) -> list[str]:
         """Drain the boot banner and resynchronize: a bare `%` answered by `m-ready`.
 
-        As MLPerf Tiny's runner resets the port. A port on which nothing answers, or where
-        something other than a runner firmware talks, ends here.
+        As MLPerf Tiny's runner resets the port. Any `m-ready` will do (an MLPerf Tiny
+        firmware may call the empty command unknown); a board that boots meanwhile (opening
+        some USB ports resets it) is asked again once it is up. A port on which nothing
+        answers, or where something other than a runner firmware talks, ends here.
         """
-        deadline = time.monotonic() + 0.3
-        while time.monotonic() < deadline:  # whatever the board printed at boot
-            chunk = self.port.read(4096)
-            if chunk:
-                self._pending += chunk
-                deadline = time.monotonic() + 0.2
-        banner = self._pending
+        banner = self._drain(0.3)
         self._pending = b""
-        try:
-            return self.command("")
-        except LinkError as exc:
-            got = banner.decode("latin-1").strip()
-            hint = (f"; it printed {got[-120:]!r} instead" if got else
-                    "; is the firmware flashed and the baud right?")
-            raise LinkError(f"{self.where}: no runner firmware answers (no '{READY}' to "
-                            f"'%' within {self.timeout:g} s){hint}") from exc
+        for attempt in range(2):
+            self.write(b"%")
+            try:
+                lines = self._read_lines(self.timeout, "'%'", boot_ok=True)
+            except LinkError as exc:
+                raise LinkError(self._not_a_runner(banner, exc)) from None
+            if attempt or not any(BOOT in line for line in lines):
+                return lines
+            self._drain(0.3)  # the boot's m-ready, or the answer to the lost '%'
+            self._pending = b""
+        return lines
+
+    def _not_a_runner(self, banner: bytes, exc: LinkError) -> str:
+        """Why no runner firmware answered '%': silence, an echo, or other talk."""
+        if "the connection closed" in str(exc) or "arrived for" in str(exc):
+            return str(exc)
+        reply = self._pending.strip()
+        waited = f"no '{READY}' to '%' within {self.timeout:g} s"
+        if not banner.strip() and not reply:
+            return (f"{self.where}: nothing answered ({waited}): no runner firmware there, or "
+                    "the baud is wrong")
+        if not banner.strip() and reply.strip(b"%") == b"":
+            return (f"{self.where}: the port echoes what is sent ({waited}): a loopback or a "
+                    "terminal, not a runner firmware")
+        got = (banner + self._pending).decode("latin-1").strip()
+        return f"{self.where}: no runner firmware answers ({waited}); it printed {got[-120:]!r}"
+
+
+def _name(command: bytes) -> str:
+    """A command as a message names it: its first word, quoted."""
+    words = command.rstrip(b"%").split()
+    return repr(words[0][:40].decode("latin-1")) if words else "'%'"
 
 
 def field(lines: list[str], pattern: str, where: str) -> re.Match:
