@@ -69,11 +69,13 @@ def run(args) -> int:
         if not args.quiet and not args.json and sys.stderr.isatty():
             print(f"\r{text}...".ljust(60), end="", file=sys.stderr, flush=True)
 
-    result = validate(args.model, target.name, args.port, args.inputs, args.count,
-                      board=board, seed=args.seed, baud=args.baud, timeout=args.timeout,
-                      compiled=compilation_of(args), progress=progress)
-    if not args.json and sys.stderr.isatty():
-        print("\r".ljust(61), end="\r", file=sys.stderr)
+    try:
+        result = validate(args.model, target.name, args.port, args.inputs, args.count,
+                          board=board, seed=args.seed, baud=args.baud, timeout=args.timeout,
+                          compiled=compilation_of(args), progress=progress)
+    finally:  # an error's sentence, or Ctrl+C's, starts on a clean line
+        if not args.json and sys.stderr.isatty():
+            print("\r".ljust(61), end="\r", file=sys.stderr)
     for warning in result.warnings:
         print(f"kiln: warning: {warning}", file=sys.stderr)
     if csv_path is not None:

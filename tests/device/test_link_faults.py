@@ -382,6 +382,34 @@ def test_a_socket_nothing_listens_on_and_a_missing_device(capsys, models):
     assert _fails(capsys, models[0], "/dev/ttyKILN404").endswith("no such device")
 
 
+def test_on_a_terminal_the_sentence_starts_on_a_line_of_its_own(models):
+    """Progress redraws one line with carriage returns; the error must not follow its text."""
+    master, slave = os.openpty()
+    try:
+        with FakePort(_silent) as port:
+            kiln = subprocess.Popen([str(KILN), "validate", str(models[0].path), "--target",
+                                     TARGET, "--port", port.url, "--timeout", "1"],
+                                    stdout=subprocess.PIPE, stderr=slave)
+            out, _ = kiln.communicate(timeout=30)
+        os.close(slave)
+        slave = -1
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO once the terminal's writer is gone
+            while chunk := os.read(master, 4096):
+                shown += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    text = shown.decode()
+    assert kiln.returncode != 0 and out == b""
+    assert "Compiling" in text  # progress was drawn on the terminal
+    screen = [line.rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n")]
+    errors = [line for line in screen if "kiln: error:" in line]
+    assert len(errors) == 1 and errors[0].startswith(f"kiln: error: double.onnx: {port.url}: "
+                                                     "nothing answered"), text
+
+
 # ---- a runner that breaks mid-run ----------------------------------------------------------
 
 CUT = "m-kiln-out-0-" + "00" * 32
