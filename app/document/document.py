@@ -85,6 +85,7 @@ class Document(QObject):
         exported(report): a bundle was exported; `last_export` holds its report.
         compareRequested(a, b): a panel asks for two operands side by side (Compare shows
             them).
+        validated(run): a validation on a device ended; `last_validation` holds it.
     """
 
     graphChanged = Signal()
@@ -100,6 +101,7 @@ class Document(QObject):
     overlayChanged = Signal(str)
     exported = Signal(object)
     compareRequested = Signal(object, object)
+    validated = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -122,6 +124,8 @@ class Document(QObject):
         self._compiled: Compilation | None = None
         self.overlay = ""  # the canvas overlay shown: "", "error" or an Overlay menu key
         self.last_export: dict | None = None  # the report of the last bundle exported
+        # The last validation on a device (`app.device.state.DeviceRun`): the device overlay's.
+        self.last_validation = None
         # The graph whose content the file at `path` holds (None: no graph is, as after a
         # crash's edits came back): what tells an edited model from unsaved ranges or notes.
         self._file_graph: Graph | None = None
@@ -143,6 +147,7 @@ class Document(QObject):
         self.quant.set_session(None)  # the last model's calibration describes nothing here
         self.set_stage_notes({})  # notes on the last model's stages
         self.last_export = None
+        self.last_validation = None
         self.modelOpened.emit()
         self.restore(graph, edit.problems(graph))
         self.pathChanged.emit()
@@ -159,6 +164,11 @@ class Document(QObject):
         """Keep the report of the bundle just exported (the picture export reads it)."""
         self.last_export = report
         self.exported.emit(report)
+
+    def set_last_validation(self, run) -> None:
+        """Keep the validation just run on a device (the device overlay reads it)."""
+        self.last_validation = run
+        self.validated.emit(run)
 
     def request_compare(self, a, b) -> None:
         """Ask for `a` beside `b` (operands, or functions making them) in the Compare window."""

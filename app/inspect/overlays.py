@@ -43,10 +43,11 @@ from views.metric_table import Legend, MetricTable
 from views.signals import signals_blocked
 
 INSTRUCTIONS = "instructions:"  # + target
+DEVICE = "device"  # the last validation's ticks per layer (Tools > Validate on Device…)
 CHOICES = (("", "None"), ("macs", "MACs"), ("weight_bytes", "Weight bytes"),
            ("arena_bytes", "Arena bytes"), ("host_time", "Host time"),
            *((INSTRUCTIONS + t, f"Instructions on {t}") for t in BENCH_TARGETS),
-           ("sqnr", "SQNR"))
+           (DEVICE, "Device ticks"), ("sqnr", "SQNR"))
 
 
 # Figures of the model that ships: of the int8 model once the document is calibrated.
@@ -185,10 +186,14 @@ class OverlayController(QObject):
         for signal in (doc.graphChanged, doc.pipelineChanged, doc.optionsChanged):
             signal.connect(self.refresh)
         doc.modelOpened.connect(lambda: self.choose(""))
+        doc.validated.connect(lambda _run: self.key() == DEVICE and self.refresh())
         doc.selectionChanged.connect(self._canvas_selected)
         window.layoutReady.connect(self.paint)
         # One overlay at a time: the quantization error's replaces this one.
         doc.overlayChanged.connect(lambda name: name == ERROR_OVERLAY and self.choose(""))
+        # Validate on Device's "Show on Canvas" asks the document for the device overlay.
+        doc.overlayChanged.connect(lambda name: name == DEVICE and self.key() != DEVICE
+                                   and self.choose(DEVICE))
 
     def _build_menu(self, window) -> None:
         menu = menu_before_help(window, "Overla&y")
@@ -257,6 +262,9 @@ class OverlayController(QObject):
         if key == "sqnr":
             self._show_sqnr()
             return
+        if key == DEVICE:
+            self._show_device()
+            return
         compiled = doc.compilation()
         if compiled is None:
             self._show(None, "The graph has invalid nodes: fix or undo the edit first.", True)
@@ -297,6 +305,14 @@ class OverlayController(QObject):
             return
         tensors = {name: t.sqnr for name, t in s.evaluation.tensors.items()}
         self._show(layer_metrics.sqnr(self.document.graph, tensors, s.keys))
+
+    def _show_device(self) -> None:
+        run = self.document.last_validation
+        if run is None or run.graph is not self.document.graph:
+            self._show(None, "Device ticks need a validation of this graph: Tools > Validate "
+                             "on Device… first.", True)
+            return
+        self._show(run.metric)
 
     def _show(self, metric: MetricSet | None, message: str = "", error: bool = False) -> None:
         self.current = metric

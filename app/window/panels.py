@@ -8,6 +8,7 @@ panels for `kiln --screenshot`.
 from __future__ import annotations
 
 from app.compare import controller as compare
+from app.device import controller as device
 from app.document import recovery, sessions
 from app.explore import controller as explore
 from app.export import controller as export
@@ -31,7 +32,7 @@ FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowerin
             ("compare", compare), ("activations", activation_panel),
             ("picture", picture_export), ("report", report_export),
             ("walkthrough", walkthrough_export),
-            ("explore", explore))
+            ("explore", explore), ("device", device))
 
 
 def install_all(window) -> None:
