@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -50,7 +51,8 @@ WIDTH = 300  # float inputs: 1,200 bytes, many `db` chunks whatever the buffer
 # ---- the process table ---------------------------------------------------------------------
 
 def _tagged(tag: str) -> list[str]:
-    """Live processes (zombies too) started under `tag`, and unreaped children of this one."""
+    """Live processes (zombies too) started under `tag` or a sub-tag `tag.x`, and unreaped
+    children of this one."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -62,7 +64,8 @@ def _tagged(tag: str) -> list[str]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        ours = f"{TAG}={tag}".encode() in environ.split(b"\0")
+        ours = any(item == f"{TAG}={tag}".encode() or item.startswith(f"{TAG}={tag}.".encode())
+                   for item in environ.split(b"\0"))
         if ours or int(fields[1]) == os.getpid():
             found.append(f"{entry.name} ({fields[0]}) {cmdline[:120]}")
     return found
@@ -382,27 +385,25 @@ def test_a_socket_nothing_listens_on_and_a_missing_device(capsys, models):
     assert _fails(capsys, models[0], "/dev/ttyKILN404").endswith("no such device")
 
 
-def test_on_a_terminal_the_sentence_starts_on_a_line_of_its_own(models):
+def test_on_a_terminal_the_sentence_starts_on_a_line_of_its_own(models, monkeypatch):
     """Progress redraws one line with carriage returns; the error must not follow its text."""
     master, slave = os.openpty()
+    terminal = os.fdopen(slave, "w")
     try:
+        monkeypatch.setattr(sys, "stderr", terminal)
         with FakePort(_silent) as port:
-            kiln = subprocess.Popen([str(KILN), "validate", str(models[0].path), "--target",
-                                     TARGET, "--port", port.url, "--timeout", "1"],
-                                    stdout=subprocess.PIPE, stderr=slave)
-            out, _ = kiln.communicate(timeout=30)
-        os.close(slave)
-        slave = -1
+            code = main(["validate", str(models[0].path), "--target", TARGET, "--port",
+                         port.url, "--timeout", "1"])
+        terminal.flush()
         shown = b""
-        with contextlib.suppress(OSError):  # EIO once the terminal's writer is gone
-            while chunk := os.read(master, 4096):
-                shown += chunk
+        while select.select([master], [], [], 0.2)[0]:
+            shown += os.read(master, 4096)
     finally:
-        if slave >= 0:
-            os.close(slave)
+        monkeypatch.undo()
+        terminal.close()
         os.close(master)
     text = shown.decode()
-    assert kiln.returncode != 0 and out == b""
+    assert code != 0
     assert "Compiling" in text  # progress was drawn on the terminal
     screen = [line.rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n")]
     errors = [line for line in screen if "kiln: error:" in line]
@@ -527,39 +528,44 @@ def _connected(port: int) -> bool:
                for cols in map(str.split, table))
 
 
-def _kiln_validate(model: Model) -> subprocess.Popen:
+def _kiln_validate(model: Model, tag: str) -> subprocess.Popen:
     return subprocess.Popen([str(KILN), "validate", str(model.path), "--target", TARGET,
                              "--port", "qemu", "-n", "20"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, TAG: tag})
 
 
-@pytest.mark.parametrize("victim", ["qemu", "kiln-sigint", "kiln-sigkill"])
-def test_a_run_stopped_by_a_signal_ends_and_leaves_nothing(models, tag, victim):
+VICTIMS = {"qemu": signal.SIGKILL, "kiln-sigint": signal.SIGINT, "kiln-sigkill": signal.SIGKILL}
+
+
+def test_runs_stopped_by_a_signal_end_and_leave_nothing(models, tag):
+    """QEMU killed, Ctrl+C, kiln killed outright: three runs side by side, one fault each."""
     require_tools("arm-none-eabi-gcc", "qemu-system-arm")
-    kiln = _kiln_validate(models[0])
+    kilns = {victim: _kiln_validate(models[0], f"{tag}.{victim}") for victim in VICTIMS}
+    ended: dict[str, tuple[float, str, str]] = {}
     try:
-        qemu = _qemu_serving(tag, kiln)
-        time.sleep(1.0)  # past the first input (about 0.7 s a 1,200-byte input under QEMU)
-        assert kiln.poll() is None
-        started = time.monotonic()
-        os.kill(*{"qemu": (qemu, signal.SIGKILL), "kiln-sigint": (kiln.pid, signal.SIGINT),
-                  "kiln-sigkill": (kiln.pid, signal.SIGKILL)}[victim])
-        out, err = kiln.communicate(timeout=LIMIT)
-        took = time.monotonic() - started
+        serving = {victim: (_qemu_serving(f"{tag}.{victim}", kiln), time.monotonic())
+                   for victim, kiln in kilns.items()}
+        for victim, (qemu, since) in serving.items():
+            kiln = kilns[victim]
+            time.sleep(max(0.0, since + 1.0 - time.monotonic()))  # past the first input
+            assert kiln.poll() is None, (victim, kiln.communicate())
+            os.kill(qemu if victim == "qemu" else kiln.pid, VICTIMS[victim])
+            started = time.monotonic()
+            out, err = kiln.communicate(timeout=LIMIT)
+            ended[victim] = (time.monotonic() - started, out, err)
     finally:
-        if kiln.poll() is None:
-            kiln.kill()
-            kiln.communicate()
-    assert took < LIMIT
-    if victim == "qemu":
-        assert kiln.returncode not in (0, 130)
-        line = _one_sentence(err, "qemu (mps2-an500) at socket://127.0.0.1:")
-        assert re.search(r"the connection closed \(the board or QEMU went away\) while waiting "
-                         r"for '(db|infer|kiln-out|kiln-layers)'.*\(QEMU had stopped: killed "
-                         r"by SIGKILL\)$", line), line
-    elif victim == "kiln-sigint":
-        assert (kiln.returncode, err) == (130, "kiln: interrupted\n")
-    else:
-        assert kiln.returncode == -signal.SIGKILL  # no word possible: QEMU must go alone
-    assert out == ""
+        for kiln in kilns.values():
+            if kiln.poll() is None:
+                kiln.kill()
+                kiln.communicate()
+    for victim, (took, out, _) in ended.items():
+        assert took < LIMIT and out == "", (victim, took, out)
+    assert kilns["qemu"].returncode not in (0, 130)
+    line = _one_sentence(ended["qemu"][2], "qemu (mps2-an500) at socket://127.0.0.1:")
+    assert re.search(r"the connection closed \(the board or QEMU went away\) while waiting "
+                     r"for '(db|infer|kiln-out|kiln-layers)'.*\(QEMU had stopped: killed "
+                     r"by SIGKILL\)$", line), line
+    assert (kilns["kiln-sigint"].returncode, ended["kiln-sigint"][2]) == (130,
+                                                                          "kiln: interrupted\n")
+    assert kilns["kiln-sigkill"].returncode == -signal.SIGKILL  # no word: QEMU must go alone
     assert _leftovers(tag) == []
