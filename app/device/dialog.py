@@ -121,7 +121,8 @@ class ValidateDialog(QDialog):
         choice.addButton(self.random)
         choice.addButton(self.from_file)
         self.source = QLineEdit()
-        self.source.setPlaceholderText("a folder of .npy files or images, an .npz or .npy file")
+        self.source.setPlaceholderText("a folder of .npy files or images, .npz, .npy, or "
+                                       "digits:test")
         self.pick_file = QPushButton("File…")
         self.pick_folder = QPushButton("Folder…")
         self.count = QSpinBox()

@@ -10,12 +10,11 @@ from pathlib import Path
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
+from app.device import results
 from app.window import workers
 from tests.codegen import firmware as test_firmware
 from tests.gui.helpers import make_window
 from tests.gui.screen_check import outside
-
-SHOTS = Path(os.environ.get("KILN_SHOTS", "/tmp")) / "kiln-validate-device"
 
 
 def _qemu_children() -> list[int]:
@@ -110,7 +109,8 @@ def _all_jobs_ended(qtbot) -> None:
     qtbot.waitUntil(lambda: not workers.running_jobs(), timeout=60000)
 
 
-def test_validating_five_inputs_on_qemu_shows_the_table_and_the_device_overlay(qtbot):
+def test_validating_five_inputs_on_qemu_shows_the_table_and_the_device_overlay(qtbot,
+                                                                               tmp_path):
     test_firmware.require_tools()
     window = make_window(qtbot)
     window.resize(1400, 900)
@@ -127,7 +127,7 @@ def test_validating_five_inputs_on_qemu_shows_the_table_and_the_device_overlay(q
     assert summary["Latency"].startswith("median ") and "over 5 runs" in summary["Latency"]
     assert _cells(dialog.evaluation, 0) == ["Interpreter", "X-cross (onnxruntime)"]
     assert float(dialog.evaluation.item(0, 5).text()) > 0.9999  # cos
-    _shoot(qtbot, window, dialog, "1400x900")
+    _shoot(qtbot, tmp_path, window, dialog, "1400x900")
     # The per-layer table: ticks, instructions, MACs, layer; the unit is SysTick's, not cycles.
     _click_tab(qtbot, dialog.tabs, "Per layer")
     assert dialog.layers.isVisible()
@@ -142,7 +142,7 @@ def test_validating_five_inputs_on_qemu_shows_the_table_and_the_device_overlay(q
     conv = layers.index(next(n for n in layers if n.startswith("Conv ")))
     assert int(dialog.layers.item(conv, 2).text().replace(",", "")) == v.layers[conv].macs > 0
     assert int(dialog.layers.item(conv, 1).text().replace(",", "")) > ticks[conv]
-    _shoot(qtbot, window, dialog, "1400x900_layers")
+    _shoot(qtbot, tmp_path, window, dialog, "1400x900_layers")
 
     # Show on Canvas: the Overlay menu's "Device ticks" paints the graph by the ticks.
     overlays = window.overlays
@@ -156,7 +156,7 @@ def test_validating_five_inputs_on_qemu_shows_the_table_and_the_device_overlay(q
     assert convs <= set(painted) and set(painted) == set(overlays.current.values())
     assert len({fill for fill, _ in painted.values()}) >= 3  # a gradient, not one colour
     assert "SysTick ticks on cortex-m7" in overlays.panel.status.text()
-    _shoot(qtbot, window, dialog, "1400x900_overlay")
+    _shoot(qtbot, tmp_path, window, dialog, "1400x900_overlay")
 
     # 800x600: the window and the dialog fit, nothing in the dialog is cut off.
     window.resize(800, 600)
@@ -166,27 +166,38 @@ def test_validating_five_inputs_on_qemu_shows_the_table_and_the_device_overlay(q
     assert least.width() <= 792 and least.height() <= 566, least
     assert outside(dialog, "dialog") == []
     assert dialog.layers.height() >= 90 and dialog.summary.height() >= 90
-    _shoot(qtbot, window, dialog, "800x600_layers")
+    _shoot(qtbot, tmp_path, window, dialog, "800x600_layers")
     _click_tab(qtbot, dialog.tabs, "Checks")
     assert outside(dialog, "dialog") == []
-    _shoot(qtbot, window, dialog, "800x600")
+    _shoot(qtbot, tmp_path, window, dialog, "800x600")
     assert not _qemu_children()
 
+    # An edit: the ticks were measured on another graph, so none are shown; undo brings them.
+    conv = next(n for n in window.document.graph.nodes if n.op == "Conv")
+    assert window.editing.rename_node(conv.id, "renamed")
+    qtbot.waitUntil(lambda: overlays.current is None)
+    assert "Validate on Device" in overlays.panel.status.text()
+    assert window.device.open_dialog().summary.rowCount() == 0
+    window.document.undo_stack.undo()
+    qtbot.waitUntil(lambda: overlays.current is run.metric)
+    assert window.device.open_dialog().summary.rowCount() == len(results.summary(v))
 
-def _shoot(qtbot, window, dialog, size: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+
+def _shoot(qtbot, tmp_path, window, dialog, size: str) -> None:
+    """The window and the dialog as PNG, in KILN_SHOTS when set (pictures to look at)."""
+    folder = Path(os.environ.get("KILN_SHOTS") or tmp_path)
     qtbot.wait(50)
-    assert window.grab().save(str(SHOTS / f"window_{size}.png"))
-    assert dialog.grab().save(str(SHOTS / f"dialog_{size}.png"))
+    assert window.grab().save(str(folder / f"validate_window_{size}.png"))
+    assert dialog.grab().save(str(folder / f"validate_dialog_{size}.png"))
 
 
-def test_cancel_mid_run_stops_qemu_and_keeps_no_result(qtbot):
+def test_cancel_mid_run_stops_qemu_and_keeps_no_result(qtbot, tmp_path):
     test_firmware.require_tools()
     window = make_window(qtbot)
     dialog = _start(qtbot, window, 400)
     qtbot.waitUntil(lambda: bool(_qemu_children()) and "Input" in dialog.status.text(),
                     timeout=120000)
-    _shoot(qtbot, window, dialog, "running")
+    _shoot(qtbot, tmp_path, window, dialog, "running")
     assert dialog.progress.isVisible() and 0 < dialog.progress.value() < 1000
     _click(qtbot, dialog.cancel)
     assert not window.device.is_busy() and dialog.validate.isEnabled()
@@ -216,6 +227,25 @@ def test_closing_the_dialog_mid_run_stops_qemu_and_the_window_closes(qtbot):
     _all_jobs_ended(qtbot)
 
 
+def test_samples_typed_in_are_sent_and_their_labels_give_the_accuracy(qtbot):
+    test_firmware.require_tools()
+    window = make_window(qtbot)
+    dialog = _open_dialog(qtbot, window)
+    qtbot.mouseClick(dialog.source, Qt.MouseButton.LeftButton)
+    qtbot.keyClicks(dialog.source, "digits:test")
+    assert dialog.from_file.isChecked()  # typing a source chooses it
+    _type_into(qtbot, dialog.count, "3")
+    _click(qtbot, dialog.validate)
+    qtbot.waitUntil(lambda: not window.device.is_busy(), timeout=180000)
+    v = window.document.last_validation.validation
+    assert v.passed and v.count == 3 and v.inputs == "3 of 450 samples of digits:test"
+    assert not v.warnings  # real samples: no note about random inputs
+    summary = dict(zip(_cells(dialog.summary, 0), _cells(dialog.summary, 1)))
+    assert "Note" not in summary and summary["Inputs"] == "3: 3 of 450 samples of digits:test"
+    accuracy = _cells(dialog.evaluation, 1)
+    assert accuracy == [f"{100 * v.accuracy:.1f}%", f"{100 * v.reference_accuracy:.1f}%"]
+
+
 def test_a_silent_port_is_one_sentence_in_the_dialog(qtbot):
     window = make_window(qtbot)
     with socket.socket() as silent:  # accepts, never answers
@@ -232,7 +262,7 @@ def test_a_silent_port_is_one_sentence_in_the_dialog(qtbot):
     assert dialog.validate.isEnabled() and not dialog.cancel.isVisible()
 
 
-def test_the_ports_offer_qemu_first_and_the_serial_ports_found(qtbot, monkeypatch):
+def test_the_ports_offer_qemu_first_and_the_serial_ports_found(qtbot, tmp_path, monkeypatch):
     from serial.tools import list_ports_common
 
     found = list_ports_common.ListPortInfo("/dev/ttyACM7", skip_link_detection=True)
@@ -240,10 +270,14 @@ def test_the_ports_offer_qemu_first_and_the_serial_ports_found(qtbot, monkeypatc
     monkeypatch.setattr("serial.tools.list_ports.comports", lambda: [found])
     window = make_window(qtbot)
     dialog = _open_dialog(qtbot, window)
-    _shoot(qtbot, window, dialog, "opened")
+    _shoot(qtbot, tmp_path, window, dialog, "opened")
     labels = [dialog.port.itemText(i) for i in range(dialog.port.count())]
     assert labels == ["QEMU (emulated board)", "/dev/ttyACM7: STM32 STLink"]
     _choose(qtbot, dialog.port, "/dev/ttyACM7: STM32 STLink")
     assert dialog.request().port == "/dev/ttyACM7"
     cores = [dialog.core.itemData(i) for i in range(dialog.core.count())]
     assert cores == ["cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55"]
+    # Device ticks before any validation: a sentence saying where they come from.
+    window.overlays.choose("device")
+    assert window.overlays.current is None and not dialog.show_on_canvas.isEnabled()
+    assert "Tools > Validate on Device" in window.overlays.panel.status.text()
