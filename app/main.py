@@ -17,7 +17,15 @@ def open_window(argv: list[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `kiln` console script."""
-    from app.cli import main as run_command
+    """Entry point of the `kiln` console script.
 
+    Ctrl+C while the libraries are still loading is an interruption, not a traceback.
+    """
+    import sys
+
+    try:
+        from app.cli import main as run_command
+    except KeyboardInterrupt:
+        print("kiln: interrupted", file=sys.stderr)
+        return 130
     return run_command(argv, open_window)

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
                                "file's name; MLPerf Tiny's are ic01, kws01, vww01, ad01)")
     firmware.add_argument("-o", "--output", required=True, metavar="DIR",
                           help="the folder to write (made if missing)")
+    firmware.add_argument("--force", action="store_true",
+                          help="overwrite files in DIR changed since Kiln wrote them (a port "
+                               "filled in, an edited Makefile)")
     firmware.add_argument("--json", action="store_true", help="print what was built as JSON")
 
 
@@ -57,23 +60,25 @@ def run(args) -> int:
     port = runner_firmware.TEMPLATE_PORT if args.port_template or (
         board is not None and board.qemu_machine is None) else None
     built = runner_firmware.build(net, board or row, folder, args.model, args.model_id or "",
-                                  port)
+                                  port, args.force)
     manifest = json.loads((folder / runner_firmware.MANIFEST).read_text())
     if args.json:
         print(json.dumps({**manifest, "folder": str(folder)}))
         return 0
     name = Path(args.model).name
+    model = Path(args.model).resolve()
     print(f"{name}: runner firmware for {target.name} on {(board or row).name} in {folder}")
     print(f"  {runner_firmware.ELF}, {runner_firmware.BIN}, {runner_firmware.MAP}: "
           f"{manifest['flash_bytes']:,} B flash, {manifest['ram_bytes']:,} B RAM "
           f"(linked for {row.name})")
     print(f"  port       {built.port}")
-    print(f"  network    {manifest['network_hash']} ({len(manifest['kernels'])} timed kernel "
-          "calls)")
+    print(f"  network    {manifest['network_hash']}, every kernel timed "
+          f"({runner_firmware.model_source.layer_slots(net) - 1} counters)")
     if built.port == runner_firmware.QEMU_PORT:
-        print(f"  run        make -C {folder} run TCP_PORT=5555, then kiln validate {name} "
+        print(f"  run        make -C {folder} run TCP_PORT=5555, then kiln validate {model} "
               f"--target {target.name} --port socket://127.0.0.1:5555")
     else:
-        print(f"  next       fill in {runner_firmware.TEMPLATE_PORT}'s functions for your "
-              f"board, then make -C {folder} PORT={runner_firmware.TEMPLATE_PORT}")
+        print(f"  next       copy {runner_firmware.TEMPLATE_PORT} to my_port.c in {folder}, "
+              f"fill in its functions for your board (README.md says how), then make -C "
+              f"{folder} PORT=my_port.c")
     return 0

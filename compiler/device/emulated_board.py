@@ -53,7 +53,8 @@ def command(elf: Path, machine: str, port: int, plugin: str | None = None) -> li
     """The QEMU command line (the firmware README's `make run` is the same without a plugin)."""
     extra = ["-plugin", plugin, "-d", "plugin"] if plugin else []
     return [firmware.QEMU, "-M", machine, "-nographic", "-monitor", "none", "-icount",
-            "shift=0", "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on", *extra,
+            "shift=0", "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on",
+            *extra,
             "-kernel", str(elf)]
 
 

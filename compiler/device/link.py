@@ -214,6 +214,9 @@ class Link:
         reply = self._pending.strip()
         waited = f"no '{READY}' to '%' within {self.timeout:g} s"
         if not banner.strip() and not reply:
+            if "socket://" in self.where:  # QEMU serves one client at a time
+                return (f"{self.where}: nothing answered ({waited}): no runner firmware "
+                        "there, or another program is already connected to it")
             return (f"{self.where}: nothing answered ({waited}): no runner firmware there, or "
                     "the baud is wrong")
         if not banner.strip() and reply.strip(b"%") == b"":

@@ -9,11 +9,12 @@ counter added to `NET_layer_ticks`, the split `kiln bench --target` counts per l
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compiler.codegen.build import CompiledNet
@@ -89,7 +90,8 @@ def gcc_command(net: CompiledNet, board: Board, port: str) -> list[str]:
 def qemu_command(board: Board, port: int | str = "PORT") -> list[str]:
     """QEMU running the firmware with its UART on a loopback TCP port, instructions as time."""
     return [firmware.QEMU, "-M", board.qemu_machine, "-nographic", "-monitor", "none",
-            "-icount", "shift=0", "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on",
+            "-icount", "shift=0", "-serial",
+            f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on",
             "-kernel", ELF]
 
 
@@ -184,16 +186,18 @@ def _your_board(net: CompiledNet, board: Board, chosen: Board | None, model: str
     """The README's steps from the template port to a firmware on the user's own board."""
     user = chosen is not None and chosen.name != board.name
     name = chosen.name if user else "your board"
-    memory = (f"{chosen.name} has {chosen.flash // 1024:,} KiB of flash and "
-              f"{chosen.ram // 1024:,} KiB of RAM (Kiln's board table); put their addresses "
-              "from its reference manual" if user else "put your board's flash and RAM")
+    memory = (f"it holds {chosen.name}'s {chosen.flash // 1024:,} KiB of flash and "
+              f"{chosen.ram // 1024:,} KiB of RAM (Kiln's board table) at {board.name}'s "
+              "addresses: check the addresses in its reference manual" if user else
+              "put your board's flash and RAM there")
     return [
         f"## Your own board{f': {chosen.name}' if user else ''}", "",
         f"`{TEMPLATE_PORT}` is the porting layer to fill in (`kiln_port.h` states the "
         f"contract; `{QEMU_PORT}` is a complete port to compare with). Copy it to "
         "`my_port.c` and replace each `TODO` with your vendor HAL's calls:", "",
-        "- `kiln_port_init`: the clocks (`HAL_Init`, `SystemClock_Config`), then the UART the "
-        "host is cabled to, 8N1 at 115200 baud, receiver and transmitter on;",
+        "- `kiln_port_init`: the clocks (STM32Cube's `HAL_Init` and `SystemClock_Config`, "
+        "Nordic's nrfx clock driver, NXP's `BOARD_InitBootClocks`...), then the UART the host "
+        "is cabled to, 8N1 at 115200 baud, receiver and transmitter on;",
         "- `kiln_port_read_byte`: wait for one received byte and return it;",
         "- `kiln_port_write`: send the bytes;",
         "- `kiln_port_microseconds`: a microsecond timer (the cycle counter serves);",
@@ -201,13 +205,14 @@ def _your_board(net: CompiledNet, board: Board, chosen: Board | None, model: str
         "`kiln_port_ticks` reads the DWT cycle counter; a core without one (Cortex-M0/M0+, "
         "QEMU) counts a timer instead and names it in `kiln_port_tick_unit`.", "",
         f"`board.ld`'s MEMORY block is {board.name}'s (flash at {board.flash_origin:#x}, "
-        f"RAM at {board.ram_origin:#x}): {memory} there. `kiln_startup.c` sets up the C "
+        f"RAM at {board.ram_origin:#x}): {memory}. `kiln_startup.c` sets up the C "
         "runtime and its vector table has the core's 16 entries; a HAL that counts time "
-        "with SysTick needs `SysTick_Handler` defined in your port (ST's calls "
-        "`HAL_IncTick()`). Then, with your core clock (216 MHz here):", "", "```",
-        "make PORT=my_port.c PORT_FLAGS='-DKILN_CPU_HZ=216000000u'",
+        "with SysTick needs `SysTick_Handler` defined in your port (STM32Cube's calls "
+        "`HAL_IncTick()`). Then, with your core clock in Hz (HZ below: 64000000u for a "
+        "64 MHz core):", "", "```",
+        "make PORT=my_port.c PORT_FLAGS='-DKILN_CPU_HZ=HZ'",
         "# or: cmake -B build -DKILN_PORT=my_port.c "
-        "-DKILN_PORT_DEFINES='KILN_CPU_HZ=216000000u' && cmake --build build", "```", "",
+        "-DKILN_PORT_DEFINES='KILN_CPU_HZ=HZ' && cmake --build build", "```", "",
         f"Flash `{BIN}` on {name} and run `kiln validate {model} --target "
         f"{net.target.name} --port /dev/ttyACM0` (the device your board's UART appears as; "
         "`--baud` if not 115200).", ""]
@@ -221,7 +226,7 @@ def readme(net: CompiledNet, board: Board, port: str, model: str,
     memory map: then the README leads with what to fill in.
     """
     user = chosen is not None and chosen.name != board.name
-    lines = [f"# Kiln runner firmware: {net.name} ({model}) on "
+    lines = [f"# Kiln runner firmware: {net.name} ({Path(model).name}) on "
              f"{chosen.name if user else board.name}", "",
              f"Kiln's compiled network for {net.target.name}, the runner `kiln_runner.c` "
              "(MLPerf Tiny's benchmark protocol and Kiln's own commands over a serial link) "
@@ -255,33 +260,77 @@ def readme(net: CompiledNet, board: Board, port: str, model: str,
     return "\n".join(lines)
 
 
-def write_sources(net: CompiledNet, board: Board, folder: Path, model: str,
-                  model_id: str, port: str | None = None) -> str:
-    """Write every file the firmware is built from into `folder`; the port's file name.
+def _recorded_files(folder: Path) -> dict[str, str]:
+    """The SHA-256 of each file the last build wrote, from its manifest ({} when none)."""
+    try:
+        return dict(json.loads((folder / MANIFEST).read_text()).get("files", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
 
-    `port` defaults to the QEMU port on an emulated board, else the template.
+
+def changed_files(folder: Path, files: dict[str, bytes]) -> list[str]:
+    """The files of `files` already in `folder` that Kiln did not write as they are now.
+
+    A port the user filled in, a Makefile they edited: overwriting them loses work.
+    """
+    recorded = _recorded_files(folder)
+    changed = []
+    for name, data in files.items():
+        path = folder / name
+        if not path.is_file():
+            continue
+        now = path.read_bytes()
+        if now != data and recorded.get(name) != hashlib.sha256(now).hexdigest():
+            changed.append(name)
+    return changed
+
+
+def source_files(net: CompiledNet, board: Board, model: str, model_id: str, port: str
+                 ) -> dict[str, bytes]:
+    """Every file the firmware is built from, by name."""
+    row = linked_board(net.target.name, board)
+    memory = row if board is row or board.qemu_machine else replace(
+        row, name=board.name, flash=board.flash, ram=board.ram)  # the user board's sizes
+    files = {name: (HERE / name).read_bytes() for name in (*RUNNER, QEMU_PORT)}
+    texts = {"board.ld": linker_script(memory), f"{net.name}.h": net_header(net),
+             "kiln_model.h": model_source.header(net, net.target.name, board.name, model_id),
+             "kiln_model.c": model_source.source(net),
+             "Makefile": makefile(net, row, port, board),
+             "CMakeLists.txt": cmake_file(net, row, port, board),
+             "arm-none-eabi.cmake": toolchain_file(),
+             "README.md": readme(net, row, port, str(Path(model).resolve()), board)}
+    files |= {name: text.encode() for name, text in texts.items()}
+    files["sections.ld"] = (firmware.HERE / "sections.ld").read_bytes()
+    files[f"{net.name}.o"] = net.object
+    return files
+
+
+def write_sources(net: CompiledNet, board: Board, folder: Path, model: str,
+                  model_id: str, port: str | None = None, force: bool = False
+                  ) -> tuple[str, dict[str, str]]:
+    """Write every file the firmware is built from into `folder`; the port and the hashes.
+
+    Returns the port's file name and each file's SHA-256. `port` defaults to the QEMU port
+    on an emulated board, else the template. A file there that Kiln did not write as it is
+    (a port filled in, an edited Makefile) is refused unless `force`.
     """
     board_row = linked_board(net.target.name, board)
     port = port or (QEMU_PORT if board_row.uart is not None else TEMPLATE_PORT)
+    files = source_files(net, board, model, model_id, port)
     folder.mkdir(parents=True, exist_ok=True)
-    for name in (*RUNNER, QEMU_PORT):
-        atomic_write_bytes(folder / name, (HERE / name).read_bytes())
-    atomic_write_bytes(folder / "sections.ld", (firmware.HERE / "sections.ld").read_bytes())
-    atomic_write_text(folder / "board.ld", linker_script(board_row))
-    atomic_write_bytes(folder / f"{net.name}.o", net.object)
-    atomic_write_text(folder / f"{net.name}.h", net_header(net))
-    atomic_write_text(folder / "kiln_model.h",
-                      model_source.header(net, net.target.name, board.name, model_id))
-    atomic_write_text(folder / "kiln_model.c", model_source.source(net))
-    atomic_write_text(folder / "Makefile", makefile(net, board_row, port, board))
-    atomic_write_text(folder / "CMakeLists.txt", cmake_file(net, board_row, port, board))
-    atomic_write_text(folder / "arm-none-eabi.cmake", toolchain_file())
-    atomic_write_text(folder / "README.md", readme(net, board_row, port, model, board))
-    return port
+    changed = [] if force else changed_files(folder, files)
+    if changed:
+        raise KilnError(f"{folder}: {', '.join(changed)} changed since Kiln wrote "
+                        f"{'it' if len(changed) == 1 else 'them'}; keep your port under "
+                        "another name (make PORT=my_port.c), write to another folder, or "
+                        "pass --force to overwrite")
+    for name, data in files.items():
+        atomic_write_bytes(folder / name, data)
+    return port, {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
 
 
 def build(net: CompiledNet, board: Board, folder: Path, model: str, model_id: str = "",
-          port: str | None = None) -> Firmware:
+          port: str | None = None, force: bool = False) -> Firmware:
     """Write the sources and build the ELF, BIN and map in `folder`."""
     if net.weights != "embedded":
         raise KilnError("the runner firmware embeds the weights; compile with embedded "
@@ -293,7 +342,8 @@ def build(net: CompiledNet, board: Board, folder: Path, model: str, model_id: st
         raise KilnError(f"building the firmware needs {' and '.join(missing)} (Debian "
                         f"packages: {PACKAGES})")
     row = linked_board(net.target.name, board)
-    port = write_sources(net, board, folder, model, model_id or Path(model).stem, port)
+    port, hashes = write_sources(net, board, folder, model, model_id or Path(model).stem,
+                                 port, force)
     done = subprocess.run(gcc_command(net, row, port), cwd=folder, capture_output=True,
                           text=True)
     if done.returncode:
@@ -309,5 +359,6 @@ def build(net: CompiledNet, board: Board, folder: Path, model: str, model_id: st
         "target": net.target.name, "board": board.name, "linked_for": row.name,
         "qemu_machine": row.qemu_machine, "port": port, "model": Path(model).name,
         "flash_bytes": flash, "ram_bytes": ram,
-        "kernels": [net.kernels[k].symbol for k in net.timed]}, indent=2) + "\n")
+        "kernels": [net.kernels[k].symbol for k in net.timed],
+        "files": hashes}, indent=2) + "\n")
     return Firmware(folder, net, row, port)

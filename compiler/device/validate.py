@@ -169,6 +169,12 @@ def check_identity(link: Link, net: CompiledNet) -> tuple[str, int, str, int]:
     version = reply_field(lines, r"m-kiln-version-\[([^]]*)\]", where)[1]
     want = model_source.network_hash(net)
     if got != want:
+        built = re.fullmatch(r"m-kiln-net-\[([^,\]]*),([^,\]]*),([^]]*)\]",
+                             next((x for x in lines if x.startswith("m-kiln-net-")), ""))
+        if built and built[2] != net.target.name:
+            raise LinkError(f"{where}: the firmware was built for {built[2]} (board "
+                            f"{built[3]}), not {net.target.name}: pass --target {built[2]}, "
+                            f"or build and flash firmware for {net.target.name}")
         raise LinkError(f"{where}: the firmware serves network {got} (Kiln {version}); "
                         f"this model compiled for {net.target.name} is {want}: rebuild "
                         "and flash it with kiln firmware")
@@ -306,6 +312,11 @@ def validate(model: str | Path, target: str, port: str, inputs: str | None = Non
     result = Validation(model.name, target, (board or row).name,
                         f"qemu ({row.qemu_machine})" if emulated else port, data.source,
                         len(data.feeds), model_source.network_hash(net))
+    if len(data.feeds) < count:
+        result.warnings.append(f"{inputs} holds {len(data.feeds)} samples: validating on "
+                               f"{len(data.feeds)}, not the {count} asked for")
+    if board is not None and board.target != target:
+        raise KilnError(f"--board {board.name} has a {board.target}, not a {target}")
     if data.random:
         result.warnings.append(RANDOM_WARNING)
     wanted = [[out for out in run(compiled.final, feed).values()] for feed in data.feeds]

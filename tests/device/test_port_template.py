@@ -88,7 +88,8 @@ def test_port_template_filled_in_builds_runs_and_validates(tmp_path, capsys):
     assert cli.main(["firmware", str(SAMPLE_MODEL), "--target", TARGET, "--board", BOARD,
                      "-o", str(folder)]) == 0
     said = capsys.readouterr().out
-    assert f"PORT={runner_firmware.TEMPLATE_PORT}" in said
+    assert f"copy {runner_firmware.TEMPLATE_PORT} to my_port.c" in said
+    assert "PORT=my_port.c" in said
     manifest = json.loads((folder / "firmware.json").read_text())
     assert (manifest["port"], manifest["board"], manifest["linked_for"]) == (
         runner_firmware.TEMPLATE_PORT, BOARD, "mps2-an500")
@@ -100,7 +101,7 @@ def test_port_template_filled_in_builds_runs_and_validates(tmp_path, capsys):
     assert todo == ["kiln_port_init", "kiln_port_read_byte", "kiln_port_write",
                     "kiln_port_microseconds"]
     readme = (folder / "README.md").read_text()
-    assert readme.startswith(f"# Kiln runner firmware: net ({SAMPLE_MODEL}) on {BOARD}\n")
+    assert readme.startswith(f"# Kiln runner firmware: net ({SAMPLE_MODEL.name}) on {BOARD}\n")
     assert all(f"- `{name}`:" in readme for name in todo)
     assert f"QEMU does not emulate {BOARD}" in readme and "`board.ld`'s MEMORY" in readme
     assert "make PORT=my_port.c PORT_FLAGS=" in readme
