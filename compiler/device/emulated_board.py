@@ -49,7 +49,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def command(elf: Path, machine: str, port: int, plugin: str | None = None) -> list[str]:
+def command(elf: Path, machine: str, port: int | str, plugin: str | None = None) -> list[str]:
     """The QEMU command line (the firmware README's `make run` is the same without a plugin)."""
     extra = ["-plugin", plugin, "-d", "plugin"] if plugin else []
     return [firmware.QEMU, "-M", machine, "-nographic", "-monitor", "none", "-icount",
@@ -199,9 +199,3 @@ def _with_qemu_state(exc: LinkError, process: subprocess.Popen) -> LinkError:
     how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in
            signal.valid_signals() else f"exit {code}")
     return LinkError(f"{exc} (QEMU had stopped: {how})")
-
-
-def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL QEMU's whole session (a test's way of pulling the board's plug)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)

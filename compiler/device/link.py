@@ -21,7 +21,6 @@ DEFAULT_BAUD = 115200
 COMMAND_TIMEOUT = 5.0  # MLPerf Tiny's runner waits 5 s for a reply
 READY = "m-ready"
 BOOT = "m-init-done"  # what the runner prints when it (re)starts
-MLPERF_CHUNK = 31  # bytes per `db` command in MLPerf Tiny's runner (80-character buffer)
 COMPUTING = ("m-warmup-start", "m-infer-start", "m-lap-us")  # lines a run follows
 POLL = 0.05  # longest wait for bytes before looking at the deadline again
 BANNER_LIMIT = 1.0  # seconds of boot banner drained at most: a port that never stops talking

@@ -21,10 +21,12 @@ from compiler.codegen.build import CompiledNet
 from compiler.codegen.bundle import header as net_header
 from compiler.codegen.targets import Board
 from compiler.device import model_source
+from compiler.device.emulated_board import command
 from compiler.errors import KilnError
 from compiler.fileio import atomic_write_bytes, atomic_write_text
 from compiler.mcu import firmware
 from compiler.mcu.firmware import MACHINES, PACKAGES, linker_script
+from compiler.mcu.firmware_folder import firmware_board
 
 HERE = Path(__file__).resolve().parent
 RUNNER = ("kiln_runner.c", "kiln_port.h", "kiln_startup.c", "kiln_port_template.c")
@@ -51,14 +53,12 @@ class Firmware:
 
 
 def linked_board(target: str, board: Board | None) -> Board:
-    """The board the firmware's memory map is for.
+    """The board the firmware's memory map is for (`firmware_folder.firmware_board`'s rule).
 
     The chosen one when QEMU emulates it, else QEMU's board of the same core (a user board
     without a memory map in the table gets that map, to edit, and the port template).
     """
-    if board is not None and board.qemu_machine and board.target == target:
-        return board
-    emulated = next((b for b in MACHINES.values() if b.target == target), None)
+    emulated = firmware_board(target, board)
     if emulated is None:
         raise KilnError(f"no QEMU board runs {target}; the runner firmware is built for "
                         f"{', '.join(sorted({b.target for b in MACHINES.values()}))}")
@@ -88,11 +88,8 @@ def gcc_command(net: CompiledNet, board: Board, port: str) -> list[str]:
 
 
 def qemu_command(board: Board, port: int | str = "PORT") -> list[str]:
-    """QEMU running the firmware with its UART on a loopback TCP port, instructions as time."""
-    return [firmware.QEMU, "-M", board.qemu_machine, "-nographic", "-monitor", "none",
-            "-icount", "shift=0", "-serial",
-            f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on",
-            "-kernel", ELF]
+    """`make run`'s QEMU: the one `emulated_board.command` Kiln itself starts, on the ELF."""
+    return command(Path(ELF), board.qemu_machine, port)
 
 
 def _for_board(net: CompiledNet, board: Board, chosen: Board | None) -> str:
