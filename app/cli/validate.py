@@ -120,11 +120,11 @@ def print_result(r) -> None:
         print(_row("interpreter", r.interpreter, r.accuracy))
     if r.xcross is not None:
         print(_row("X-cross", r.xcross, r.reference_accuracy) + f"   (against {r.reference})")
+    else:
+        print(f"  X-cross      not measured: {r.reference_note}")
     if r.accuracy is not None:
         print(f"  {'':<12} acc: the board's top-1 against the labels; on the X-cross row, "
               f"{r.reference or 'the original runtime'}'s")
-    else:
-        print(f"  X-cross      not measured: {r.reference_note}")
     if r.latency_us:
         ordered = sorted(r.latency_us)
         median = ordered[len(ordered) // 2]

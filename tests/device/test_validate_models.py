@@ -62,6 +62,7 @@ def _validate(model, target: str, inputs: str, count: int) -> Row:
                        r"\(against ([^)]+)\)", text, re.M)
     latency = re.search(r"^  latency +median ([0-9.]+) ms", text, re.M)
     assert counts and interp and xcross and latency, text
+    assert len(re.findall(r"^  X-cross ", text, re.M)) == 1, text  # measured, not also "not"
     return Row(code, int(counts[2].replace(",", "")), int(counts[3].replace(",", "")),
                counts[1], float(interp[1]), xcross[5],
                float(xcross[1]), float(xcross[4]), float(latency[1]), seconds, text)
