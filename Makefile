@@ -116,6 +116,7 @@ bench: setup
 	$(PY) tests/bench/bench_memory.py || status=1; \
 	$(PY) tests/bench/bench_hostile.py || status=1; \
 	$(PY) tests/bench/bench_cortex_m.py || status=1; \
+	$(PY) tests/bench/bench_tuning.py || status=1; \
 	$(PY) tests/bench/bench_quantizer.py || status=1; \
 	$(PY) tests/bench/bench_nncf.py || status=1; \
 	$(PY) tests/bench/bench_profiling.py || status=1; \

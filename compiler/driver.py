@@ -63,6 +63,10 @@ class Options:
         lean_weights: On DSP cores (Cortex-M4/M7/M33), keep int8 weights as bytes, widened in
             the kernel (half their flash), or store them as int16 pairs (fewer instructions);
             None takes the target's default (`Target.lean_weights`).
+        schedules: Tuned kernel schedules, (workload key, ((knob, value), ...)) pairs
+            (`compiler.tuning.log.best_schedules`); a kernel not named takes the defaults.
+        tuning_log: The SHA-256 of the tuning log the schedules were chosen from ("" for
+            none), which the bundle's build file records.
     """
 
     target: str = "host"
@@ -75,6 +79,8 @@ class Options:
     fast_compile: bool = False
     disabled_lowering: frozenset[str] = frozenset()
     lean_weights: bool | None = None
+    schedules: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    tuning_log: str = ""
 
     def resolved_target(self) -> Target:
         """The Target object (KilnError for an unknown name), with the weight layout asked."""
@@ -153,7 +159,10 @@ class BuildRequest:
                 "board": None if self.board is None else board_json(self.board),
                 "pipeline": self.pipeline, "recipe": self.recipe,
                 "shapes": {k: list(v) for k, v in sorted(self.shapes.items())},
-                "model_hash": self.model_hash}
+                "model_hash": self.model_hash,
+                **({"tuning": {"log_sha256": o.tuning_log,
+                               "schedules": {k: dict(v) for k, v in o.schedules}}}
+                   if o.schedules or o.tuning_log else {})}
 
     def file_bytes(self) -> bytes:
         """NET.build.json: the request, the Kiln that built it; the same bytes on a rebuild."""
@@ -210,7 +219,8 @@ def _request_of(doc: dict, where: str) -> BuildRequest:
                       bool(doc["io_in_arena"]), doc["weights"],
                       separate_kernels=bool(doc.get("separate_kernels", False)),
                       disabled_lowering=frozenset(map(str, doc.get("disabled_lowering", []))),
-                      lean_weights=layouts[doc["weight_layout"]]).check()
+                      lean_weights=layouts[doc["weight_layout"]],
+                      **_tuning_of(doc.get("tuning"))).check()
     options.resolved_target()
     board = doc.get("board")
     board = None if board is None else board_from_json(board, f"{where}'s board")
@@ -227,6 +237,20 @@ def _request_of(doc: dict, where: str) -> BuildRequest:
         raise ValueError("shapes must map inputs to lists of dimensions")
     return BuildRequest(options, board, pipeline, recipe,
                         {str(k): tuple(v) for k, v in shapes.items()}, str(doc["model_hash"]))
+
+
+def _tuning_of(doc) -> dict:
+    """The Options fields of a build file's `tuning` entry (absent: untuned)."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("schedules", {}), dict):
+        raise ValueError("tuning must hold a log_sha256 and a schedules object")
+    schedules = []
+    for key, knobs in sorted(doc.get("schedules", {}).items()):
+        if not isinstance(knobs, dict):
+            raise ValueError(f"tuning schedule {key!r} must be an object")
+        schedules.append((str(key), tuple(sorted(knobs.items()))))
+    return {"schedules": tuple(schedules), "tuning_log": str(doc.get("log_sha256", ""))}
 
 
 def float_fallbacks(compiled: Compilation) -> list[tuple[str, int]]:
@@ -415,7 +439,8 @@ class Compilation:
                 self._nets[key] = build_net(self.prepared, self.plan(key),
                                             options.resolved_target(), options.name,
                                             options.weights, options.separate_kernels,
-                                            options.fast_compile, options.timed_kernels)
+                                            options.fast_compile, options.timed_kernels,
+                                            dict((k, dict(v)) for k, v in options.schedules))
             return self._nets[key]
 
     def layout_that_fits(self, options: Options, board: Board | None) -> tuple[Options, str]:

@@ -27,6 +27,7 @@ from app.cli import (
     profile,
     quantize,
     report,
+    tune,
     validate,
     walkthrough,
 )
@@ -43,7 +44,7 @@ COMMANDS = {"inspect": inspect_command, "run": run_command, "passes": passes, "m
             "compile": compile_command, "bench": bench, "profile": profile,
             "quantize": quantize, "diff": diff, "walkthrough": walkthrough, "report": report,
             "explore": explore, "explore-export": explore_export, "firmware": firmware,
-            "validate": validate}
+            "validate": validate, "tune": tune}
 
 
 def build_parser() -> argparse.ArgumentParser:

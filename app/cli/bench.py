@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from app.cli.args import UsageError, Warnings, add_model_args, add_strict_arg, parse_shape
+from app.cli.tune import add_tuning_arg, with_tuning
 
 
 def add_parser(sub) -> None:
@@ -41,6 +42,7 @@ def add_parser(sub) -> None:
                        help="with --target: the N layers with the most instructions (default "
                             "10; 0 lists every layer)")
     add_strict_arg(bench)
+    add_tuning_arg(bench)
     bench.add_argument("--tflite", metavar="FILE",
                        help="the model's .tflite twin, timed with LiteRT (default: X.tflite "
                             "beside X.onnx or in a sibling tflite folder, when there is one)")
@@ -98,17 +100,25 @@ def _check_fallbacks(args, shapes) -> None:
 
 def _bench_target(args, shapes) -> int:
     """`kiln bench --target`: instruction counts, total and per layer, beside CMSIS-NN's."""
+    from compiler.driver import Options
     from compiler.harness.cortex_m_bench import bench_target
 
+    options = with_tuning(Options(args.target), args.tuning, Warnings(args))
     result = bench_target(args.model, args.target, args.seed, shapes, args.cmsis_nn,
-                          not args.no_peer)
+                          not args.no_peer, options)
     ours, peer = result.kiln, result.peer
-    rows = sorted(result.rows(), key=lambda row: -row[2])
+    floor = 1 / result.products_per_instruction
+    per_mac = [result.per_mac(la.instructions, la.nodes) for la in ours.layers]
+    rows = sorted(zip(result.rows(), per_mac), key=lambda pair: -pair[0][2])
     if args.json:
         doc = {"model": Path(args.model).name, "target": ours.target, "machine": ours.machine,
                "instructions": ours.total, "code_bytes": ours.code_bytes,
+               "tuning": args.tuning, "bound_instructions_per_mac": floor,
                "layers": [{"kernel": la.symbol, "op": la.op, "nodes": list(la.nodes),
-                           "instructions": la.instructions} for la in ours.layers],
+                           "instructions": la.instructions,
+                           "macs": result.layer_macs(la.nodes),
+                           "instructions_per_mac": None if m is None else round(m, 4)}
+                          for la, m in zip(ours.layers, per_mac)],
                "cmsis_nn": None if peer is None else {
                    "instructions": peer.total, "code_bytes": peer.code_bytes,
                    "uncovered": peer.uncovered,
@@ -127,12 +137,16 @@ def _bench_target(args, shapes) -> int:
         print(f"  kiln/cmsis-nn {ours.total / max(peer.total, 1):.3g}")
         if peer.uncovered:
             print(f"  CMSIS-NN has no kernel for: {', '.join(peer.uncovered)}")
+    if args.tuning:
+        print(f"  tuned by {args.tuning}")
     shown = rows if args.top <= 0 else rows[:args.top]
-    print(f"  {'kiln':>12}  {'cmsis-nn':>12}  {'ratio':>5}  layer")
-    for op, nodes, mine, theirs in shown:
+    print(f"  {'kiln':>12}  {'cmsis-nn':>12}  {'ratio':>5}  {'insn/MAC':>8}  layer   "
+          f"(the products alone need {floor:.4g} instructions per MAC on this core)")
+    for (op, nodes, mine, theirs), m in shown:
         other = f"{theirs:>12,}" if theirs is not None else f"{'-':>12}"
         ratio = f"{mine / theirs:5.2f}" if theirs else f"{'':>5}"
-        print(f"  {mine:>12,}  {other}  {ratio}  {op} {nodes}")
+        rate = f"{m:8.3f}" if m is not None else f"{'':>8}"
+        print(f"  {mine:>12,}  {other}  {ratio}  {rate}  {op} {nodes}")
     if len(shown) < len(rows):
         print(f"  ... {len(rows) - len(shown)} more layers (--top 0 lists them)")
     return 0

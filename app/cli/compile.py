@@ -26,6 +26,7 @@ from app.cli.args import (
     target_options,
     writable_folder,
 )
+from app.cli.tune import add_tuning_arg, with_tuning, within_flash
 from compiler.codegen.bundle import weights_label
 from compiler.errors import KilnError
 
@@ -33,7 +34,7 @@ from compiler.errors import KilnError
 _FROM_BUILD = {"target": None, "board": None, "board_file": None, "alignment": None,
                "disable_lowering": [], "pipeline": None, "requant": None, "name": "net",
                "weights": "embedded", "io_in_arena": False, "weight_layout": None,
-               "profile": None, "shape": None}
+               "profile": None, "shape": None, "tuning": None, "flash_budget": None}
 
 
 def add_parser(sub) -> None:
@@ -66,6 +67,11 @@ def add_parser(sub) -> None:
     compile_.add_argument("--force", action="store_true",
                           help="write into a folder that holds another bundle (replaced) or "
                                "files that are not a bundle (kept beside it)")
+    add_tuning_arg(compile_)
+    compile_.add_argument("--flash-budget", type=int, metavar="BYTES",
+                          help="with --tuning: per layer, the measured schedule that keeps the "
+                               "network within this much flash with the fewest instructions "
+                               "(default with --board: the board's flash)")
     compile_.add_argument("--json", action="store_true", help="print the report as JSON")
     add_strict_arg(compile_)
     add_profile_arg(compile_)
@@ -81,6 +87,7 @@ def build_request_of(args):
     from compiler.ir.hashing import graph_hash
 
     options, board = target_options(args)
+    options = with_tuning(options, args.tuning, Warnings(args))
     shapes = dict(parse_shape(s) for s in args.shape or [])
     graph = load_model(args.model, shapes)
     pipeline = pipeline_of(args)
@@ -188,6 +195,8 @@ def run(args) -> int:
                      example=not options.resolved_target().mcu)
         compiled = compilation(graph, pipeline)
         fallback_warnings(compiled, warnings)
+        request = within_flash(args, compiled, request, warnings)
+        options = request.options
         chosen, note = compiled.layout_that_fits(options, board)
         checked = report(compiled.net(chosen), board)  # the one report of this export
         if board is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,6 +13,8 @@ from compiler.codegen.entry import Call, add_ticks, cycle_counter, emit_calls, t
 from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
+from compiler.codegen.schedules import frozen as frozen_schedule
+from compiler.codegen.schedules import kernel_schedule
 from compiler.codegen.state_reset import emit_reset_state
 from compiler.codegen.state_reset import location as _location
 from compiler.codegen.state_reset import memcpy as _memcpy
@@ -81,6 +84,10 @@ class KernelInfo:
         fusion: The fused operator it runs (`compiler.lowir.ir.Fusion`), None for one node.
         part_of: For a one-row kernel of a row-streamed chain, the chain's driver symbol
             (its weights count there); "" otherwise.
+        workload: Its workload key (`compiler.codegen.schedules`) when its family has a
+            schedule space, which a tuning log's entries are keyed by; "" otherwise.
+        own_weight_bytes: Bytes of the arrays its own code reads, a chain's one-row kernels
+            included (what a schedule's weight layout changes).
     """
 
     symbol: str
@@ -89,6 +96,8 @@ class KernelInfo:
     weight_bytes: int
     fusion: Fusion | None = None
     part_of: str = ""
+    workload: str = ""
+    own_weight_bytes: int = 0
 
 
 @dataclass
@@ -115,6 +124,8 @@ class CompiledNet:
     # A timed microcontroller build's row chains: each one's counters (an exported u64 array)
     # and the kernel (index) of each of its slots.
     chain_timed: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # Workload key -> its description, for every kernel with a schedule space (tuning).
+    workloads: dict[str, dict] = field(default_factory=dict)
 
     @property
     def ticks_symbol(self) -> str:
@@ -185,8 +196,9 @@ class _Builder:
 
     def __init__(self, graph: Graph, plan: MemoryPlan, target: Target, name: str,
                  weights: str, separate_kernels: bool = False, compact: bool = False,
-                 timed: bool = False):
+                 timed: bool = False, schedules: Mapping[str, Mapping] | None = None):
         target = auto_lean_weights(target, int8_weight_bytes(graph))
+        self.schedules = schedules or {}  # workload key -> knobs (a tuning log's best)
         self.graph, self.plan, self.target, self.name = graph, plan, target, name
         self.separate_kernels = separate_kernels or timed
         self.timed = timed
@@ -200,6 +212,7 @@ class _Builder:
         self.table = WeightTable()
         self.blob: ir.GlobalVariable | None = None
         self.kernels: list[KernelInfo] = []
+        self.workloads: dict[str, dict] = {}
 
     def _steps(self) -> list[tuple[Node, Node | None, Instr]]:
         """(node, fused Add or None, instruction) per kernel, in schedule order."""
@@ -253,6 +266,14 @@ class _Builder:
                   for _, (array, offset) in sorted(weights.items())]
         return runtime + outputs, consts
 
+    def schedule(self, node: Node, add: Node | None) -> tuple[str, dict, Target]:
+        """(workload key, knobs, target) of `node`'s kernel (`schedules.kernel_schedule`)."""
+        key, description, knobs, target = kernel_schedule(node, add, self.target,
+                                                          self.schedules)
+        if key:
+            self.workloads[key] = description
+        return key, knobs, target
+
     def kernel(self, node: Node, index: int | str, add: Node | None,
                weights: dict[int, tuple[np.ndarray, int]], alone: list[bool] | None = None
                ) -> tuple[ir.Function, list[Value], list[tuple[int, ir.Type]]]:
@@ -264,7 +285,8 @@ class _Builder:
         node's. `alone` says which runtime arguments share no bytes for a node the plan does
         not know (a pair's one-row nodes); such a kernel is always inlined into its caller.
         """
-        emit, _ = lookup(node, self.target)
+        _, schedule, target = self.schedule(node, add)
+        emit, _ = lookup(node, target)
         params, consts = self._arguments(node, add, weights)
         outputs = list(add.outputs) if add is not None else list(node.outputs)
         # Each runtime tensor has its own element type (a QuantizeLinear reads float and writes
@@ -308,8 +330,8 @@ class _Builder:
         outs = [next(it) for _ in outputs]
         for i in sorted(weights):
             args[i] = next(it)
-        kernel = Kernel(node, fn, args, outs, residual, add, target=self.target,
-                        compact=self.compact, descending_rows=descending)
+        kernel = Kernel(node, fn, args, outs, residual, add, target=target,
+                        compact=self.compact, descending_rows=descending, schedule=schedule)
         emit(kernel)
         kernel.finish()
         return fn, params, consts
@@ -363,11 +385,12 @@ class _Builder:
         aliasing = (tuple(storages.index(s) for s in storages), tuple(alone), overlapping,
                     descending)
         return (node.op, frozen(sorted(node.attrs.items())), tuple(inputs),
-                tuple(v.type for v in params), add_key, aliasing)
+                tuple(v.type for v in params), add_key, aliasing,
+                frozen_schedule(self.schedule(node, add)[1]))
 
-    def _weights(self, node: Node) -> dict[int, tuple[np.ndarray, int]]:
+    def _weights(self, node: Node, add: Node | None = None) -> dict[int, tuple[np.ndarray, int]]:
         """`node`'s arrays as its emitter wants them, each with its blob offset."""
-        arrays = lookup(node, self.target)[1](node)
+        arrays = lookup(node, self.schedule(node, add)[2])[1](node)
         return {i: (a, self.table.add(a)) for i, a in arrays.items()}
 
     def _pair_rows(self, names: tuple[str, ...]) -> PairRows:
@@ -425,7 +448,7 @@ class _Builder:
         values = {v.name: v for v in self.graph.values()}
         args = {o.value: k for k, o in enumerate(instr.operands)}
         code = chain_code(chain, self.nodes, values, args)
-        return code, {c: self._weights(p.node) if p.kind == "row" else {}
+        return code, {c: self._weights(p.node, p.add) if p.kind == "row" else {}
                       for c, p in code.parts.items()}
 
     def chain(self, step: int, instr: Instr, code: ChainCode, weights: dict[int, dict]
@@ -450,14 +473,16 @@ class _Builder:
             kernels[c], first[c], count[c] = fn, len(consts), len(own)
             consts += own
             stage = stage_of[part.source]
+            key = self.schedule(part.node, part.add)[0] if part.kind == "row" else ""
             self.kernels.append(KernelInfo(fn.name, part.label, stage.nodes, 0, Fusion.ROW_CHAIN,
-                                           symbol))
+                                           symbol, key,
+                                           WeightTable.distinct_bytes(weights[c].values())))
         places = len(instr.operands)
         driver = self._driver(symbol, places, consts)
         own_weights = {c: list(driver.args[places + first[c]:places + first[c] + count[c]])
                        for c in kernels}
         ticks = None
-        if self.timed and self.target.mcu:  # a board's per-layer time inside the chain
+        if self.timed:  # per-layer time inside the chain (a board's, a tuner's)
             ticks = tick_counters(self.module, f"{self.name}_k{step}_ticks", len(kernels))
             self.chain_ticks.append((ticks.name, tuple(range(len(self.kernels) - len(kernels),
                                                              len(self.kernels)))))
@@ -472,7 +497,8 @@ class _Builder:
         for node, _, instr in steps:
             if instr.fusion is Fusion.CONV_PAIR:
                 rows = self._pair_rows(instr.nodes)
-                prepared.append((rows, {p: self._weights(n) for p, n in rows.parts.items()}))
+                prepared.append((rows, {p: self._weights(n, rows.out_add if p == "out" else None)
+                                        for p, n in rows.parts.items()}))
             elif instr.fusion is Fusion.ROW_CHAIN:
                 prepared.append(self._chain_parts(instr))
             else:
@@ -519,7 +545,8 @@ class _Builder:
             self.timed_kernels.append(len(self.kernels))
             self.kernels.append(KernelInfo(fn.name, instr.op, names,
                                            WeightTable.distinct_bytes(weights.values()),
-                                           instr.fusion))
+                                           instr.fusion, "", self.schedule(node, add)[0],
+                                           WeightTable.distinct_bytes(weights.values())))
         ticks = tick_counters(self.module, f"{self.name}_layer_ticks", len(calls) + 1) \
             if self.timed else None
         since = cycle_counter(b) if ticks is not None else None
@@ -537,7 +564,8 @@ class _Builder:
 
 def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
               weights: str = "embedded", separate_kernels: bool = False,
-              fast_compile: bool = False, timed: bool = False) -> CompiledNet:
+              fast_compile: bool = False, timed: bool = False,
+              schedules: Mapping[str, Mapping] | None = None) -> CompiledNet:
     """Generate the module and object of a prepared graph whose memory `plan` is made.
 
     The compile driver (`compiler.driver`) calls this with the graph its `prepare_for_codegen`
@@ -547,18 +575,20 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     `fast_compile` trades a few percent of speed for a fraction of LLVM's time (compact
     kernels, `emit_object`'s fast mode): for code run once over a data set. `timed` (hosts
     with a time-stamp counter) keeps kernels apart and adds the counter's advance across each
-    call to `NAME_layer_ticks`, for the per-layer host time.
+    call to `NAME_layer_ticks`, for the per-layer host time. `schedules` maps workload keys
+    to the knobs their kernels take (a tuning log's best entries); others take the defaults.
     """
     check_net_name(name)
     if weights not in WEIGHT_MODES:
         raise KilnError(f"weights must be one of {', '.join(WEIGHT_MODES)}, not {weights!r}")
     builder = _Builder(graph, plan, target, name, weights, separate_kernels, fast_compile,
-                       timed)
+                       timed, schedules)
     target = builder.target  # with its weight layout decided
     text = str(builder.build())
     blob, kernels = builder.table.blob(), builder.kernels
     timed_calls = tuple(builder.timed_kernels) if timed else ()
     chain_timed = tuple(builder.chain_ticks)
+    workloads = builder.workloads
     del builder  # the prepared weight arrays: the blob holds their bytes now
     obj = emit_object(text, target, fast=fast_compile)
     if weights == "embedded":
@@ -566,4 +596,4 @@ def build_net(graph: Graph, plan: MemoryPlan, target: Target, name: str = "net",
     return CompiledNet(name, target, graph, plan, text, obj,
                        [_tensor(plan, v) for v in graph.inputs],
                        [_tensor(plan, v) for v in graph.outputs], weights, blob, kernels,
-                       _state_slots(graph, plan), timed_calls, chain_timed)
+                       _state_slots(graph, plan), timed_calls, chain_timed, workloads)

@@ -78,6 +78,7 @@ class HostNet:
         _check_cpu(net.target, f"network {net.name}")
         self._dir = tempfile.TemporaryDirectory(prefix="kiln-")
         obj = Path(self._dir.name) / f"{net.name}.o"
+        self.net: CompiledNet | None = net
         if cc is not None:  # a C compiler links a file; LLVM loads the bytes in memory
             obj.write_bytes(net.object)
         self._load(net.name, obj, net.object, cc, net.inputs, net.outputs, net.plan.alignment,
@@ -85,7 +86,6 @@ class HostNet:
                    net.constant if net.weights == "external" else None,
                    {slot.input.name for slot in net.state},
                    net.ticks_symbol if net.timed else None)
-        self.net: CompiledNet | None = net
 
     @classmethod
     def from_bundle(cls, folder: str | Path, name: str | None = None,
@@ -150,20 +150,26 @@ class HostNet:
         self.name, self.inputs, self.outputs = name, inputs, outputs
         self.state_inputs = frozenset(state)
         reset = f"{name}_reset_state"
-        exports = [name, *([reset] if state else []), *([ticks] if ticks else [])]
+        net = getattr(self, "net", None)
+        chains = [c for c, _ in net.chain_timed] if ticks and net is not None else []
+        exports = [name, *([reset] if state else []), *([ticks] if ticks else []), *chains]
         self._ticks_address: int | None = None
+        self._chain_addresses: dict[str, int] = {}
         if cc is None:
             self._code = LoadedObject(obj.read_bytes() if data is None else data, obj.name,
                                       exports)
             self._fn = _ENTRY(self._code.address(name))
             if ticks:
                 self._ticks_address = self._code.address(ticks)
+                self._chain_addresses = {c: self._code.address(c) for c in chains}
             self._reset = _RESET(self._code.address(reset)) if state else None
         else:
             self._code = ctypes.CDLL(str(_link(obj, name, Path(self._dir.name), cc)))
             self._fn = getattr(self._code, name)
             if ticks:
                 self._ticks_address = ctypes.addressof(ctypes.c_uint64.in_dll(self._code, ticks))
+                self._chain_addresses = {c: ctypes.addressof(ctypes.c_uint64.in_dll(self._code, c))
+                                         for c in chains}
             self._fn.restype = ctypes.c_int
             self._fn.argtypes = [ctypes.c_void_p] * 3
             self._reset = getattr(self._code, reset) if state else None
@@ -235,10 +241,19 @@ class HostNet:
         return np.array((ctypes.c_uint64 * count).from_address(self._ticks_address),
                         dtype=np.uint64)
 
+    def chain_ticks(self) -> dict[str, np.ndarray]:
+        """A copy of each row chain's counters in a timed network: per one-row kernel."""
+        slots = dict(self.net.chain_timed) if self.net is not None else {}
+        return {c: np.array((ctypes.c_uint64 * len(slots[c])).from_address(a), dtype=np.uint64)
+                for c, a in self._chain_addresses.items()}
+
     def reset_ticks(self) -> None:
-        """Zero a timed network's counters."""
+        """Zero a timed network's counters (its row chains' too)."""
         if self._ticks_address is not None and self.net is not None:
             ctypes.memset(self._ticks_address, 0, 8 * (len(self.net.timed) + 1))
+            slots = dict(self.net.chain_timed)
+            for chain, address in self._chain_addresses.items():
+                ctypes.memset(address, 0, 8 * len(slots[chain]))
 
     def close(self) -> None:
         """Remove the temporary files (the loaded code stays until the HostNet is collected)."""

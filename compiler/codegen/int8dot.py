@@ -199,8 +199,10 @@ def mve_dots(k: Kernel, x, x_base, w_bases, accs, channels: int) -> None:
     """
     b = k.b
     full = channels // 16
-    if channels % 16 == 0 and full > _UNROLLED_CHUNKS:
-        unroll = 2 if full % 2 == 0 else 1
+    depth = k.knob("depth", "default")  # the schedule's choice, else deep runs loop
+    looped = full > _UNROLLED_CHUNKS if depth == "default" else depth != "unrolled"
+    if channels % 16 == 0 and full > 1 and looped:
+        unroll = 2 if full % 2 == 0 and depth != "loop1" else 1
         with k.loop(full // unroll) as trip:
             for u in range(unroll):
                 start = k.index((trip, 16 * unroll), base=16 * u)
@@ -283,8 +285,11 @@ def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int, taps: int = 0) 
     word = ir.PointerType(I32)
     x_words = b.bitcast(b.gep(x, [x_base], inbounds=True), word)
     words = channels // 4
-    whole = taps and words <= DSP_UNROLLED_WORDS
-    if taps == 1 or (taps and not whole):
+    depth = k.knob("depth", "default")  # the schedule's choice, else the rule above
+    whole = taps and words <= DSP_UNROLLED_WORDS if depth == "default" else depth == "unrolled"
+    base = k.knob("weight_base", "default")
+    opaque = taps == 1 or (taps and not whole) if base == "default" else base == "opaque"
+    if opaque:
         first = k.opaque(b.gep(k.args[WEIGHTS], [w_bases[0]], inbounds=True))
         w_pairs = [weight_words(k, b.sub(base, w_bases[0]), first) for base in w_bases]
     else:
@@ -301,7 +306,7 @@ def dsp_dots(k: Kernel, x, x_base, w_bases, accs, channels: int, taps: int = 0) 
         for i in range(words):
             word(I32(i))
         return
-    unroll = 2 if words % 2 == 0 else 1
+    unroll = 2 if words % 2 == 0 and depth != "loop1" else 1
     with k.loop(words // unroll) as trip:
         for u in range(unroll):
             word(k.index((trip, unroll), base=u))

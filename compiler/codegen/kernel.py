@@ -58,12 +58,16 @@ class Kernel:
             (emitters that specialize by position, such as convolution edges, may honour it).
         descending_rows: Run output rows from the last to the first (`rows`): the output
             overlaps the input it streams from, from above.
+        schedule: The kernel's tuned knobs (`compiler.codegen.schedules`), name -> value;
+            a knob not in it takes the generator's default.
     """
 
     def __init__(self, node: Node, fn: ir.Function, args: list, outs: list,
                  residual: ir.Value | None = None, act_node: Node | None = None,
-                 target=None, compact: bool = False, descending_rows: bool = False):
+                 target=None, compact: bool = False, descending_rows: bool = False,
+                 schedule: dict | None = None):
         self.node, self.fn, self.args, self.outs = node, fn, args, outs
+        self.schedule = schedule or {}
         self.target = target
         self.compact = compact
         self.descending_rows = descending_rows
@@ -71,6 +75,10 @@ class Kernel:
         self.act_node = act_node or node
         self._entry = ir.IRBuilder(fn.append_basic_block("entry"))
         self.b = ir.IRBuilder(fn.append_basic_block("body"))
+
+    def knob(self, name: str, default):
+        """The schedule's value of knob `name`, or `default` (the generator's own choice)."""
+        return self.schedule.get(name, default)
 
     def opaque(self, ptr: ir.Value) -> ir.Value:
         """`ptr` (a constant's address) as a register LLVM cannot see into.

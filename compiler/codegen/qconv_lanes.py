@@ -105,13 +105,15 @@ def emit_qconv_lanes(k: Kernel) -> None:
     vec = ir.VectorType(I32, lanes)
     blocks = out_c // lanes
     most, least = vectors_and_chains(k.target)
+    most = k.knob("vectors", most)  # the schedule's, else the core's
     group = max(g for g in range(1, most + 1) if blocks % g == 0)
     zp = int(first(constant_input(k, 7, "output zero point")))
     gathered = _gathered(node, k.target)
     words = (_column_depth(node) if gathered else channels) // size
     # Independent accumulator chains per output vector, summed before requantizing: one
-    # chain would wait on each VPDPBUSD's latency.
-    chains = next(c for c in (8, 4, 2, 1) if c <= max(least // group, 1) and words % c == 0)
+    # chain would wait on each VPDPBUSD's latency. The schedule may ask for a number.
+    wanted = k.knob("chains", max(least // group, 1))
+    chains = next(c for c in (8, 4, 2, 1) if c <= wanted and words % c == 0)
     accs = [[k.alloca(vec) for _ in range(chains)] for _ in range(group)]
     column, column_bytes = None, _column_depth(node)
     block_bytes = (column_bytes if gathered else taps * channels) * lanes  # weights' elements

@@ -45,6 +45,9 @@ def each_tap(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value,
     (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, _, _) = spatial(node)
     _, height, width, _ = node.inputs[0].type.shape
     _, out_h, out_w, _ = node.output.type.shape
+    # The schedule's `taps` and `border_taps` knobs (`compiler.codegen.schedules`).
+    unrolled = {"unrolled": True, "loops": False}.get(k.knob("taps", "default"), unrolled)
+    border = k.knob("border_taps", "loops") == "unrolled"
     # Output rows (columns) whose window lies inside: lo <= o < hi.
     lo_h, hi_h = -(-pt // sh), min(out_h, (height - 1 - (kh_n - 1) * dh + pt) // sh + 1)
     lo_w, hi_w = -(-pl // sw), min(out_w, (width - 1 - (kw_n - 1) * dw + pl) // sw + 1)
@@ -53,26 +56,29 @@ def each_tap(k: Kernel, node: Node, oh: ir.Value, ow: ir.Value,
         return
     b = k.b
     if lo_h >= hi_h or lo_w >= hi_w:  # no pixel has its whole window inside
-        _taps(k, node, oh, ow, body, checked=True)
+        _taps(k, node, oh, ow, body, checked=True, unrolled=border)
         return
     rows = b.icmp_unsigned("<", b.sub(oh, I32(lo_h)), I32(hi_h - lo_h))
     columns = b.icmp_unsigned("<", b.sub(ow, I32(lo_w)), I32(hi_w - lo_w))
-    with b.if_else(b.and_(rows, columns)) as (interior, border):
+    with b.if_else(b.and_(rows, columns)) as (interior, outside):
         with interior:
             _taps(k, node, oh, ow, body, checked=False, unrolled=unrolled)
-        with border:
-            _taps(k, node, oh, ow, body, checked=True)
+        with outside:
+            _taps(k, node, oh, ow, body, checked=True, unrolled=border)
 
 
 def _taps(k: Kernel, node: Node, oh, ow, body, checked: bool, unrolled: bool = False
           ) -> None:
     (kh_n, kw_n), (sh, sw), (dh, dw), (pt, pl, _, _) = spatial(node)
     _, height, width, _ = node.inputs[0].type.shape
-    if unrolled and not checked:
+    if unrolled:  # every tap its own code; in a border copy each keeps its bounds tests
         for kh in map(I32, range(kh_n)):
             ih = k.index((oh, sh), (kh, dh), base=-pt)
-            for kw in map(I32, range(kw_n)):
-                body(ih, k.index((ow, sw), (kw, dw), base=-pl), kh, kw)
+            with inside(k, ih, height, checked):
+                for kw in map(I32, range(kw_n)):
+                    iw = k.index((ow, sw), (kw, dw), base=-pl)
+                    with inside(k, iw, width, checked):
+                        body(ih, iw, kh, kw)
         return
     with k.loop(kh_n) as kh:
         ih = k.index((oh, sh), (kh, dh), base=-pt)

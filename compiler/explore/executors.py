@@ -70,7 +70,14 @@ def ray_trial(spec_json: dict, config_json: dict) -> dict:
 
 
 class InProcess:
-    """Trials one after another in this process (no Ray): for a quick look and for tests."""
+    """Trials one after another in this process (no Ray): for a quick look and for tests.
+
+    `task(spec_json, config_json) -> dict` measures one trial (Explore's `run_trial` by
+    default; the tuner passes its own).
+    """
+
+    def __init__(self, task: Callable[[dict, dict], dict] | None = None) -> None:
+        self._task = task or run_trial
 
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:
@@ -78,7 +85,7 @@ class InProcess:
         for i, config in enumerate(configs):
             if cancelled():
                 return
-            yield i, run_trial(spec_json, config)
+            yield i, self._task(spec_json, config)
 
     def close(self) -> None:
         """Nothing to stop."""
@@ -109,10 +116,12 @@ class RayExecutor:
     """Trials as Ray tasks: a local instance sized to the cores, or the cluster at `address`.
 
     `address` is "auto", "HOST:PORT" or "ray://HOST:PORT"; `workers` bounds the CPUs a local
-    instance takes (default: every core).
+    instance takes (default: every core); `task` is the trial function (`InProcess`'s), run in
+    a Ray worker.
     """
 
-    def __init__(self, address: str | None = None, workers: int | None = None) -> None:
+    def __init__(self, address: str | None = None, workers: int | None = None,
+                 task: Callable[[dict, dict], dict] | None = None) -> None:
         require("ray")
         import logging
 
@@ -142,8 +151,9 @@ class RayExecutor:
             finally:
                 if threading.current_thread() is threading.main_thread() and stop is not None:
                     signal.signal(signal.SIGTERM, stop)
+        function = ray_trial if task is None else task
         self._task = ray.remote(num_cpus=1, max_retries=RETRIES,
-                                name="run_trial")(ray_trial)
+                                name=function.__name__)(function)
 
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:

@@ -10,7 +10,7 @@ regression bounds in tests.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compiler.driver import Compilation, Options, compilation
@@ -18,6 +18,7 @@ from compiler.errors import KilnError
 from compiler.frontends.load import load_model
 from compiler.inputs import random_inputs
 from compiler.mcu import cmsis_nn, firmware
+from compiler.mcu.bound import macs_by_name, products_per_instruction
 from compiler.mcu.cmsis_nn import PeerCount
 from compiler.mcu.counting import NetCount, count_net
 
@@ -34,6 +35,17 @@ class TargetBench:
     kiln: NetCount
     peer: PeerCount | None
     peer_note: str = ""
+    macs: dict[str, int] = field(default_factory=dict)  # node name -> multiply-accumulates
+    products_per_instruction: int = 1  # the core's best rate (`compiler.mcu.bound`)
+
+    def layer_macs(self, nodes) -> int:
+        """Multiply-accumulates of a layer row's nodes."""
+        return sum(self.macs.get(n, 0) for n in nodes)
+
+    def per_mac(self, instructions: int, nodes) -> float | None:
+        """Instructions per MAC of a layer row (None for a layer without MACs)."""
+        macs = self.layer_macs(nodes)
+        return instructions / macs if macs else None
 
     def rows(self) -> list[tuple[str, str, int, int | None]]:
         """Per Kiln kernel: (op, node names, Kiln's instructions, CMSIS-NN's or None)."""
@@ -48,14 +60,15 @@ class TargetBench:
 
 
 def bench_target(model: str | Path, target: str, seed: int = 0, shapes: dict | None = None,
-                 cmsis_root: str | Path | None = None, peer: bool = True) -> TargetBench:
+                 cmsis_root: str | Path | None = None, peer: bool = True,
+                 options: Options | None = None) -> TargetBench:
     """Compile `model` for `target`, count one inference on its QEMU board, and CMSIS-NN's.
 
     The peer is built from `cmsis_root` (default: `cmsis_nn.find_root`); when that is not
     given and none is found, the result has no peer and says why.
     """
     return bench_compilation(compilation(load_model(model, shapes or {})), target, seed,
-                             cmsis_root, peer)
+                             cmsis_root, peer, options)
 
 
 def bench_compilation(compiled: Compilation, target: str, seed: int = 0,
@@ -74,20 +87,22 @@ def bench_compilation(compiled: Compilation, target: str, seed: int = 0,
     options = options or Options(target)
     shipped = compiled.net(options)
     separate = compiled.net(replace(options, separate_kernels=True))
+    bound = {"macs": macs_by_name(compiled.prepared),
+             "products_per_instruction": products_per_instruction(shipped.target)}
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as folder:
         ours = count_net(shipped, separate, feeds, Path(folder) / board.qemu_machine)
         if not peer:
-            return TargetBench(ours, None, "not asked for")
+            return TargetBench(ours, None, "not asked for", **bound)
         try:
             root = cmsis_nn.find_root(cmsis_root)
         except KilnError as exc:
             if cmsis_root is not None:
                 raise
-            return TargetBench(ours, None, str(exc))
+            return TargetBench(ours, None, str(exc), **bound)
         theirs = cmsis_nn.count_peer(compiled.prepared, target, Path(folder) / "cmsis-nn",
                                      root)
         if theirs is None:
             return TargetBench(ours, None, "CMSIS-NN computes none of these layers: they "
                                "requantize by onnxruntime's rule, CMSIS-NN by TFLite's (use "
-                               "the model's .tflite for a CMSIS-NN comparison)")
-        return TargetBench(ours, theirs)
+                               "the model's .tflite for a CMSIS-NN comparison)", **bound)
+        return TargetBench(ours, theirs, **bound)

@@ -1,0 +1,1 @@
+"""Kernel tuning: schedules measured on the target, kept in a log, applied at compile time."""
