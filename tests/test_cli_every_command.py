@@ -34,11 +34,14 @@ def _arguments(tmp) -> dict[str, list[str]]:
         "explore-export": [explore, "--point", "0", "-o", str(tmp / "point")],
         "firmware": [MODEL, "--target", "cortex-m7", "-o", str(tmp / "firmware")],
         "validate": [MODEL, "--target", "cortex-m7", "--port", "qemu", "-n", "1"],
+        "tune": [str(tmp / "q.onnx"), "--target", "cortex-m7", "--trials", "2", "--workers",
+                 "0", "--log", str(tmp / "tuning.jsonl")],
     }
 
 
 ORDER = ["inspect", "run", "passes", "memory", "compile", "bench", "profile", "quantize",
-         "diff", "walkthrough", "report", "explore", "explore-export", "firmware", "validate"]
+         "diff", "walkthrough", "report", "explore", "explore-export", "firmware", "validate",
+         "tune"]
 
 
 def test_the_walk_covers_the_command_table(tmp_path):

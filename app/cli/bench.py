@@ -43,6 +43,9 @@ def add_parser(sub) -> None:
                             "10; 0 lists every layer)")
     add_strict_arg(bench)
     add_tuning_arg(bench)
+    bench.add_argument("--flash-budget", type=int, metavar="BYTES",
+                       help="with --target and --tuning: the schedules that keep the network "
+                            "within this much flash (as kiln compile --flash-budget)")
     bench.add_argument("--tflite", metavar="FILE",
                        help="the model's .tflite twin, timed with LiteRT (default: X.tflite "
                             "beside X.onnx or in a sibling tflite folder, when there is one)")
@@ -59,8 +62,11 @@ def run(args) -> int:
     _check_fallbacks(args, shapes)
     if args.target and get_target(args.target).mcu:
         return _bench_target(args, shapes)
+    from compiler.driver import Options
+
+    options = with_tuning(Options(args.target or "host"), args.tuning, Warnings(args))
     result = bench_model(args.model, shapes, args.runs, args.repeats, args.seed, args.tflite,
-                         args.target or "host")
+                         args.target or "host", options)
     if args.json:
         print(json.dumps(result.to_json()))
         return 0
@@ -98,12 +104,25 @@ def _check_fallbacks(args, shapes) -> None:
     warnings.check()
 
 
+def _within(args, shapes, options):
+    """`options` with the schedules that fit --flash-budget (as `kiln compile` chooses)."""
+    from app.cli.tune import within_flash
+    from compiler.driver import BuildRequest, compilation
+    from compiler.frontends.load import load_model
+
+    request = BuildRequest(options)
+    compiled = compilation(load_model(args.model, shapes))
+    return within_flash(args, compiled, request, Warnings(args)).options
+
+
 def _bench_target(args, shapes) -> int:
     """`kiln bench --target`: instruction counts, total and per layer, beside CMSIS-NN's."""
     from compiler.driver import Options
     from compiler.harness.cortex_m_bench import bench_target
 
     options = with_tuning(Options(args.target), args.tuning, Warnings(args))
+    if args.flash_budget is not None:
+        options = _within(args, shapes, options)
     result = bench_target(args.model, args.target, args.seed, shapes, args.cmsis_nn,
                           not args.no_peer, options)
     ours, peer = result.kiln, result.peer

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from compiler.codegen.chain import ChainCode, chain_code, emit_chain_driver, sums_kernel
 from compiler.codegen.entry import Call, add_ticks, cycle_counter, emit_calls, tick_counters
-from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type
+from compiler.codegen.kernel import I32, LLVM_TYPES, Kernel, llvm_type, preparing
 from compiler.codegen.llvm import emit_object, new_module
 from compiler.codegen.pair import PairRows, emit_driver, pair_rows
 from compiler.codegen.schedules import frozen as frozen_schedule
@@ -268,8 +268,7 @@ class _Builder:
 
     def schedule(self, node: Node, add: Node | None) -> tuple[str, dict, Target]:
         """(workload key, knobs, target) of `node`'s kernel (`schedules.kernel_schedule`)."""
-        key, description, knobs, target = kernel_schedule(node, add, self.target,
-                                                          self.schedules)
+        key, description, knobs, target = kernel_schedule(node, add, self.target, self.schedules)
         if key:
             self.workloads[key] = description
         return key, knobs, target
@@ -390,7 +389,9 @@ class _Builder:
 
     def _weights(self, node: Node, add: Node | None = None) -> dict[int, tuple[np.ndarray, int]]:
         """`node`'s arrays as its emitter wants them, each with its blob offset."""
-        arrays = lookup(node, self.schedule(node, add)[2])[1](node)
+        _, knobs, target = self.schedule(node, add)
+        with preparing(knobs):  # a knob may arrange the weights
+            arrays = lookup(node, target)[1](node)
         return {i: (a, self.table.add(a)) for i, a in arrays.items()}
 
     def _pair_rows(self, names: tuple[str, ...]) -> PairRows:

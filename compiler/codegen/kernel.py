@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 from llvmlite import ir
@@ -38,6 +39,26 @@ def llvm_type(dtype: str) -> ir.Type:
         return LLVM_TYPES[dtype]
     except KeyError:
         raise KilnError(f"code generation does not support element type {dtype}") from None
+
+
+# The schedule of the kernel whose weights are being prepared: a weight arrangement that a
+# knob changes (a convolution's channel block) reads it, as the emitter reads `Kernel.knob`.
+_PREPARING: ContextVar[dict | None] = ContextVar("kiln_preparing_schedule", default=None)
+
+
+@contextmanager
+def preparing(schedule: dict) -> Iterator[None]:
+    """Within: `prepared_knob` answers from `schedule` (the builder prepares one kernel)."""
+    token = _PREPARING.set(schedule)
+    try:
+        yield
+    finally:
+        _PREPARING.reset(token)
+
+
+def prepared_knob(name: str, default):
+    """The value of knob `name` for the weights being prepared, or `default`."""
+    return (_PREPARING.get() or {}).get(name, default)
 
 
 class Kernel:

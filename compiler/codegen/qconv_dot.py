@@ -23,7 +23,7 @@ from compiler.codegen.int8dot import (
     dsp_weights,
     store_block,
 )
-from compiler.codegen.kernel import I32, Kernel, constant_input, first
+from compiler.codegen.kernel import I32, Kernel, constant_input, first, prepared_knob
 from compiler.codegen.targets import DotProduct, Target
 from compiler.codegen.window import each_tap
 from compiler.ir.graph import Node
@@ -45,6 +45,16 @@ def dot_eligible(node: Node, target: Target | None) -> bool:
     return channels % DEPTH_STEP[target.int8_dot] == 0 and out_c % BLOCK == 0
 
 
+def channel_block(node: Node, asked) -> int:
+    """Output channels per block: the schedule's `block` where it divides them, else BLOCK.
+
+    A block shares each input word's unpacking (or load) among its filters; wider blocks
+    amortize it further at the cost of registers.
+    """
+    out_c = node.output.type.shape[3]
+    return asked if asked in (2, 4, 8) and out_c % asked == 0 else BLOCK
+
+
 def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.ndarray]:
     """The arranged weights, the accumulator starts per border class, the rule's data.
 
@@ -53,7 +63,8 @@ def qconv_dot_weights(node: Node, target: Target | None = None) -> dict[int, np.
     """
     w = np.asarray(node.inputs[3].data, np.int64)
     out_c, _, kh_n, kw_n = w.shape
-    blocked = w.reshape(out_c // BLOCK, BLOCK, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
+    block = channel_block(node, prepared_knob("block", BLOCK))
+    blocked = w.reshape(out_c // block, block, -1, kh_n, kw_n).transpose(0, 3, 4, 1, 2)
     stored = dsp_weights(np.ascontiguousarray(blocked).astype(np.int8), target)
     return conv_dot_arrays(node, target, stored, w.sum(axis=1))
 
@@ -82,20 +93,21 @@ def emit_qconv_dot(k: Kernel) -> None:
     kw_n = node.inputs[3].type.shape[3]
     taps = node.inputs[3].type.shape[2] * kw_n
     zp = int(first(constant_input(k, 7, "output zero point")))
-    accs = [k.alloca(I32) for _ in range(BLOCK)]
+    block = channel_block(node, k.knob("block", BLOCK))
+    accs = [k.alloca(I32) for _ in range(block)]
     with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         border = border_offset(k, oh, ow)
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
-        with k.loop(out_c // BLOCK) as ob:
-            oc0 = k.index((ob, BLOCK))
+        with k.loop(out_c // block) as ob:
+            oc0 = k.index((ob, block))
             _start(k, accs, b.add(border, oc0))
 
             def tap(ih, iw, kh, kw, n=n, ob=ob):
                 x_base = k.index((n, height * width * channels), (ih, width * channels),
                                  (iw, channels))
                 at = k.index((kh, kw_n), (kw, 1))
-                w_bases = [k.index((ob, BLOCK * taps * channels), (at, BLOCK * channels),
-                                   base=j * channels) for j in range(BLOCK)]
+                w_bases = [k.index((ob, block * taps * channels), (at, block * channels),
+                                   base=j * channels) for j in range(block)]
                 dots(k, x_base, w_bases, accs, channels, taps=taps)
 
             each_tap(k, node, oh, ow, tap, unrolled=_one_chunk(k, channels))
@@ -138,7 +150,7 @@ def qconv_im2col_weights(node: Node, target: Target | None = None) -> dict[int, 
     """
     w = np.asarray(node.inputs[3].data, np.int64)
     out_c = w.shape[0]
-    rows = np.zeros((out_c, _column_depth(node, target)), np.int8)
+    rows = np.zeros((out_c, _column_depth(node, target)), np.int8)  # any block reads rows
     flat = w.transpose(0, 2, 3, 1).reshape(out_c, -1)
     rows[:, :flat.shape[1]] = flat
     return conv_dot_arrays(node, target, dsp_weights(rows, target), w.sum(axis=1))
@@ -160,7 +172,8 @@ def emit_qconv_im2col(k: Kernel) -> None:
     column.align = 16
     base = b.gep(column, [I32(0), I32(0)], inbounds=True)
     words = b.bitcast(base, ir.PointerType(I32))
-    accs = [k.alloca(I32) for _ in range(BLOCK)]
+    block = channel_block(node, k.knob("block", BLOCK))
+    accs = [k.alloca(I32) for _ in range(block)]
     with k.loop(batch) as n, k.rows(out_h) as oh, k.loop(out_w) as ow:
         for i in range(depth // 4):
             b.store(I32(0), b.gep(words, [I32(i)], inbounds=True), align=4)
@@ -176,10 +189,10 @@ def emit_qconv_im2col(k: Kernel) -> None:
         each_tap(k, node, oh, ow, gather)
         border = border_offset(k, oh, ow)
         pixel = k.index((n, out_h * out_w * out_c), (oh, out_w * out_c), (ow, out_c))
-        with k.loop(out_c // BLOCK) as ob:
-            oc0 = k.index((ob, BLOCK))
+        with k.loop(out_c // block) as ob:
+            oc0 = k.index((ob, block))
             _start(k, accs, b.add(border, oc0))
-            w_bases = [k.index((ob, BLOCK * depth), base=j * depth) for j in range(BLOCK)]
+            w_bases = [k.index((ob, block * depth), base=j * depth) for j in range(block)]
             dots(k, I32(0), w_bases, accs, depth, x=base,
                  taps=kw_n * node.inputs[3].type.shape[2])
             store_block(k, [b.load(slot) for slot in accs], oc0, b.add(pixel, oc0), zp)

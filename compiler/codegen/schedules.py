@@ -49,13 +49,15 @@ WEIGHT_BASE = Knob("weight_base", ("default", "opaque", "constant"),
                    "constant's address")
 VECTORS = Knob("vectors", ("default", 1, 2, 4, 8),
                "output-channel vectors one pixel keeps in registers (hosts)")
+BLOCK = Knob("block", ("default", 2, 8),
+              "output channels per block sharing each input word (4 by default)")
 CHAINS = Knob("chains", ("default", 1, 2, 4, 8),
               "independent accumulator chains per vector (hosts)")
 
 # Kernel family -> its knobs, by the emitter that generates it.
 FAMILIES: dict[str, tuple[Knob, ...]] = {
-    "convolution": (TAPS, BORDER_TAPS, DEPTH, WEIGHTS, WEIGHT_BASE),
-    "convolution_im2col": (DEPTH, WEIGHTS),
+    "convolution": (TAPS, BORDER_TAPS, DEPTH, WEIGHTS, WEIGHT_BASE, BLOCK),
+    "convolution_im2col": (DEPTH, WEIGHTS, BLOCK),
     "depthwise": (TAPS, BORDER_TAPS, WEIGHTS),
     "fully_connected": (DEPTH, WEIGHTS, WEIGHT_BASE),
     "convolution_lanes": (TAPS, BORDER_TAPS, VECTORS, CHAINS),

@@ -237,14 +237,15 @@ def _max_diff(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
 
 def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None = None,
                 repeats: int = 5, seed: int = 0, tflite: str | Path | None = None,
-                target_name: str = "host") -> BenchResult:
+                target_name: str = "host", options=None) -> BenchResult:
     """Compile `model` for the host and time it against its peers on the same inputs.
 
     `tflite` names the model's LiteRT twin; by default a twin found by `litert_twin` is used.
     A TFLite `model` is its own twin, and onnxruntime, which cannot read it, sits out.
     `target_name`: a level of this machine's architecture that its CPU runs (x86-64-v3, ...;
     aarch64 on AArch64) instead of the host's own, so one machine times the kernels of a
-    lower level beside the same peers.
+    lower level beside the same peers. `options` (for that target) say how to compile: a
+    tuning's schedules, say; the target's defaults when None.
     """
     from compiler.codegen.host import HostNet
     from compiler.codegen.peak import peak_flops, peak_int8_ops
@@ -278,7 +279,7 @@ def bench_model(model: str | Path, shapes: dict | None = None, runs: int | None 
         raise KilnError(f"cannot time {target.name} code on this machine (its CPU is "
                         f"{cpu_model()}): bench --target times the levels this CPU runs "
                         "and counts Cortex-M cores' instructions under QEMU")
-    options = Options(target=target_name)
+    options = options or Options(target=target_name)
     start = time.perf_counter()
     compiled = compilation(graph)
     compiled.net(options)

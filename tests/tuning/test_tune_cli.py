@@ -61,6 +61,14 @@ def test_a_resumed_run_measures_nothing_twice(tuned, tmp_path):
                  "--workers", "0", "--log", str(copy), "-q"]) == 0
     after = read_log(copy)
     assert after[:len(before)] == before and len(after) > len(before)
+    # Every round measures a new schedule of each workload that has one left.
+    from compiler.codegen.schedules import candidates
+    from compiler.tuning.measure import TuneSpec, load_problem
+
+    problem = load_problem(TuneSpec(str(model), "cortex-m7"))
+    left = {key: len(candidates(d["family"], problem.target))
+            - sum(e.workload == key for e in before) for key, d in problem.workloads.items()}
+    assert len(after) - len(before) == sum(min(4, n) for n in left.values())
     assert len(set(_pairs(after))) == len(after)
     assert min(e.trial for e in after[len(before):]) == 8
 
