@@ -64,6 +64,10 @@ class Layer:
     instructions: int | None = None
     sqnr_db: float | None = None
 
+    def per_mac(self) -> float | None:
+        """Executed instructions per multiply-accumulate, None uncounted or without MACs."""
+        return None if self.instructions is None or not self.macs else self.instructions / self.macs
+
     def time_us(self, clock_mhz: float) -> float | None:
         """Estimated microseconds at `clock_mhz` (one instruction a cycle), None uncounted."""
         return None if self.instructions is None else self.instructions / clock_mhz

@@ -127,7 +127,8 @@ COLUMNS = (("#", "num", "index"), ("kernel", "", "kernel"), ("operator and nodes
            ("MACs", "num", "macs"), ("weight bytes", "num", "weight_bytes"),
            ("as float32", "num", "float_weight_bytes"), ("output bytes", "num",
                                                          "activation_bytes"),
-           ("instructions", "num", "instructions"), ("est. time (µs)", "num", "time_us"),
+           ("instructions", "num", "instructions"), ("instructions / MAC", "num", "per_mac"),
+           ("est. time (µs)", "num", "time_us"),
            ("SQNR (dB)", "num", "sqnr_db"))
 
 
@@ -144,8 +145,19 @@ def _layer_row(index: int, layer: Layer, clock: float) -> str:
             f"<td>{escape(layer.dtype)}</td>"
             + _num(layer.macs) + _num(layer.weight_bytes) + _num(layer.float_weight_bytes)
             + _num(layer.activation_bytes) + _num(layer.instructions)
+            + _num(layer.per_mac(), "—" if layer.per_mac() is None else f"{layer.per_mac():.3f}")
             + _num(time, "—" if time is None else f"{time:,.1f}")
             + _num(sqnr, "—" if sqnr is None else f"{sqnr:.1f}") + "</tr>")
+
+
+def _bound(target: str) -> str:
+    """The sentence on the product bound the instructions-per-MAC column is read against."""
+    from compiler.codegen.targets import get_target
+    from compiler.mcu.bound import products_per_instruction
+
+    rate = products_per_instruction(get_target(target))
+    return (f"Instructions / MAC: the products alone need {1 / rate:.4g} on this core (its "
+            f"widest multiply-accumulate does {rate} a instruction).")
 
 
 def _foot_row(label: str, cls: str, cells: dict[str, str]) -> str:
@@ -177,7 +189,8 @@ def _layers(report: Report) -> str:
         "time_us": _num(total_time, "—" if total_time is None else f"{total_time:,.1f}")})
     counted = (f"Instructions: executed on {escape(ins.target)} under QEMU "
                f"{escape(ins.machine)}, per layer from the build with separate kernels, the "
-               f"total as shipped (`kiln bench --target {escape(ins.target)}`)."
+               f"total as shipped (`kiln bench --target {escape(ins.target)}`). "
+               f"{escape(_bound(ins.target))}"
                if ins is not None else "Instructions: not counted for this target.")
     return (f'<h2 id="layers-title">Layers</h2><p class="note">One row per kernel, as '
             f"`kiln bench --target` lists them; click a column header to sort. {counted} "
