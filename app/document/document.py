@@ -86,6 +86,7 @@ class Document(QObject):
         compareRequested(a, b): a panel asks for two operands side by side (Compare shows
             them).
         validated(run): a validation on a device ended; `last_validation` holds it.
+        tuned(tuning): a kernel tuning ended; `last_tuning` holds it.
     """
 
     graphChanged = Signal()
@@ -102,6 +103,7 @@ class Document(QObject):
     exported = Signal(object)
     compareRequested = Signal(object, object)
     validated = Signal(object)
+    tuned = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -126,6 +128,8 @@ class Document(QObject):
         self.last_export: dict | None = None  # the report of the last bundle exported
         # The last validation on a device (`app.device.state.DeviceRun`): the device overlay's.
         self.last_validation = None
+        # The last kernel tuning, (target, tuning log entries): the tuned overlay's.
+        self.last_tuning: tuple[str, list] | None = None
         # The graph whose content the file at `path` holds (None: no graph is, as after a
         # crash's edits came back): what tells an edited model from unsaved ranges or notes.
         self._file_graph: Graph | None = None
@@ -148,6 +152,7 @@ class Document(QObject):
         self.set_stage_notes({})  # notes on the last model's stages
         self.last_export = None
         self.last_validation = None
+        self.last_tuning = None
         self.modelOpened.emit()
         self.restore(graph, edit.problems(graph))
         self.pathChanged.emit()
@@ -169,6 +174,11 @@ class Document(QObject):
         """Keep the validation just run on a device (the device overlay reads it)."""
         self.last_validation = run
         self.validated.emit(run)
+
+    def set_last_tuning(self, target: str, entries: list) -> None:
+        """Keep the tuning log's entries for `target` (the tuned overlay reads them)."""
+        self.last_tuning = (target, list(entries))
+        self.tuned.emit(self.last_tuning)
 
     def request_compare(self, a, b) -> None:
         """Ask for `a` beside `b` (operands, or functions making them) in the Compare window."""

@@ -8,6 +8,7 @@ show a known figure at once. SQNR comes from the quantization session's last eva
 
 from __future__ import annotations
 
+import hashlib
 import json
 import weakref
 from dataclasses import replace
@@ -35,7 +36,9 @@ from compiler.ir.graph import Graph
 from compiler.layer_host_time import time_layers
 from compiler.layer_instructions import count_instructions
 from compiler.layer_metrics import MetricSet, aggregate
+from compiler.layer_tuning import tuning_metric
 from compiler.quant.recipe import QuantRecipe, quantize_with
+from compiler.version import kiln_version
 from views import style
 from views.flow_layout import FlowLayout
 from views.metric_colors import GRADIENT, THRESHOLD, coloring
@@ -44,22 +47,24 @@ from views.signals import signals_blocked
 
 INSTRUCTIONS = "instructions:"  # + target
 DEVICE = "device"  # the last validation's ticks per layer (Tools > Validate on Device…)
+TUNED = "tuned"  # the last tuning's best schedule per layer against the default (Tools > Tune…)
 CHOICES = (("", "None"), ("macs", "MACs"), ("weight_bytes", "Weight bytes"),
            ("arena_bytes", "Arena bytes"), ("host_time", "Host time"),
            *((INSTRUCTIONS + t, f"Instructions on {t}") for t in BENCH_TARGETS),
-           (DEVICE, "Device ticks"), ("sqnr", "SQNR"))
+           (DEVICE, "Device ticks"), (TUNED, "Tuned vs default"), ("sqnr", "SQNR"))
 
 
 # Figures of the model that ships: of the int8 model once the document is calibrated.
-OF_THE_INT8_MODEL = ("weight_bytes", "arena_bytes", "host_time", INSTRUCTIONS)
+OF_THE_INT8_MODEL = ("weight_bytes", "arena_bytes", "host_time", INSTRUCTIONS, TUNED)
 
 
 def metric_job(compiled: Compilation, key: str, shown: Graph, options,
-               recipe: QuantRecipe | None = None):
+               recipe: QuantRecipe | None = None, tuning: tuple[str, list] | None = None):
     """The job computing metric `key` for the document graph `shown`.
 
     With `recipe` (a calibrated document), the int8 model it makes is measured, each figure
     on the float node it came from: what the Export dialog's int8 bundle would do.
+    `tuning`: the document's last tuning (target, log entries), for the tuned metric.
     """
     def work(progress: Progress) -> MetricSet:
         if recipe is None:
@@ -72,6 +77,9 @@ def metric_job(compiled: Compilation, key: str, shown: Graph, options,
                             "makes, as the int8 export builds it")
 
     def measure(compiled: Compilation, progress: Progress) -> MetricSet:
+        if key == TUNED:
+            progress.report(0.1, f"Building the kernels for {tuning[0]}")
+            return tuning_metric(tuning[1], compiled, tuning[0], kiln_version(), shown)
         if key.startswith(INSTRUCTIONS):
             return count_instructions(compiled, key[len(INSTRUCTIONS):], shown, progress.report)
         if key == "host_time":
@@ -187,6 +195,7 @@ class OverlayController(QObject):
             signal.connect(self.refresh)
         doc.modelOpened.connect(lambda: self.choose(""))
         doc.validated.connect(lambda _run: self.key() == DEVICE and self.refresh())
+        doc.tuned.connect(lambda _tuning: self.key() == TUNED and self.refresh())
         doc.selectionChanged.connect(self._canvas_selected)
         window.layoutReady.connect(self.paint)
         # One overlay at a time: the quantization error's replaces this one.
@@ -194,6 +203,9 @@ class OverlayController(QObject):
         # Validate on Device's "Show on Canvas" asks the document for the device overlay.
         doc.overlayChanged.connect(lambda name: name == DEVICE and self.key() != DEVICE
                                    and self.choose(DEVICE))
+        # And Tune's the tuned one.
+        doc.overlayChanged.connect(lambda name: name == TUNED and self.key() != TUNED
+                                   and self.choose(TUNED))
 
     def _build_menu(self, window) -> None:
         menu = menu_before_help(window, "Overla&y")
@@ -265,6 +277,9 @@ class OverlayController(QObject):
         if key == DEVICE:
             self._show_device()
             return
+        if key == TUNED and doc.last_tuning is None:
+            self._show(None, "Tuned vs default needs a tuning: Tools > Tune… first.", True)
+            return
         compiled = doc.compilation()
         if compiled is None:
             self._show(None, "The graph has invalid nodes: fix or undo the edit first.", True)
@@ -276,7 +291,7 @@ class OverlayController(QObject):
             self._show(known)
             return
         graph = doc.graph
-        job = Job(metric_job(compiled, key, graph, doc.options(), recipe),
+        job = Job(metric_job(compiled, key, graph, doc.options(), recipe, doc.last_tuning),
                   "Computing the overlay", self)
         job.progress.connect(lambda f, t: self.panel.set_busy(True, f, t))
         job.succeeded.connect(lambda m: self._computed(graph, cache_key, m))
@@ -286,9 +301,17 @@ class OverlayController(QObject):
         job.start()
 
     def _cache_key(self, key: str) -> str:
-        """Arena bytes depend on the document's target and arena options too."""
+        """What else a metric depends on besides the graph and the pipeline.
+
+        Arena bytes: the target and arena options; the tuned metric: the last tuning's
+        target and entries.
+        """
         if key == "arena_bytes":
             return f"{key}:{self.document.options()!r}"
+        if key == TUNED and self.document.last_tuning is not None:
+            target, entries = self.document.last_tuning
+            lines = "\n".join(e.line() for e in entries).encode()
+            return f"{key}:{target}:{hashlib.sha256(lines).hexdigest()}"
         return key
 
     def _computed(self, graph: Graph, cache_key, metric: MetricSet) -> None:

@@ -21,6 +21,7 @@ from app.inspect import lessons, overlays, stepping
 from app.inspect import lowering as lowering_stages
 from app.inspect import memory as memory_panel
 from app.quant import screens as quant_screens
+from app.tune import controller as tune
 from app.window import grouping
 
 # (window attribute, module)
@@ -32,7 +33,7 @@ FEATURES = (("grouping", grouping), ("stepping", stepping), ("lowering", lowerin
             ("compare", compare), ("activations", activation_panel),
             ("picture", picture_export), ("report", report_export),
             ("walkthrough", walkthrough_export),
-            ("explore", explore), ("device", device))
+            ("explore", explore), ("device", device), ("tune", tune))
 
 
 def install_all(window) -> None:
