@@ -27,7 +27,7 @@ from compiler.layer_tuning import NAME as TUNED_OVERLAY
 from compiler.tuning.log import Entry, read_log
 
 TOOLS = "&Tools"
-NO_SPACE = "has no layer with a schedule space"  # the tool's sentence for a float model
+NO_SPACE = "no layer has a schedule space"  # the tool's sentence for a float model
 CALIBRATE = ("Its layers are float: calibrate it first (Quantize > Calibrate…), and Tune "
              "measures the int8 model the calibration makes.")
 

@@ -76,8 +76,10 @@ class InProcess:
     default; the tuner passes its own).
     """
 
+    _task: Callable[[dict, dict], dict] | None = None
+
     def __init__(self, task: Callable[[dict, dict], dict] | None = None) -> None:
-        self._task = task or run_trial
+        self._task = task
 
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:
@@ -85,7 +87,7 @@ class InProcess:
         for i, config in enumerate(configs):
             if cancelled():
                 return
-            yield i, self._task(spec_json, config)
+            yield i, (self._task or run_trial)(spec_json, config)
 
     def close(self) -> None:
         """Nothing to stop."""
@@ -151,9 +153,9 @@ class RayExecutor:
             finally:
                 if threading.current_thread() is threading.main_thread() and stop is not None:
                     signal.signal(signal.SIGTERM, stop)
-        function = ray_trial if task is None else task
         self._task = ray.remote(num_cpus=1, max_retries=RETRIES,
-                                name=function.__name__)(function)
+                                name="run_trial" if task is None else task.__name__)(
+                                    ray_trial if task is None else task)
 
     def run(self, spec_json: dict, configs: list[dict],
             cancelled: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, dict]]:

@@ -81,9 +81,9 @@ def load_problem(spec: TuneSpec) -> Problem:
             layers[kernel.workload] = layers.get(kernel.workload, 0) + 1
     workloads = {key: net.workloads[key] for key in layers}
     if not workloads:
-        raise KilnError(f"{Path(spec.model).name} has no layer with a schedule space on "
-                        f"{target.name} (int8 convolutions, depthwise and fully connected "
-                        "layers have one)")
+        raise KilnError(f"no layer has a schedule space on {target.name}: int8 "
+                        "convolutions, depthwise and fully connected layers have one "
+                        "(quantize a float model first: kiln quantize)")
     return Problem(spec, compiled, target, feeds, expected, workloads, layers)
 
 

@@ -169,7 +169,7 @@ def test_a_float_model_is_one_sentence_saying_to_calibrate(qtbot, tmp_path):
         _click(qtbot, dialog.start)
     assert ended.args == ["failed"]
     text = dialog.status.text()
-    assert "has no layer with a schedule space on cortex-m7" in text, text
+    assert "no layer has a schedule space on cortex-m7" in text, text
     assert "Quantize > Calibrate" in text and "Traceback" not in text and "\n" not in text
     assert dialog.status.styleSheet() != ""
     assert dialog.start.isEnabled() and not dialog.cancel.isVisible()
