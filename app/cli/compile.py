@@ -26,7 +26,7 @@ from app.cli.args import (
     target_options,
     writable_folder,
 )
-from app.cli.tune import add_tuning_arg, with_tuning, within_flash
+from app.cli.tune import add_tuning_arg, own_schedules, with_tuning, within_flash
 from compiler.codegen.bundle import weights_label
 from compiler.errors import KilnError
 
@@ -195,7 +195,7 @@ def run(args) -> int:
                      example=not options.resolved_target().mcu)
         compiled = compilation(graph, pipeline)
         fallback_warnings(compiled, warnings)
-        request = within_flash(args, compiled, request, warnings)
+        request = own_schedules(compiled, within_flash(args, compiled, request, warnings))
         options = request.options
         chosen, note = compiled.layout_that_fits(options, board)
         checked = report(compiled.net(chosen), board)  # the one report of this export

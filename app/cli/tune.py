@@ -175,3 +175,20 @@ def within_flash(args, compiled, request, warnings: Warnings):
     choice = within_budget(compiled, options, found, budget)
     (warnings.note if choice.fits else warnings.warn)(choice.note)
     return replace(request, options=replace(choice.options, tuning_log=options.tuning_log))
+
+
+def own_schedules(compiled, request):
+    """The request with only the schedules of this model's workloads (a log serves many).
+
+    The build file then records what this bundle applies, not every model the log has seen.
+    """
+    from dataclasses import replace
+
+    options = request.options
+    if not options.schedules:
+        return request
+    keys = set(compiled.net(options).workloads)
+    kept = tuple((key, knobs) for key, knobs in options.schedules if key in keys)
+    if kept == options.schedules:
+        return request
+    return replace(request, options=replace(options, schedules=kept))

@@ -83,6 +83,8 @@ def test_the_tuned_bundle_runs_the_interpreters_outputs_under_qemu(tuned, tmp_pa
 
     assert doc["request"]["tuning"]["log_sha256"] == log_hash(log)
     assert doc["request"]["tuning"]["schedules"]
+    workloads = {e.workload for e in read_log(log)}
+    assert set(doc["request"]["tuning"]["schedules"]) <= workloads
     done = subprocess.run(["make", "-s", "run"], cwd=out, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -154,3 +156,19 @@ def test_a_malformed_log_is_one_sentence(tuned, tmp_path, capsys, text, says):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_build_file_keeps_only_this_models_schedules(tuned, tmp_path):
+    from dataclasses import replace
+
+    model, log = tuned
+    foreign = tmp_path / "foreign.jsonl"
+    entries = read_log(log)
+    extra = replace(entries[0], workload="convolution:0000000000000000", cost=0.5)
+    write_log(foreign, [*entries, extra])
+    out = tmp_path / "own"
+    assert main(["compile", str(model), "--target", "cortex-m7", "--tuning", str(foreign),
+                 "-o", str(out), "-q"]) == 0
+    schedules = json.loads((out / "net.build.json").read_text())["request"]["tuning"]
+    assert "convolution:0000000000000000" not in schedules["schedules"]
+    assert schedules["schedules"]
